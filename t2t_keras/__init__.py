@@ -1,0 +1,3 @@
+"""t2t_keras: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017) in Keras 3."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,253 @@
+"""Configuration: frozen dataclasses, presets in `configs/*.yaml`, strict validation.
+
+A config file has up to four sections, `model`, `data`, `training` and
+`decoding`, and may start with `extends: PRESET` to inherit from another file.
+Unknown sections or keys and invalid values raise `ConfigError` naming the
+field, the value received and what is allowed.
+"""
+
+import dataclasses
+import difflib
+import os
+import pathlib
+import typing
+
+import yaml
+
+from t2t_keras.errors import ConfigError
+
+CONFIG_DIR = pathlib.Path(os.environ.get("T2T_KERAS_CONFIGS", pathlib.Path(__file__).resolve().parents[1] / "configs"))
+
+
+def _check_positive(section, obj, *names):
+    for name in names:
+        value = getattr(obj, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise ConfigError(f"{section}.{name} must be a positive integer. Received: {name}={value!r}")
+
+
+def _check_rate(section, obj, *names):
+    for name in names:
+        value = getattr(obj, name)
+        if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise ConfigError(f"{section}.{name} must be a number in [0, 1). Received: {name}={value!r}")
+
+
+def _check_choice(section, obj, name, choices):
+    value = getattr(obj, name)
+    if value not in choices:
+        raise ConfigError(f"{section}.{name} must be one of {list(choices)}. Received: {name}={value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Architecture (§3, Table 3). Paper names in brackets."""
+
+    vocab_size: typing.Optional[int] = None  # shared vocabulary; defaults to data.vocab_size
+    hidden_dim: int = 512  # [d_model]
+    num_layers: int = 6  # [N] encoder layers (and decoder layers unless num_decoder_layers)
+    num_decoder_layers: typing.Optional[int] = None  # decoder depth when it differs
+    num_heads: int = 8  # [h]
+    key_dim: typing.Optional[int] = None  # [d_k], default hidden_dim / num_heads
+    value_dim: typing.Optional[int] = None  # [d_v], default key_dim
+    intermediate_dim: int = 2048  # [d_ff]
+    activation: str = "relu"  # feed-forward nonlinearity (§3.3)
+    dropout: float = 0.1  # [P_drop] residual and embedding dropout (§5.4)
+    attention_dropout: float = 0.0  # dropout on attention weights (not in the paper)
+    activation_dropout: float = 0.0  # dropout inside the feed-forward network (not in the paper)
+    position_encoding: str = "sinusoidal"  # "sinusoidal" (§3.5) or "learned" (Table 3 E)
+    max_length: int = 1024  # longest sequence in tokens; sizes learned position tables
+    tie_embeddings: str = "all"  # "all" (§3.4), "target" or "none"
+    normalize_first: bool = False  # pre-LN instead of the paper's post-LN
+    layer_norm_epsilon: float = 1e-6
+
+    def __post_init__(self):
+        _check_positive("model", self, "vocab_size", "hidden_dim", "num_layers", "num_decoder_layers", "num_heads",
+                        "key_dim", "value_dim", "intermediate_dim", "max_length")
+        _check_rate("model", self, "dropout", "attention_dropout", "activation_dropout")
+        _check_choice("model", self, "position_encoding", ("sinusoidal", "learned"))
+        _check_choice("model", self, "tie_embeddings", ("all", "target", "none"))
+        if self.key_dim is None and self.hidden_dim % self.num_heads:
+            raise ConfigError(
+                f"model.hidden_dim={self.hidden_dim} is not divisible by model.num_heads={self.num_heads}: "
+                "set hidden_dim to a multiple of num_heads, or set model.key_dim and model.value_dim explicitly."
+            )
+
+    @property
+    def head_key_dim(self):
+        return self.key_dim or self.hidden_dim // self.num_heads
+
+    @property
+    def head_value_dim(self):
+        return self.value_dim or self.head_key_dim
+
+    @property
+    def decoder_layers(self):
+        return self.num_decoder_layers or self.num_layers
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel text comes from and how it becomes batches (§5.1)."""
+
+    source: str = "libreoffice"  # "libreoffice" (default corpus), "text", "tsv" or "tfds"
+    source_lang: str = "en"
+    target_lang: str = "de"
+    train_files: typing.Optional[typing.List[str]] = None  # text: [source, target]; tsv: [file]
+    dev_files: typing.Optional[typing.List[str]] = None
+    test_files: typing.Optional[typing.List[str]] = None
+    tfds_name: str = "wmt14_translate/de-en"  # for source: tfds
+    vocab_size: int = 8000  # shared BPE vocabulary (the paper: ~37,000)
+    max_length: int = 128  # training pairs longer than this (tokens, EOS included) are dropped and counted
+    batch_tokens: int = 4096  # tokens per side per step (the paper: ~25,000)
+    shuffle_buffer: int = 20000
+
+    def __post_init__(self):
+        _check_choice("data", self, "source", ("libreoffice", "text", "tsv", "tfds"))
+        _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """Optimisation (§5.3, §5.4) and the run's bookkeeping."""
+
+    train_steps: int = 100000  # the base model's 100K steps
+    warmup_steps: int = 4000  # eq. (3)
+    learning_rate_scale: float = 1.0  # multiplies eq. (3)
+    label_smoothing: float = 0.1  # [ε_ls]
+    adam_beta_1: float = 0.9
+    adam_beta_2: float = 0.98
+    adam_epsilon: float = 1e-9
+    gradient_accumulation_steps: int = 1  # emulate a larger batch on fewer devices
+    mixed_precision: str = "float32"  # "float32", "mixed_float16" or "mixed_bfloat16"
+    jit_compile: bool = True  # XLA; Keras leaves it off on CPU unless asked
+    strategy: str = "auto"  # "auto", "mirrored", "multi_worker" or "one_device"
+    steps_per_epoch: int = 1000  # Keras epoch length: logging and validation interval
+    checkpoint_every_steps: int = 1000
+    checkpoint_every_minutes: float = 10.0  # §6.1 wrote checkpoints every 10 minutes
+    keep_checkpoints: int = 20
+    average_last: int = 5  # §6.1: 5 for base, 20 for big
+    seed: int = 1234
+
+    def __post_init__(self):
+        _check_positive("training", self, "train_steps", "warmup_steps", "gradient_accumulation_steps",
+                        "steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints", "average_last")
+        _check_rate("training", self, "label_smoothing")
+        _check_choice("training", self, "mixed_precision", ("float32", "mixed_float16", "mixed_bfloat16"))
+        _check_choice("training", self, "strategy", ("auto", "mirrored", "multi_worker", "one_device"))
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodingConfig:
+    """Inference (§6.1)."""
+
+    beam_size: int = 4
+    alpha: float = 0.6  # length penalty ((5+|Y|)/6)^alpha
+    extra_length: int = 50  # maximum output length = input length + extra_length
+
+    def __post_init__(self):
+        _check_positive("decoding", self, "beam_size", "extra_length")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    training: TrainingConfig = dataclasses.field(default_factory=TrainingConfig)
+    decoding: DecodingConfig = dataclasses.field(default_factory=DecodingConfig)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {field.name: field.type for field in dataclasses.fields(Config)}
+SECTION_CLASSES = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig, "decoding": DecodingConfig}
+
+
+def _unknown(kind, name, allowed):
+    hint = difflib.get_close_matches(name, allowed, n=1)
+    suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
+    return ConfigError(f"Unknown {kind} {name!r}.{suggestion} Allowed: {', '.join(sorted(allowed))}.")
+
+
+def _section(name, values):
+    cls = SECTION_CLASSES[name]
+    allowed = [field.name for field in dataclasses.fields(cls)]
+    for key in values:
+        if key not in allowed:
+            raise _unknown(f"key in section '{name}'", key, allowed)
+    return cls(**values)
+
+
+def from_dict(data):
+    """Builds a `Config` from nested dicts, rejecting unknown sections and keys."""
+    data = dict(data or {})
+    for name in data:
+        if name not in SECTION_CLASSES:
+            raise _unknown("config section", name, list(SECTION_CLASSES))
+    sections = {name: dict(values or {}) for name, values in data.items()}
+    model = sections.setdefault("model", {})
+    if model.get("vocab_size") is None:
+        model["vocab_size"] = sections.get("data", {}).get("vocab_size", DataConfig.vocab_size)
+    return Config(**{name: _section(name, values) for name, values in sections.items()})
+
+
+def available_presets():
+    return sorted(path.stem for path in CONFIG_DIR.glob("*.yaml"))
+
+
+def _resolve(name_or_path):
+    path = pathlib.Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.exists():
+            raise ConfigError(f"Config file {str(path)!r} does not exist.")
+        return path
+    preset = CONFIG_DIR / f"{name_or_path}.yaml"
+    if not preset.exists():
+        raise _unknown("preset", str(name_or_path), available_presets())
+    return preset
+
+
+def _read_yaml(path, seen=()):
+    if path in seen:
+        raise ConfigError(f"Config {path} extends itself through {' -> '.join(map(str, seen))}.")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"Config file {path} is not valid YAML: {error}") from error
+    if not isinstance(raw, dict):
+        raise ConfigError(f"Config file {path} must hold a mapping of sections, got {type(raw).__name__}.")
+    parent = raw.pop("extends", None)
+    if parent is None:
+        return raw
+    return _merge(_read_yaml(_resolve(parent), seen + (path,)), raw)
+
+
+def _merge(base, update):
+    merged = {name: dict(values or {}) for name, values in base.items()}
+    for name, values in update.items():
+        merged.setdefault(name, {}).update(values or {})
+    return merged
+
+
+def parse_override(text):
+    """`section.key=value` -> {"section": {"key": value}}, the value parsed as YAML."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ConfigError(f"Override {text!r} must look like section.key=value, e.g. model.hidden_dim=256.")
+    dotted, value = text.split("=", 1)
+    section, key = dotted.split(".", 1)
+    return {section: {key: yaml.safe_load(value)}}
+
+
+def load_config(name_or_path="base", overrides=()):
+    """Loads a preset name or YAML file, applies `section.key=value` overrides, validates."""
+    data = _read_yaml(_resolve(name_or_path))
+    for text in overrides:
+        data = _merge(data, parse_override(text))
+    return from_dict(data)
+
+
+def replace(config, **sections):
+    """A copy of `config` with some fields changed: replace(cfg, model={"vocab_size": 8000})."""
+    changed = {name: dataclasses.replace(getattr(config, name), **values) for name, values in sections.items()}
+    return dataclasses.replace(config, **changed)

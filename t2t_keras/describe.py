@@ -1,0 +1,47 @@
+"""A summary of a configuration: architecture, parameter count, training FLOPs per target token."""
+
+from t2t_keras.params import count_parameters, training_flops_per_target_token
+
+
+def describe(config, sequence_length=32):
+    """A flat dict describing `config.model` (the `--json` output of `t2t-keras describe`)."""
+    m = config.model
+    counts = count_parameters(m)
+    return {
+        "params": counts["total"],
+        "params_by_part": {k: v for k, v in counts.items() if k != "total"},
+        "vocab_size": m.vocab_size,
+        "hidden_dim": m.hidden_dim,
+        "num_layers": m.num_layers,
+        "num_decoder_layers": m.decoder_layers,
+        "num_heads": m.num_heads,
+        "key_dim": m.head_key_dim,
+        "value_dim": m.head_value_dim,
+        "intermediate_dim": m.intermediate_dim,
+        "dropout": m.dropout,
+        "label_smoothing": config.training.label_smoothing,
+        "position_encoding": m.position_encoding,
+        "tie_embeddings": m.tie_embeddings,
+        "normalize_first": m.normalize_first,
+        "train_flops_per_target_token": training_flops_per_target_token(m, sequence_length, sequence_length),
+        "flops_sequence_length": sequence_length,
+    }
+
+
+def format_description(info):
+    """Human-readable lines for `describe()`'s dict."""
+    norm = "pre-LN" if info["normalize_first"] else "post-LN (paper)"
+    parts = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in info["params_by_part"].items() if v)
+    return "\n".join(
+        [
+            f"Transformer: N={info['num_layers']} encoder / {info['num_decoder_layers']} decoder layers, "
+            f"d_model={info['hidden_dim']}, d_ff={info['intermediate_dim']}, h={info['num_heads']}, "
+            f"d_k={info['key_dim']}, d_v={info['value_dim']}",
+            f"  P_drop={info['dropout']}, eps_ls={info['label_smoothing']}, {info['position_encoding']} positions, "
+            f"embeddings tied: {info['tie_embeddings']}, {norm}",
+            f"  vocabulary: {info['vocab_size']}",
+            f"  parameters: {info['params']:,} ({info['params'] / 1e6:.1f}M: {parts})",
+            f"  training FLOPs per target token: {info['train_flops_per_target_token'] / 1e6:.1f} MFLOP "
+            f"(source and target length {info['flops_sequence_length']}, matmuls only)",
+        ]
+    )

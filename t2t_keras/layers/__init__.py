@@ -1,0 +1,27 @@
+"""Keras layers of the Transformer (§3), each serializable."""
+
+from t2t_keras.layers.decoder import Decoder
+from t2t_keras.layers.decoder_block import DecoderBlock
+from t2t_keras.layers.encoder import Encoder
+from t2t_keras.layers.encoder_block import EncoderBlock
+from t2t_keras.layers.feed_forward import FeedForward
+from t2t_keras.layers.multi_head_attention import MultiHeadAttention
+from t2t_keras.layers.position_embedding import LearnedPositionEmbedding
+from t2t_keras.layers.positional_encoding import SinusoidalPositionEncoding
+from t2t_keras.layers.scaled_dot_product_attention import ScaledDotProductAttention
+from t2t_keras.layers.sublayer_connection import SublayerConnection
+from t2t_keras.layers.token_embedding import TokenEmbedding
+
+__all__ = [
+    "Decoder",
+    "DecoderBlock",
+    "Encoder",
+    "EncoderBlock",
+    "FeedForward",
+    "LearnedPositionEmbedding",
+    "MultiHeadAttention",
+    "ScaledDotProductAttention",
+    "SinusoidalPositionEncoding",
+    "SublayerConnection",
+    "TokenEmbedding",
+]

@@ -1,0 +1,56 @@
+"""Scaled dot-product attention (§3.2.1)."""
+
+import math
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class ScaledDotProductAttention(keras.layers.Layer):
+    """softmax(Q K^T / sqrt(d_k)) V over several heads at once.
+
+    Masked positions are removed by Keras' masked softmax, which is dtype-aware
+    (safe in float16) and sets their weights to exactly 0.
+
+    Args:
+        dropout: dropout rate on the attention weights (0 in the paper).
+
+    Call arguments:
+        query: `(batch, query_len, heads, key_dim)`.
+        key: `(batch, key_len, heads, key_dim)`.
+        value: `(batch, key_len, heads, value_dim)`.
+        attention_mask: boolean, broadcastable to `(batch, query_len, key_len)`; True = attend.
+        training: whether dropout is active.
+
+    Returns:
+        `(output, weights)`: `(batch, query_len, heads, value_dim)` and
+        `(batch, heads, query_len, key_len)`.
+
+    References:
+        Vaswani et al., 2017, §3.2.1.
+    """
+
+    def __init__(self, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
+        self.dropout = dropout
+        self.softmax = keras.layers.Softmax(axis=-1, dtype=self.dtype_policy, name="softmax")
+        self.weights_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+
+    def call(self, query, key, value, attention_mask=None, training=None):
+        # Scale the queries rather than the scores: fewer multiplies, and
+        # smaller intermediate values in float16.
+        query = query * ops.cast(1.0 / math.sqrt(query.shape[-1]), query.dtype)
+        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)  # (batch, heads, query_len, key_len)
+        mask = None if attention_mask is None else ops.expand_dims(attention_mask, axis=1)  # broadcast over heads
+        weights = self.softmax(scores, mask=mask)
+        dropped = self.weights_dropout(weights, training=training)
+        output = ops.einsum("bhqk,bkhd->bqhd", dropped, value)  # (batch, query_len, heads, value_dim)
+        return output, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dropout": self.dropout})
+        return config

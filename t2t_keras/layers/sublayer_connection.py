@@ -1,0 +1,62 @@
+"""The residual connection and layer normalisation around every sublayer (§3.1, §5.4)."""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class SublayerConnection(keras.layers.Layer):
+    """LayerNorm(x + Dropout(Sublayer(x))), or its pre-LN variant.
+
+    A block uses it in two steps, so the sublayer itself stays an ordinary layer:
+
+        y = sublayer(connection.normalize(x))
+        x = connection(x, y)
+
+    Post-LN (the paper, `normalize_first=False`): `normalize` is the identity
+    and the call returns LayerNorm(x + Dropout(y)). Pre-LN
+    (`normalize_first=True`, the default of tensor2tensor, OpenNMT-tf and TF
+    Model Garden): `normalize` applies LayerNorm and the call returns
+    x + Dropout(y); the stack then needs a final LayerNorm.
+
+    Args:
+        dropout: P_drop, applied to the sublayer output before the residual sum (§5.4).
+        normalize_first: pre-LN instead of the paper's post-LN.
+        epsilon: LayerNorm epsilon.
+
+    Call arguments:
+        residual: the sublayer input x.
+        output: the sublayer output y.
+        training: whether dropout is active.
+
+    References:
+        Vaswani et al., 2017, §3.1 and §5.4; Xiong et al., 2020 (pre-LN).
+    """
+
+    def __init__(self, dropout=0.1, normalize_first=False, epsilon=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
+        self.dropout = dropout
+        self.normalize_first = normalize_first
+        self.epsilon = epsilon
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+        self.layer_norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm")
+
+    def build(self, residual_shape, output_shape=None):
+        self.layer_norm.build(residual_shape)
+
+    def normalize(self, x):
+        """The sublayer's input: LayerNorm(x) when pre-LN, x itself when post-LN."""
+        return self.layer_norm(x) if self.normalize_first else x
+
+    def call(self, residual, output, training=None):
+        summed = residual + self.output_dropout(output, training=training)
+        return summed if self.normalize_first else self.layer_norm(summed)
+
+    def compute_output_shape(self, residual_shape, output_shape=None):
+        return residual_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dropout": self.dropout, "normalize_first": self.normalize_first, "epsilon": self.epsilon})
+        return config

@@ -1,0 +1,74 @@
+"""Token embedding scaled by sqrt(d_model), reusable as the pre-softmax projection (§3.4)."""
+
+import math
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class TokenEmbedding(keras.layers.Layer):
+    """Maps token ids to `hidden_dim` vectors multiplied by sqrt(hidden_dim).
+
+    The same weight matrix serves as the pre-softmax linear transformation
+    through `project()`, so one matrix can be shared by the source embedding,
+    the target embedding and the output layer as in §3.4.
+
+    Args:
+        vocab_size: number of token ids.
+        hidden_dim: d_model.
+        initializer: defaults to N(0, hidden_dim^-0.5), which after the
+            sqrt(hidden_dim) scaling gives unit-variance inputs, and keeps the
+            initial logits of the tied projection small.
+
+    Call arguments:
+        token_ids: integer tensor `(batch, length)`.
+
+    Returns:
+        `(batch, length, hidden_dim)` embeddings in the layer's compute dtype.
+
+    References:
+        Vaswani et al., 2017, §3.4; Press & Wolf, 2017.
+    """
+
+    def __init__(self, vocab_size, hidden_dim, initializer=None, **kwargs):
+        super().__init__(**kwargs)
+        if vocab_size <= 0 or hidden_dim <= 0:
+            raise ValueError(
+                "vocab_size and hidden_dim must be positive. "
+                f"Received: vocab_size={vocab_size}, hidden_dim={hidden_dim}"
+            )
+        self.vocab_size = vocab_size
+        self.hidden_dim = hidden_dim
+        if initializer is None:
+            initializer = keras.initializers.RandomNormal(stddev=hidden_dim**-0.5)
+        self.initializer = keras.initializers.get(initializer)
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocab_size, self.hidden_dim), initializer=self.initializer
+        )
+
+    def call(self, token_ids):
+        vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), token_ids, axis=0)
+        return vectors * ops.cast(math.sqrt(self.hidden_dim), self.compute_dtype)
+
+    def project(self, hidden):
+        """Pre-softmax projection: `(..., hidden_dim)` -> `(..., vocab_size)` logits."""
+        if not self.built:
+            self.build()
+        return ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, hidden.dtype)))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.hidden_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "hidden_dim": self.hidden_dim,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
+        return config

@@ -1,0 +1,240 @@
+"""The Transformer of "Attention Is All You Need" as a subclassed `keras.Model`."""
+
+import dataclasses
+
+import keras
+from keras import ops
+
+from t2t_keras.layers import (
+    Decoder,
+    Encoder,
+    LearnedPositionEmbedding,
+    SinusoidalPositionEncoding,
+    TokenEmbedding,
+    masks,
+)
+
+TIE_CHOICES = ("all", "target", "none")
+POSITION_CHOICES = ("sinusoidal", "learned")
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer (§3), post-LN by default as in the paper.
+
+    Names map to the paper as follows: `hidden_dim` = d_model,
+    `intermediate_dim` = d_ff, `num_heads` = h, `num_layers` = N,
+    `key_dim` = d_k, `value_dim` = d_v, `dropout` = P_drop. Label smoothing
+    (ε_ls) belongs to the loss, not the model.
+
+    Args:
+        vocab_size: size of the shared (or target) vocabulary.
+        hidden_dim, num_layers, num_heads, intermediate_dim: as above.
+        key_dim, value_dim: per-head sizes; default hidden_dim / num_heads.
+        num_decoder_layers: decoder depth when it differs from the encoder's.
+        dropout: P_drop on embeddings + positions and on every sublayer output (§5.4).
+        attention_dropout: dropout on attention weights (0 in the paper).
+        activation_dropout: dropout inside the feed-forward network (0 in the paper).
+        activation: feed-forward nonlinearity.
+        position_encoding: "sinusoidal" (§3.5) or "learned" (Table 3 row E).
+        max_length: longest sequence the model accepts (tokens, EOS included);
+            sizes the learned position tables.
+        tie_embeddings: "all" shares one matrix between source embedding,
+            target embedding and pre-softmax projection (§3.4); "target" ties
+            only the target embedding and the projection; "none" unties all.
+        source_vocab_size: source vocabulary when `tie_embeddings` is not "all";
+            defaults to `vocab_size`.
+        normalize_first: pre-LN blocks and a final LayerNorm per stack.
+        layer_norm_epsilon: LayerNorm epsilon.
+        pad_id: id of the padding token, masked everywhere.
+
+    Call arguments:
+        inputs: `(source, target_in)`, integer `(batch, source_len)` and
+            `(batch, target_len)`; target_in starts with BOS (teacher forcing).
+        training: whether dropout is active.
+
+    Returns:
+        float32 logits `(batch, target_len, vocab_size)`.
+
+    References:
+        Vaswani et al., 2017.
+    """
+
+    def __init__(self, vocab_size, hidden_dim=512, num_layers=6, num_heads=8, intermediate_dim=2048,
+                 key_dim=None, value_dim=None, num_decoder_layers=None, dropout=0.1, attention_dropout=0.0,
+                 activation_dropout=0.0, activation="relu", position_encoding="sinusoidal", max_length=1024,
+                 tie_embeddings="all", source_vocab_size=None, normalize_first=False, layer_norm_epsilon=1e-6,
+                 pad_id=0, **kwargs):
+        super().__init__(**kwargs)
+        if tie_embeddings not in TIE_CHOICES:
+            raise ValueError(f"tie_embeddings must be one of {TIE_CHOICES}. Received: tie_embeddings={tie_embeddings!r}")
+        if position_encoding not in POSITION_CHOICES:
+            raise ValueError(
+                f"position_encoding must be one of {POSITION_CHOICES}. Received: position_encoding={position_encoding!r}"
+            )
+        if tie_embeddings == "all" and source_vocab_size not in (None, vocab_size):
+            raise ValueError(
+                "tie_embeddings='all' shares one vocabulary, but source_vocab_size "
+                f"({source_vocab_size}) != vocab_size ({vocab_size}). Use tie_embeddings='target' or one vocabulary."
+            )
+        self.vocab_size = vocab_size
+        self.hidden_dim = hidden_dim
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.num_decoder_layers = num_decoder_layers
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.activation = activation
+        self.position_encoding = position_encoding
+        self.max_length = max_length
+        self.tie_embeddings = tie_embeddings
+        self.source_vocab_size = source_vocab_size
+        self.normalize_first = normalize_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.pad_id = pad_id
+        self._make_embeddings()
+        self._make_stacks()
+
+    def _make_embeddings(self):
+        policy = self.dtype_policy
+        self.target_embedding = TokenEmbedding(self.vocab_size, self.hidden_dim, dtype=policy, name="target_embedding")
+        if self.tie_embeddings == "all":
+            self.source_embedding = self.target_embedding
+        else:
+            self.source_embedding = TokenEmbedding(
+                self.source_vocab_size or self.vocab_size, self.hidden_dim, dtype=policy, name="source_embedding"
+            )
+        self.output_projection = None
+        if self.tie_embeddings == "none":
+            self.output_projection = keras.layers.Dense(
+                self.vocab_size, use_bias=False, dtype=policy, name="output_projection"
+            )
+        if self.position_encoding == "learned":
+            self.source_position = LearnedPositionEmbedding(self.max_length, dtype=policy, name="source_position")
+            self.target_position = LearnedPositionEmbedding(self.max_length, dtype=policy, name="target_position")
+        else:
+            self.source_position = self.target_position = SinusoidalPositionEncoding(dtype=policy, name="position")
+        self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=policy, name="embedding_dropout")
+
+    def _make_stacks(self):
+        block_config = {
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "activation_dropout": self.activation_dropout,
+            "activation": self.activation,
+            "normalize_first": self.normalize_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        }
+        policy = self.dtype_policy
+        self.encoder = Encoder(self.num_layers, block_config, dtype=policy, name="encoder")
+        decoder_layers = self.num_decoder_layers or self.num_layers
+        self.decoder = Decoder(decoder_layers, block_config, dtype=policy, name="decoder")
+
+    def build(self, input_shape=None):
+        """Creates every weight; the shapes of the inputs do not matter."""
+        shape = (None, None, self.hidden_dim)
+        for layer in {id(x): x for x in (self.source_embedding, self.target_embedding)}.values():
+            layer.build()
+        for layer in {id(x): x for x in (self.source_position, self.target_position)}.values():
+            layer.build(shape)
+        if self.output_projection is not None:
+            self.output_projection.build(shape)
+        self.encoder.build(shape)
+        self.decoder.build(shape, shape)
+        self.built = True
+
+    def source_mask(self, source):
+        """`(batch, source_len)` boolean mask of real (non-padding) source tokens."""
+        return masks.padding_mask(source, self.pad_id)
+
+    def _embed(self, token_ids, embedding, position, start_index=0, training=None):
+        x = position(embedding(token_ids), start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def encode(self, source, training=None, return_attention_scores=False):
+        """Encoder output ("memory") `(batch, source_len, hidden_dim)` for source ids."""
+        x = self._embed(source, self.source_embedding, self.source_position, training=training)
+        return self.encoder(x, self.source_mask(source), return_attention_scores=return_attention_scores,
+                            training=training)
+
+    def project(self, hidden):
+        """Pre-softmax projection to float32 logits.
+
+        Logits are cast to float32 so the softmax and the loss are computed in
+        full precision under mixed-precision policies.
+        """
+        if self.output_projection is None:
+            logits = self.target_embedding.project(hidden)
+        else:
+            logits = self.output_projection(hidden)
+        return ops.cast(logits, "float32")
+
+    def decode(self, target_in, encoder_output, source_mask=None, cache=None, cache_index=None, training=None,
+               return_attention_scores=False):
+        """Float32 logits for `target_in` given the encoder output.
+
+        With `cache` (from `init_cache`) and `cache_index`, `target_in` holds the
+        tokens at positions `cache_index ...` only, and the updated cache is
+        returned after the logits: incremental decoding, used by `decoding/`.
+        Returns `logits`, then the attention weights if asked for, then the cache.
+        """
+        start = 0 if cache_index is None else cache_index
+        x = self._embed(target_in, self.target_embedding, self.target_position, start, training)
+        out = self.decoder(x, encoder_output, source_mask, cache=cache, cache_index=cache_index,
+                           return_attention_scores=return_attention_scores, training=training)
+        if not isinstance(out, tuple):
+            return self.project(out)
+        return (self.project(out[0]),) + tuple(out[1:])
+
+    def init_cache(self, encoder_output, max_length):
+        """Decoder cache for up to `max_length` steps: self-attention slots and cross-attention keys/values."""
+        return self.decoder.init_cache(encoder_output, max_length)
+
+    def call(self, inputs, training=None):
+        source, target_in = inputs
+        memory = self.encode(source, training=training)
+        return self.decode(target_in, memory, self.source_mask(source), training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "hidden_dim": self.hidden_dim,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "num_decoder_layers": self.num_decoder_layers,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "activation_dropout": self.activation_dropout,
+                "activation": self.activation,
+                "position_encoding": self.position_encoding,
+                "max_length": self.max_length,
+                "tie_embeddings": self.tie_embeddings,
+                "source_vocab_size": self.source_vocab_size,
+                "normalize_first": self.normalize_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "pad_id": self.pad_id,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def build_transformer(model_config, dtype=None, name="transformer"):
+    """A `Transformer` from a `config.ModelConfig`; `dtype` may be a mixed-precision policy name."""
+    return Transformer(**dataclasses.asdict(model_config), dtype=dtype, name=name)

@@ -1,0 +1,59 @@
+"""Closed-form parameter and FLOP counts of a `ModelConfig`.
+
+Accounting: every projection weight and bias, LayerNorm scale and offset,
+the embedding matrices (one when shared three ways, §3.4), learned position
+tables; sinusoids have no parameters.
+"""
+
+
+def attention_params(model_dim, key_dim, value_dim, num_heads):
+    """Q, K (d_model x h*d_k), V (d_model x h*d_v) and output (h*d_v x d_model), with biases."""
+    query_key = 2 * (model_dim * num_heads * key_dim + num_heads * key_dim)
+    value = model_dim * num_heads * value_dim + num_heads * value_dim
+    output = num_heads * value_dim * model_dim + model_dim
+    return query_key + value + output
+
+
+def feed_forward_params(model_dim, intermediate_dim):
+    return 2 * model_dim * intermediate_dim + intermediate_dim + model_dim
+
+
+def count_parameters(model_config):
+    """Parameter counts by part, and `total`, for a `ModelConfig`."""
+    c = model_config
+    d = c.hidden_dim
+    attention = attention_params(d, c.head_key_dim, c.head_value_dim, c.num_heads)
+    feed_forward = feed_forward_params(d, c.intermediate_dim)
+    norm = 2 * d
+    final_norm = norm if c.normalize_first else 0
+    counts = {
+        "encoder": c.num_layers * (attention + feed_forward + 2 * norm) + final_norm,
+        "decoder": c.decoder_layers * (2 * attention + feed_forward + 3 * norm) + final_norm,
+        "embeddings": c.vocab_size * d * {"all": 1, "target": 2, "none": 3}[c.tie_embeddings],
+        "positions": 2 * c.max_length * d if c.position_encoding == "learned" else 0,
+    }
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def training_flops_per_target_token(model_config, source_length=32, target_length=32):
+    """Training FLOPs (3 x forward) per target token, matmuls only.
+
+    Same accounting as the peer benchmark harness: attention and FFN
+    projections, the QK^T and AV products over full (unmasked) lengths and the
+    output projection; embeddings, softmax, LayerNorm and loss are not counted.
+    """
+    c = model_config
+    d, ratio = c.hidden_dim, source_length / target_length
+    hk, hv = c.num_heads * c.head_key_dim, c.num_heads * c.head_value_dim
+    self_projections = 2 * d * (2 * hk + 2 * hv)  # Q, K, V, output: 2 FLOPs per multiply-add
+    ffn = 4 * d * c.intermediate_dim
+    encoder = c.num_layers * (self_projections + ffn + 2 * source_length * (hk + hv))
+    cross_query_out = 2 * d * (hk + hv)
+    cross_key_value = 2 * d * (hk + hv)
+    decoder = c.decoder_layers * (
+        self_projections + ffn + 2 * target_length * (hk + hv)
+        + cross_query_out + ratio * cross_key_value + 2 * source_length * (hk + hv)
+    )
+    forward = ratio * encoder + decoder + 2 * d * c.vocab_size
+    return 3 * forward

@@ -1,0 +1,39 @@
+"""The `t2t-keras` command line."""
+
+import json
+import subprocess
+import sys
+
+import tensorflow as tf
+
+from tests.helpers import TestCase
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "t2t_keras", *args], capture_output=True, text=True, timeout=120)
+
+
+class DescribeTest(TestCase):
+    def test_json_for_base_with_the_paper_vocabulary(self):
+        result = run_cli("describe", "--config", "base", "--vocab-size", "40000", "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        info = json.loads(result.stdout)
+        for key in ("params", "hidden_dim", "num_layers", "num_heads", "intermediate_dim", "vocab_size"):
+            self.assertIn(key, info)
+        self.assertEqual((info["hidden_dim"], info["num_layers"], info["vocab_size"]), (512, 6, 40000))
+        self.assertAlmostEqual(info["params"] / 1e6, 65, delta=1.0)
+
+    def test_text_output_and_overrides(self):
+        result = run_cli("describe", "--config", "tiny", "--set", "model.num_heads=8")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("h=8", result.stdout)
+        self.assertIn("parameters:", result.stdout)
+
+    def test_bad_config_is_a_clear_error(self):
+        result = run_cli("describe", "--config", "base", "--set", "model.hidden_dim=500")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("hidden_dim=500 is not divisible by model.num_heads=8", result.stderr)
+
+
+if __name__ == "__main__":
+    tf.test.main()
