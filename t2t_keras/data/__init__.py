@@ -1,0 +1,1 @@
+"""Parallel corpora: download, preparation, caching and reading."""
