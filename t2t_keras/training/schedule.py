@@ -1,0 +1,130 @@
+"""The warmup / inverse-square-root learning-rate schedule and the Adam optimizer of §5.3."""
+
+import keras
+
+from t2t_keras.errors import ConfigError
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """lrate = scale · d_model^-0.5 · min(step_num^-0.5, step_num · warmup_steps^-1.5), eq. (3).
+
+    The rate grows linearly for `warmup_steps` updates, peaks at `step_num == warmup_steps`
+    with `scale · (d_model · warmup_steps)^-0.5`, and then decays with the inverse square root
+    of the step number.
+
+    Step counting: a Keras optimizer calls the schedule with its raw `iterations` counter,
+    which is 0 during the first update. The paper's `step_num` starts at 1 (at 0 the formula
+    gives a zero rate, so the first update would be wasted), hence
+    `step_num = iterations // gradient_accumulation_steps + 1`.
+
+    With gradient accumulation, a Keras 3 optimizer increments its raw counter on every
+    `apply_gradients` call (every micro-batch) and hands that raw counter to the schedule,
+    while weights change only on every `gradient_accumulation_steps`-th call. Passing the
+    same `gradient_accumulation_steps` here makes `step_num` count weight updates, so
+    `warmup_steps` keeps meaning weight updates, as in the paper. The k-th update happens at
+    raw iterations `k·N - 1`, which maps to `step_num = k`.
+
+    All arithmetic is float32.
+
+    Args:
+        hidden_dim: d_model, the model width (512 in the base model).
+        warmup_steps: the number of warmup updates (4000 in the paper).
+        scale: a constant factor on the whole rate (1.0 in the paper; tensor2tensor's
+            `learning_rate_constant`).
+        gradient_accumulation_steps: the number of optimizer `apply_gradients` calls per
+            weight update (the optimizer's own `gradient_accumulation_steps`, or 1).
+
+    Example:
+
+    >>> schedule = TransformerSchedule(hidden_dim=512, warmup_steps=4000)
+    >>> optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+
+    References:
+        Vaswani et al., 2017, §5.3, eq. (3).
+    """
+
+    def __init__(self, hidden_dim, warmup_steps=4000, scale=1.0, gradient_accumulation_steps=1):
+        if not isinstance(hidden_dim, int) or hidden_dim <= 0:
+            raise ConfigError(f"hidden_dim must be a positive integer. Received: hidden_dim={hidden_dim}")
+        if not isinstance(warmup_steps, int) or warmup_steps <= 0:
+            raise ConfigError(f"warmup_steps must be a positive integer. Received: warmup_steps={warmup_steps}")
+        if not scale > 0:
+            raise ConfigError(f"scale must be positive. Received: scale={scale}")
+        if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps <= 0:
+            raise ConfigError(
+                "gradient_accumulation_steps must be a positive integer. "
+                f"Received: gradient_accumulation_steps={gradient_accumulation_steps}"
+            )
+        self.hidden_dim = hidden_dim
+        self.warmup_steps = warmup_steps
+        self.scale = float(scale)
+        self.gradient_accumulation_steps = gradient_accumulation_steps
+
+    def __call__(self, step):
+        # Integer division first: the optimizer's counter is an int64 variable.
+        updates = keras.ops.floor_divide(keras.ops.cast(step, "int64"), self.gradient_accumulation_steps)
+        step_num = keras.ops.cast(updates + 1, "float32")
+        warmup = keras.ops.cast(self.warmup_steps, "float32")
+        factor = self.scale * self.hidden_dim**-0.5
+        return factor * keras.ops.minimum(keras.ops.rsqrt(step_num), step_num * warmup**-1.5)
+
+    def get_config(self):
+        return {
+            "hidden_dim": self.hidden_dim,
+            "warmup_steps": self.warmup_steps,
+            "scale": self.scale,
+            "gradient_accumulation_steps": self.gradient_accumulation_steps,
+        }
+
+
+def make_optimizer(
+    hidden_dim,
+    warmup_steps=4000,
+    scale=1.0,
+    beta_1=0.9,
+    beta_2=0.98,
+    epsilon=1e-9,
+    gradient_accumulation_steps=None,
+    clipnorm=None,
+):
+    """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 on the schedule of eq. (3).
+
+    Args:
+        hidden_dim: d_model.
+        warmup_steps: warmup length in weight updates.
+        scale: constant factor on the learning rate.
+        beta_1, beta_2, epsilon: Adam's hyper-parameters (the paper's values by default).
+        gradient_accumulation_steps: `None` for one update per batch, or N >= 2 to average the
+            gradients of N consecutive batches into one update (a larger effective batch on
+            limited memory). The schedule then counts updates, not batches, so `warmup_steps`
+            keeps its meaning, and Adam's bias correction also counts updates.
+        clipnorm: optional per-variable gradient norm clipping (not used in the paper).
+
+    Returns:
+        A `keras.optimizers.Adam`.
+
+    References:
+        Vaswani et al., 2017, §5.3.
+    """
+    if gradient_accumulation_steps is not None and (
+        not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 2
+    ):
+        raise ConfigError(
+            "gradient_accumulation_steps must be None or an integer >= 2. "
+            f"Received: gradient_accumulation_steps={gradient_accumulation_steps}"
+        )
+    schedule = TransformerSchedule(
+        hidden_dim,
+        warmup_steps=warmup_steps,
+        scale=scale,
+        gradient_accumulation_steps=gradient_accumulation_steps or 1,
+    )
+    return keras.optimizers.Adam(
+        learning_rate=schedule,
+        beta_1=beta_1,
+        beta_2=beta_2,
+        epsilon=epsilon,
+        clipnorm=clipnorm,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+    )
