@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from t2t_keras.errors import ConfigError
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
+from tests.helpers import TestCase
 
 
 def log_softmax(logits):
@@ -20,7 +21,7 @@ def reference_per_token(y_true, logits, epsilon):
     return -(targets * log_softmax(logits.astype(np.float64))).sum(axis=-1)
 
 
-class LabelSmoothedCrossEntropyTest(tf.test.TestCase):
+class LabelSmoothedCrossEntropyTest(TestCase):
     def setUp(self):
         rng = np.random.default_rng(0)
         self.y_true = np.array([[5, 2, 3, 0, 0], [1, 4, 6, 2, 0], [3, 0, 0, 0, 0]], "int32")

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity
+from tests.helpers import TestCase
 
 
 def log_softmax(logits):
@@ -12,7 +13,7 @@ def log_softmax(logits):
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-class TokenMetricsTest(tf.test.TestCase):
+class TokenMetricsTest(TestCase):
     def setUp(self):
         rng = np.random.default_rng(0)
         # Batch 1 has 8 tokens, batch 2 has 2: a mean of batch means would weight them equally.

@@ -8,13 +8,14 @@ import tensorflow as tf
 
 from t2t_keras.errors import ConfigError
 from t2t_keras.training.schedule import TransformerSchedule, make_optimizer
+from tests.helpers import TestCase
 
 
 def closed_form(step_num, hidden_dim, warmup_steps, scale=1.0):
     return scale * hidden_dim**-0.5 * min(step_num**-0.5, step_num * warmup_steps**-1.5)
 
 
-class TransformerScheduleTest(tf.test.TestCase):
+class TransformerScheduleTest(TestCase):
     def test_matches_formula_at_step_1_warmup_and_ten_times_warmup(self):
         schedule = TransformerSchedule(hidden_dim=512, warmup_steps=4000, scale=2.0)
         for step_num in (1, 4000, 40000):

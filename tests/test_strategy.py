@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from t2t_keras.errors import ConfigError
 from t2t_keras.training.strategy import make_strategy, split_cpu_for_testing, tf_config_worker_count
+from tests.helpers import TestCase
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB, LENGTH = 11, 6
@@ -91,7 +92,7 @@ def child_main():
     print(json.dumps(results))
 
 
-class TwoReplicaStepTest(tf.test.TestCase):
+class TwoReplicaStepTest(TestCase):
     @classmethod
     def setUpClass(cls):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -135,7 +136,7 @@ class TwoReplicaStepTest(tf.test.TestCase):
         self.assertGreater(np.abs(kernel_one - kernel_two).max(), 0.01)
 
 
-class MakeStrategyTest(tf.test.TestCase):
+class MakeStrategyTest(TestCase):
     def test_auto_without_cluster_uses_local_devices(self):
         with mock.patch.dict(os.environ):
             os.environ.pop("TF_CONFIG", None)

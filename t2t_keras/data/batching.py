@@ -1,0 +1,270 @@
+"""Token-budget, length-bucketed batches of ``((source, target_in), target_out, sample_weight)``.
+
+The paper (section 5.1) batches sentence pairs "by approximate sequence length",
+about 25,000 source and 25,000 target tokens per batch. Here pairs are grouped
+into a few length buckets; each bucket pads to its upper length and uses the
+largest batch that keeps ``batch_size * length <= batch_tokens`` per side, so
+XLA only ever sees one shape per bucket.
+
+Sequences follow the fixed layout: source = pieces + [EOS],
+target_in = [BOS] + pieces, target_out = pieces + [EOS], padded with 0.
+"""
+
+import dataclasses
+import logging
+from typing import NamedTuple, Optional, Sequence
+
+import tensorflow as tf
+from tqdm import tqdm
+
+from t2t_keras.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from t2t_keras.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+_SMALLEST_BUCKET = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class BucketPlan:
+    """Padded length and batch size of each length bucket.
+
+    A pair of length ``n`` (the longer of source and target_out, EOS included)
+    goes to the first bucket with ``n <= lengths[i]`` and is padded to
+    ``lengths[i]``; that bucket's batches hold ``batch_sizes[i]`` pairs.
+    """
+
+    lengths: tuple[int, ...]
+    batch_sizes: tuple[int, ...]
+
+
+class OverlongCount(NamedTuple):
+    """How many of ``total`` pairs are longer than ``max_length``."""
+
+    overlong: int
+    total: int
+
+
+def default_bucket_lengths(max_length: int) -> list[int]:
+    """Geometric bucket lengths 8, 12, 16, 24, 32, 48, ... below ``max_length``, then ``max_length``."""
+    lengths = []
+    length = _SMALLEST_BUCKET
+    while length < max_length:
+        lengths.extend(n for n in (length, length * 3 // 2) if n < max_length)
+        length *= 2
+    return lengths + [max_length]
+
+
+def bucket_plan(
+    max_length: int,
+    batch_tokens: int,
+    *,
+    bucket_boundaries: Optional[Sequence[int]] = None,
+    num_replicas: int = 1,
+) -> BucketPlan:
+    """The buckets and their batch sizes, computed without TensorFlow.
+
+    Args:
+      max_length: longest sequence kept, BOS/EOS included.
+      batch_tokens: token budget per side of a (global) batch, padding included.
+      bucket_boundaries: increasing bucket lengths; those below ``max_length``
+        are kept and ``max_length`` is added. ``None`` for
+        ``default_bucket_lengths(max_length)``.
+      num_replicas: every batch size is a multiple of it, so batches split
+        evenly across replicas.
+
+    Returns:
+      A ``BucketPlan``. A bucket's batch size is the largest multiple of
+      ``num_replicas`` within the budget, and at least ``num_replicas`` (a
+      warning is logged when even that exceeds the budget).
+    """
+    _check_positive(max_length=max_length, batch_tokens=batch_tokens, num_replicas=num_replicas)
+    if bucket_boundaries is None:
+        lengths = default_bucket_lengths(max_length)
+    else:
+        lengths = [n for n in _checked_boundaries(bucket_boundaries) if n < max_length] + [max_length]
+    batch_sizes = [max(num_replicas, batch_tokens // n // num_replicas * num_replicas) for n in lengths]
+    over_budget = [n for n, size in zip(lengths, batch_sizes) if n * size > batch_tokens]
+    if over_budget:
+        logger.warning(
+            "batch_tokens=%d is below num_replicas=%d times the bucket lengths %s: those "
+            "batches hold %d pairs and exceed the budget. Raise batch_tokens to at least %d.",
+            batch_tokens, num_replicas, over_budget, num_replicas, num_replicas * max_length,
+        )
+    return BucketPlan(tuple(lengths), tuple(batch_sizes))
+
+
+def make_training_dataset(
+    pairs_ds: tf.data.Dataset,
+    tokenizer,
+    *,
+    max_length: int,
+    batch_tokens: int,
+    bucket_boundaries: Optional[Sequence[int]] = None,
+    num_replicas: int = 1,
+    shuffle_buffer: int,
+    seed: int,
+    drop_long: bool = True,
+    count_dropped: bool = True,
+) -> tf.data.Dataset:
+    """Shuffled, tokenized, length-bucketed training batches for ``model.fit``.
+
+    Args:
+      pairs_ds: dataset of scalar ``tf.string`` pairs ``(source, target)``.
+      tokenizer: a ``Tokenizer`` (anything with an in-graph ``tokenize``).
+      max_length: longest source or target sequence, BOS/EOS included.
+      batch_tokens: token budget per side of a (global) batch, padding included.
+      bucket_boundaries: bucket lengths, see ``bucket_plan``.
+      num_replicas: batch sizes are multiples of it; partial batches are dropped.
+      shuffle_buffer: size of the shuffle buffer of sentence pairs (0 or 1: no shuffling).
+      seed: seed of the shuffle, reshuffled every epoch.
+      drop_long: drop pairs longer than ``max_length``; if False, truncate them.
+      count_dropped: make one extra pass over ``pairs_ds`` to log how many
+        pairs are too long (skipped for infinite datasets).
+
+    Returns:
+      A dataset of ``((source, target_in), target_out, sample_weight)``:
+      int32 ``(batch, length)`` ids and float32 weights that are 0 exactly on
+      padding. ``length`` is always one of ``bucket_plan(...).lengths``.
+    """
+    plan = bucket_plan(
+        max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas
+    )
+    if count_dropped:
+        _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
+    if shuffle_buffer > 1:
+        pairs_ds = pairs_ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    examples = _encoded(pairs_ds, tokenizer, max_length, drop_long)
+    return _batched(examples, plan, drop_remainder=True)
+
+
+def make_eval_dataset(
+    pairs_ds: tf.data.Dataset,
+    tokenizer,
+    *,
+    max_length: int,
+    batch_tokens: int,
+    bucket_boundaries: Optional[Sequence[int]] = None,
+    num_replicas: int = 1,
+    drop_long: bool = True,
+    count_dropped: bool = True,
+) -> tf.data.Dataset:
+    """Validation batches: the training format, in a fixed order, with no pair left out.
+
+    Same arguments and output as ``make_training_dataset``, without shuffling;
+    the last, partial batch of each bucket is kept, so every pair within
+    ``max_length`` appears exactly once per pass.
+    """
+    plan = bucket_plan(
+        max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas
+    )
+    if count_dropped:
+        _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
+    examples = _encoded(pairs_ds, tokenizer, max_length, drop_long)
+    return _batched(examples, plan, drop_remainder=False)
+
+
+def count_overlong(pairs_ds: tf.data.Dataset, tokenizer, max_length: int, *, batch_size: int = 1024) -> OverlongCount:
+    """Counts pairs whose source or target, with EOS/BOS, is longer than ``max_length``."""
+
+    def overlong_in_batch(sources, targets):
+        source_lengths = tokenizer.tokenize(sources).row_lengths() + 1
+        target_lengths = tokenizer.tokenize(targets).row_lengths() + 1
+        too_long = tf.maximum(source_lengths, target_lengths) > max_length
+        return tf.reduce_sum(tf.cast(too_long, tf.int64)), tf.size(sources, out_type=tf.int64)
+
+    batches = pairs_ds.batch(batch_size).map(overlong_in_batch, num_parallel_calls=tf.data.AUTOTUNE)
+    cardinality = int(batches.cardinality())
+    overlong = total = 0
+    progress = tqdm(
+        batches.as_numpy_iterator(), total=cardinality if cardinality >= 0 else None,
+        desc="Measuring pair lengths", unit="batch", disable=None,
+    )
+    for batch_overlong, batch_total in progress:
+        overlong += int(batch_overlong)
+        total += int(batch_total)
+    return OverlongCount(overlong, total)
+
+
+def _log_overlong(pairs_ds, tokenizer, max_length, drop_long) -> None:
+    """Logs how many pairs the pipeline will drop (or truncate) for length."""
+    if pairs_ds.cardinality() == tf.data.INFINITE_CARDINALITY:
+        logger.warning("Not counting over-long pairs: the dataset repeats forever.")
+        return
+    overlong, total = count_overlong(pairs_ds, tokenizer, max_length)
+    if overlong:
+        logger.warning(
+            "%s %d of %d pairs longer than max_length=%d tokens.",
+            "Dropping" if drop_long else "Truncating", overlong, total, max_length,
+        )
+    else:
+        logger.info("All %d pairs fit in max_length=%d tokens.", total, max_length)
+
+
+def _encoded(pairs_ds, tokenizer, max_length, drop_long) -> tf.data.Dataset:
+    """``(source, target_in, target_out)`` 1-D int32 ids, all within ``max_length``."""
+
+    def encode(source, target):
+        source_pieces = tokenizer.tokenize(source)
+        target_pieces = tokenizer.tokenize(target)
+        if not drop_long:  # Keep room for the EOS / BOS.
+            source_pieces = source_pieces[: max_length - 1]
+            target_pieces = target_pieces[: max_length - 1]
+        eos = tf.constant([EOS_ID], tf.int32)
+        bos = tf.constant([BOS_ID], tf.int32)
+        return (
+            tf.concat([source_pieces, eos], axis=0),
+            tf.concat([bos, target_pieces], axis=0),
+            tf.concat([target_pieces, eos], axis=0),
+        )
+
+    examples = pairs_ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE)
+    if drop_long:
+        examples = examples.filter(lambda *ids: _pair_length(*ids) <= max_length)
+    return examples
+
+
+def _pair_length(source, target_in, target_out):
+    """The longer of source and target, BOS/EOS included."""
+    del target_in  # Same length as target_out.
+    return tf.maximum(tf.shape(source)[0], tf.shape(target_out)[0])
+
+
+def _batched(examples, plan: BucketPlan, *, drop_remainder: bool) -> tf.data.Dataset:
+    """Groups examples into the plan's buckets, pads each batch to its bucket length."""
+    batches = examples.bucket_by_sequence_length(
+        element_length_func=_pair_length,
+        # A bucket holds lengths below its boundary and is padded to boundary - 1.
+        bucket_boundaries=[length + 1 for length in plan.lengths],
+        # The bucket after the last boundary never receives anything: the
+        # examples are already within max_length.
+        bucket_batch_sizes=list(plan.batch_sizes) + [plan.batch_sizes[-1]],
+        padding_values=PAD_ID,
+        pad_to_bucket_boundary=True,
+        drop_remainder=drop_remainder,
+    )
+    return batches.map(_to_keras_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _to_keras_inputs(source, target_in, target_out):
+    """``((source, target_in), target_out, sample_weight)`` with weight 0 on padding."""
+    sample_weight = tf.cast(tf.not_equal(target_out, PAD_ID), tf.float32)
+    return (source, target_in), target_out, sample_weight
+
+
+def _checked_boundaries(boundaries: Sequence[int]) -> list[int]:
+    """``boundaries`` as ints, after checking they are positive and increasing."""
+    values = [int(n) for n in boundaries]
+    if not values or values[0] < 1 or any(b <= a for a, b in zip(values, values[1:])):
+        raise ConfigError(
+            f"bucket_boundaries must be positive and strictly increasing. Received: "
+            f"bucket_boundaries={list(boundaries)}. Use e.g. [8, 16, 32, 64]."
+        )
+    return values
+
+
+def _check_positive(**values) -> None:
+    """Raises ConfigError naming the first argument that is not a positive int."""
+    for name, value in values.items():
+        if int(value) != value or value < 1:
+            raise ConfigError(f"{name} must be a positive integer. Received: {name}={value!r}.")
