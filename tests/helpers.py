@@ -26,3 +26,50 @@ class TestCase(tf.test.TestCase):
     """tf.test.TestCase without its inherited `test_session` helper, which unittest would report as skipped."""
 
     test_session = None
+
+
+ENGLISH = ("the cat dog house tree sees big small red green runs sleeps under over near a man woman child "
+           "eats drinks water bread old new").split()
+GERMAN = ("die Katze Hund Haus Baum sieht gross klein rot gruen rennt schlaeft unter ueber nahe ein Mann Frau "
+          "Kind isst trinkt Wasser Brot alt neu").split()
+
+
+def toy_pairs(count, seed=0, min_words=3, max_words=8):
+    """English-like sentences and their word-by-word 'German' translations: learnable in a few hundred steps."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(count):
+        words = rng.integers(0, len(ENGLISH), size=rng.integers(min_words, max_words + 1))
+        pairs.append((" ".join(ENGLISH[i] for i in words), " ".join(GERMAN[i] for i in words)))
+    return pairs
+
+
+def write_toy_corpus(directory, train=400, dev=40, test=40):
+    """Writes train/dev/test .en/.de files; returns {split: [source_path, target_path]}."""
+    import pathlib
+
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for offset, (split, count) in enumerate((("train", train), ("dev", dev), ("test", test))):
+        pairs = toy_pairs(count, seed=offset)
+        paths = [directory / f"{split}.en", directory / f"{split}.de"]
+        for path, side in zip(paths, zip(*pairs)):
+            path.write_text("\n".join(side) + "\n", encoding="utf-8")
+        files[split] = [str(p) for p in paths]
+    return files
+
+
+def toy_config(files, **training):
+    """The tiny preset on a toy corpus: 100-piece vocabulary, short sequences, no XLA (fast compiles)."""
+    from t2t_keras.config import load_config
+
+    overrides = {
+        "data.source": "text", "data.train_files": files["train"], "data.dev_files": files["dev"],
+        "data.test_files": files["test"], "data.vocab_size": 100, "data.max_length": 24,
+        "data.batch_tokens": 384, "data.shuffle_buffer": 100,
+        "training.train_steps": 6, "training.steps_per_epoch": 3, "training.checkpoint_every_steps": 3,
+        "training.warmup_steps": 10, "training.jit_compile": False,
+    }
+    overrides.update({f"training.{k}": v for k, v in training.items()})
+    return load_config("tiny", [f"{k}={v!r}" if isinstance(v, list) else f"{k}={v}" for k, v in overrides.items()])

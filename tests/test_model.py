@@ -105,6 +105,17 @@ class SavingTest(TestCase):
             self.assertEqual(restored.get_config(), model.get_config())
             self.assertAllEqual(restored((source, target)), expected)
 
+    def test_tf_checkpoint_holds_every_weight(self):
+        model = tiny_transformer(normalize_first=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = tf.train.Checkpoint(model=model).save(os.path.join(tmp, "ckpt"))
+            stored = [k for k in tf.train.list_variables(path) if k[0].startswith("model/")]
+            clone = tiny_transformer(normalize_first=True)
+            tf.train.Checkpoint(model=clone).restore(path).assert_existing_objects_matched()
+        self.assertLen(stored, len(model.weights))
+        for a, b in zip(model.get_weights(), clone.get_weights()):
+            self.assertAllEqual(a, b)
+
     def test_from_config_builds_the_same_architecture(self):
         model = tiny_transformer()
         clone = Transformer.from_config(model.get_config())

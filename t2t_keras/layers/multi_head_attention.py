@@ -81,6 +81,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_dense.build(value_shape)
         self.output_dense = self._dense(self.output_dim or query_shape[-1], "output")
         self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
+        self.attention.build(None)  # weightless; marked built so the model counts as fully built
 
     def _split_heads(self, x, head_dim):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]

@@ -19,10 +19,11 @@ class TransformerStack(keras.layers.Layer):
             raise ValueError(f"num_layers must be positive. Received: num_layers={num_layers}")
         self.num_layers = num_layers
         self.block_config = dict(block_config or {})
-        self.blocks = [
-            self.block_class(**self.block_config, dtype=self.dtype_policy, name=f"block_{i}")
-            for i in range(num_layers)
-        ]
+        # One attribute per block rather than a list: tf.train.Checkpoint does not
+        # follow Keras' tracked lists, and checkpoints must hold every weight.
+        for i in range(num_layers):
+            setattr(self, f"block_{i}", self.block_class(**self.block_config, dtype=self.dtype_policy,
+                                                          name=f"block_{i}"))
         # Pre-LN blocks leave their output un-normalised; the stack normalises once at the end.
         self.normalize_first = self.block_config.get("normalize_first", False)
         self.final_norm = None
@@ -31,6 +32,10 @@ class TransformerStack(keras.layers.Layer):
                 epsilon=self.block_config.get("layer_norm_epsilon", 1e-6), dtype=self.dtype_policy,
                 name="final_norm",
             )
+
+    @property
+    def blocks(self):
+        return [getattr(self, f"block_{i}") for i in range(self.num_layers)]
 
     def _finish(self, x):
         return self.final_norm(x) if self.final_norm is not None else x

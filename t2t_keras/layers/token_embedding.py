@@ -50,6 +50,8 @@ class TokenEmbedding(keras.layers.Layer):
         )
 
     def call(self, token_ids):
+        # Ids may arrive as floats: Keras' distributed symbolic build averages a batch across replicas.
+        token_ids = ops.cast(token_ids, "int32")
         vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), token_ids, axis=0)
         return vectors * ops.cast(math.sqrt(self.hidden_dim), self.compute_dtype)
 

@@ -100,3 +100,29 @@ class Perplexity(_TokenMetric):
 
     def result(self):
         return ops.exp(ops.divide_no_nan(self.total, self.count))
+
+
+@keras.saving.register_keras_serializable(package="t2t_keras")
+class TokenCount(keras.metrics.Metric):
+    """Number of non-padding target tokens seen since the last reset.
+
+    Training-speed logging divides its increase by wall time (target tokens/s,
+    the unit of the paper's batch sizes and of the benchmark tables).
+    """
+
+    def __init__(self, pad_id=0, name="target_tokens", dtype=None):
+        super().__init__(name=name, dtype=dtype)
+        self.pad_id = pad_id
+        self.count = self.add_variable(shape=(), initializer="zeros", dtype="float32", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        self.count.assign_add(ops.sum(token_weights(ops.convert_to_tensor(y_true), self.pad_id, sample_weight)))
+
+    def result(self):
+        return self.count
+
+    def reset_state(self):
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {"pad_id": self.pad_id, "name": self.name, "dtype": self.dtype}

@@ -103,3 +103,15 @@ def split_cpu_for_testing(num_devices):
             "or device listing."
         ) from error
     return [device.name for device in tf.config.list_logical_devices("CPU")]
+
+
+def worker_identity(strategy):
+    """`(is_chief, task_id)` of this process; a single-machine run is its own chief."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    task_type = getattr(resolver, "task_type", None)
+    task_id = getattr(resolver, "task_id", None) or 0
+    if task_type is None:
+        return True, 0
+    chief = task_type == "chief" or (task_type == "worker" and task_id == 0 and "chief" not in
+                                     resolver.cluster_spec().as_dict())
+    return chief, task_id

@@ -1,0 +1,76 @@
+"""Keras callbacks of a training run: step-level TensorBoard scalars, step and time limits."""
+
+import time
+
+import keras
+import tensorflow as tf
+
+
+class TrainingScalars(keras.callbacks.Callback):
+    """Every `every_steps` steps writes loss, accuracy, perplexity, learning rate and target tokens/s.
+
+    Steps are optimizer updates (`optimizer.iterations`), so curves continue
+    seamlessly when a run is resumed.
+    """
+
+    def __init__(self, log_dir, every_steps=50):
+        super().__init__()
+        self.log_dir = str(log_dir)
+        self.every_steps = every_steps
+        self._writer = None
+        self._tokens = 0.0
+        self._time = None
+
+    def on_train_begin(self, logs=None):
+        self._writer = tf.summary.create_file_writer(self.log_dir)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._tokens, self._time = 0.0, time.monotonic()  # the token metric restarts every epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every_steps or not logs:
+            return
+        now, tokens = time.monotonic(), float(logs.get("target_tokens", 0.0))
+        speed = (tokens - self._tokens) / max(now - self._time, 1e-9)
+        self._tokens, self._time = tokens, now
+        optimizer = self.model.optimizer
+        with self._writer.as_default(step=step):
+            tf.summary.scalar("tokens_per_second", speed)
+            tf.summary.scalar("learning_rate", float(optimizer.learning_rate))
+            for name in ("loss", "masked_accuracy", "perplexity"):
+                if name in logs:
+                    tf.summary.scalar(name, float(logs[name]))
+        self._writer.flush()
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.close()
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Stops `fit` once the optimizer has made `train_steps` updates."""
+
+    def __init__(self, train_steps):
+        super().__init__()
+        self.train_steps = train_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.train_steps:
+            self.model.stop_training = True
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stops `fit` after `minutes` of training (the main job's time budget)."""
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.seconds = minutes * 60
+        self._start = None
+
+    def on_train_begin(self, logs=None):
+        self._start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self._start >= self.seconds:
+            self.model.stop_training = True

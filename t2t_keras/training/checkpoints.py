@@ -1,0 +1,103 @@
+"""Checkpoints of model + optimizer: periodic saving, resuming, and averaging (§6.1).
+
+tf.train checkpoints are written file by file and only then named in the
+`checkpoint` state file, which is replaced atomically; a run killed while
+writing leaves the previous checkpoint as the latest one.
+"""
+
+import logging
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+
+class CheckpointManager:
+    """Saves and restores `model` and `optimizer` (step, moments, schedule position) in `directory`.
+
+    With several workers every worker must save (saving is a collective
+    operation), but only the chief writes into `directory`; the others write
+    into a private scratch directory (`is_chief=False`), as TensorFlow's
+    multi-worker guide prescribes. All workers restore from `directory`.
+    """
+
+    def __init__(self, directory, model, optimizer, keep=5, is_chief=True, task_id=0):
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        self.directory = str(directory)
+        write_dir = self.directory if is_chief else os.path.join(self.directory, f".worker-{task_id}")
+        self.manager = tf.train.CheckpointManager(self.checkpoint, write_dir, max_to_keep=keep if is_chief else 1)
+        self.optimizer = optimizer
+
+    @property
+    def step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    def restore_latest(self):
+        """Restores the newest checkpoint if there is one; returns its step (0 for a new run)."""
+        path = tf.train.latest_checkpoint(self.directory)
+        if path is None:
+            return 0
+        self.checkpoint.restore(path).assert_existing_objects_matched()
+        logger.info("Resumed from %s (step %d).", path, self.step)
+        return self.step
+
+    def save(self):
+        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{self.step}"):
+            return self.manager.latest_checkpoint
+        return self.manager.save(checkpoint_number=self.step)
+
+
+class PeriodicCheckpoint(keras.callbacks.Callback):
+    """Saves every `every_steps` steps or `every_minutes` minutes, whichever comes first, and at the end."""
+
+    def __init__(self, manager, every_steps=1000, every_minutes=10.0):
+        super().__init__()
+        self.manager = manager
+        self.every_steps = every_steps
+        self.every_seconds = every_minutes * 60
+        self._last_step = None
+        self._last_time = None
+
+    def on_train_begin(self, logs=None):
+        self._last_step, self._last_time = self.manager.step, time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self.manager.step
+        if step - self._last_step >= self.every_steps or time.monotonic() - self._last_time >= self.every_seconds:
+            self._save(step)
+
+    def on_train_end(self, logs=None):
+        self._save(self.manager.step)
+
+    def _save(self, step):
+        path = self.manager.save()
+        logger.info("Saved checkpoint %s", path)
+        self._last_step, self._last_time = step, time.monotonic()
+
+
+def checkpoint_paths(directory):
+    """All checkpoints in `directory`, oldest first."""
+    state = tf.train.get_checkpoint_state(str(directory))
+    return list(state.all_model_checkpoint_paths) if state else []
+
+
+def average_checkpoints(model, paths):
+    """Loads the element-wise mean of the model weights stored in `paths` into `model`.
+
+    §6.1: the base models average the last 5 checkpoints, the big ones the last 20.
+    Optimizer state is not read.
+    """
+    if not paths:
+        raise ValueError("No checkpoints to average: train first, or check --run-dir.")
+    checkpoint = tf.train.Checkpoint(model=model)
+    total = None
+    for path in paths:
+        checkpoint.restore(path).expect_partial()
+        weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
+        total = weights if total is None else [t + w for t, w in zip(total, weights)]
+    model.set_weights([t / len(paths) for t in total])
+    return model

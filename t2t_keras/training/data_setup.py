@@ -1,0 +1,49 @@
+"""Everything between the config and `model.fit`'s inputs: pairs, vocabulary, batched datasets."""
+
+import dataclasses
+import logging
+
+from t2t_keras.data import sources
+from t2t_keras.data.batching import make_eval_dataset, make_training_dataset
+from t2t_keras.data.tokenizer import Tokenizer, check_vocab_size, train_sentencepiece
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class RunData:
+    tokenizer: Tokenizer
+    train: object  # tf.data.Dataset of ((source, target_in), target_out, sample_weight), repeated
+    dev: object  # the same, finite, or None
+    provenance: dict
+
+
+def prepare_tokenizer(run, config, train_pairs):
+    """The run's tokenizer: loaded from the run directory, or trained on the training split and saved."""
+    if run.tokenizer_path.exists():
+        tokenizer = Tokenizer.load(run.tokenizer_path)
+    else:
+        logger.info("Training a %d-piece shared BPE vocabulary on the training split.", config.data.vocab_size)
+        tokenizer = train_sentencepiece(sources.sentences_for_vocabulary(train_pairs), run.tokenizer_path,
+                                        config.data.vocab_size, seed=config.training.seed)
+    check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
+    return tokenizer
+
+
+def prepare_data(run, config, num_replicas=1):
+    """Loads the splits, prepares the tokenizer and builds the training and validation datasets."""
+    data = config.data
+    train_pairs, train_origin = sources.load_pairs(data, "train")
+    dev_pairs, dev_origin = None, None
+    if sources.has_split(data, "dev"):
+        dev_pairs, dev_origin = sources.load_pairs(data, "dev")
+    else:
+        logger.warning("No validation data: set data.dev_files to validate during training.")
+    tokenizer = prepare_tokenizer(run, config, train_pairs)
+    batching = dict(max_length=data.max_length, batch_tokens=data.batch_tokens, num_replicas=num_replicas)
+    train = make_training_dataset(sources.as_dataset(train_pairs), tokenizer, shuffle_buffer=data.shuffle_buffer,
+                                  seed=config.training.seed, **batching).repeat()
+    dev = None
+    if dev_pairs is not None:
+        dev = make_eval_dataset(sources.as_dataset(dev_pairs), tokenizer, **batching).cache()
+    return RunData(tokenizer, train, dev, {"train": train_origin, "dev": dev_origin})

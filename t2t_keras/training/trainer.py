@@ -1,0 +1,127 @@
+"""`t2t-keras train`: build everything from a config and run `model.fit` in a distribution strategy."""
+
+import dataclasses
+import logging
+import time
+
+import keras
+import tensorflow as tf
+
+from t2t_keras.model import build_transformer
+from t2t_keras.training.callbacks import StopAtStep, TimeLimit, TrainingScalars
+from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
+from t2t_keras.training.data_setup import prepare_data
+from t2t_keras.training.loss import LabelSmoothedCrossEntropy
+from t2t_keras.training.multi_worker import patch_for_multi_worker
+from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
+from t2t_keras.training.run_directory import RunDirectory
+from t2t_keras.training.schedule import make_optimizer
+from t2t_keras.training.strategy import make_strategy, worker_identity
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TrainResult:
+    run_dir: str
+    start_step: int
+    final_step: int
+    seconds: float
+    history: dict
+    model: object = None  # the trained keras.Model
+
+
+def _use_jit(config, strategy):
+    """XLA unless several replicas share a CPU: XLA cannot place their variables (see STACK notes)."""
+    if not config.training.jit_compile:
+        return False
+    on_cpu = not tf.config.list_logical_devices("GPU") and not tf.config.list_logical_devices("TPU")
+    if strategy.num_replicas_in_sync > 1 and on_cpu:
+        logger.warning("jit_compile is off: XLA does not support several replicas on logical CPU devices.")
+        return False
+    return True
+
+
+def _build_loss_and_metrics(model):
+    """Builds the compiled loss and metrics on a dummy batch.
+
+    Under a distribution strategy `fit` otherwise builds them from a batch it
+    averages across replicas, which turns token ids into floats and fails
+    outright under MultiWorkerMirroredStrategy.
+    """
+    ids = tf.ones((1, 2), tf.int32)
+    logits = model((ids, ids))
+    model.compute_loss((ids, ids), ids, logits)
+    model.compute_metrics((ids, ids), ids, logits, None)
+    model.reset_metrics()
+
+
+def compile_model(config, strategy):
+    """The Transformer, its optimizer (eq. 3 schedule), label-smoothed loss and metrics, under `strategy`."""
+    t = config.training
+    with strategy.scope():
+        model = build_transformer(config.model, dtype=t.mixed_precision)
+        model.build()
+        accumulation = t.gradient_accumulation_steps if t.gradient_accumulation_steps > 1 else None
+        optimizer = make_optimizer(config.model.hidden_dim, t.warmup_steps, t.learning_rate_scale, t.adam_beta_1,
+                                   t.adam_beta_2, t.adam_epsilon, gradient_accumulation_steps=accumulation)
+        optimizer.build(model.trainable_variables)
+        model.compile(
+            optimizer=optimizer,
+            loss=LabelSmoothedCrossEntropy(epsilon=t.label_smoothing),
+            metrics=[MaskedAccuracy(), Perplexity(), TokenCount()],
+            jit_compile=_use_jit(config, strategy),
+        )
+        _build_loss_and_metrics(model)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        patch_for_multi_worker(model)
+    return model
+
+
+def _callbacks(run, config, manager, minutes, extra, chief=True, task_id=0):
+    t = config.training
+    log_dir = run.log_dir if chief else run.log_dir / f".worker-{task_id}"  # one writer per event file
+    callbacks = [
+        StopAtStep(t.train_steps),
+        PeriodicCheckpoint(manager, t.checkpoint_every_steps, t.checkpoint_every_minutes),
+        TrainingScalars(log_dir / "train", every_steps=max(1, min(100, t.steps_per_epoch // 4))),
+        keras.callbacks.TensorBoard(str(log_dir), write_graph=False),
+    ]
+    if minutes:
+        callbacks.append(TimeLimit(minutes))
+    return callbacks + list(extra or [])
+
+
+def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
+    """Trains (or continues) the run in `run_dir`; returns a `TrainResult`.
+
+    Running it again on the same directory resumes from the newest checkpoint
+    with step, optimizer moments and schedule position restored.
+    """
+    run = RunDirectory(run_dir)
+    config = run.resolve_config(config)
+    keras.utils.set_random_seed(config.training.seed)
+    strategy = make_strategy(config.training.strategy)
+    logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
+    data = prepare_data(run, config, strategy.num_replicas_in_sync)
+    run.write_json("data.json", data.provenance)
+    model = compile_model(config, strategy)
+    chief, task_id = worker_identity(strategy)
+    manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
+                                is_chief=chief, task_id=task_id)
+    start = manager.restore_latest()
+    t = config.training
+    if start >= t.train_steps:
+        logger.info("%s has already reached training.train_steps=%d.", run.path, t.train_steps)
+        return TrainResult(str(run.path), start, start, 0.0, {}, model)
+    began = time.monotonic()
+    history = model.fit(
+        data.train,
+        epochs=-(-t.train_steps // t.steps_per_epoch) + 1,
+        initial_epoch=start // t.steps_per_epoch,
+        steps_per_epoch=t.steps_per_epoch,
+        validation_data=data.dev,
+        callbacks=_callbacks(run, config, manager, minutes, callbacks, chief, task_id),
+        verbose=verbose,
+    )
+    return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)

@@ -1,0 +1,153 @@
+"""Training runs: checkpoints, resuming (also after SIGKILL), averaging, logs, config checks."""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras.config import replace
+from t2t_keras.errors import ConfigError
+from t2t_keras.model import build_transformer
+from t2t_keras.training.averaging import average_run, load_run_model
+from t2t_keras.training.checkpoints import checkpoint_paths
+from t2t_keras.training.trainer import train
+from tests.helpers import TestCase, toy_config, write_toy_corpus
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def event_tags(log_dir):
+    """Scalar tags written under `log_dir`, read back with TensorFlow's event reader."""
+    tags = set()
+    for path in pathlib.Path(log_dir).rglob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
+def restored_weights(config, path):
+    model = build_transformer(config.model)
+    model.build()
+    tf.train.Checkpoint(model=model).restore(path).expect_partial()
+    return model.get_weights()
+
+
+class TrainingRunTest(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data")
+        cls.config = toy_config(cls.files)
+        cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
+        cls.first = train(cls.config, cls.run_dir, verbose=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_run_directory_holds_config_vocabulary_checkpoints_and_provenance(self):
+        self.assertEqual((self.first.start_step, self.first.final_step), (0, 6))
+        for name in ("config.yaml", "tokenizer.model", "data.json"):
+            self.assertTrue((self.run_dir / name).exists(), name)
+        steps = [int(p.rsplit("-", 1)[1]) for p in checkpoint_paths(self.run_dir / "checkpoints")]
+        self.assertEqual(steps, [3, 6])
+
+    def test_tensorboard_scalars(self):
+        train_tags = event_tags(self.run_dir / "logs" / "train")
+        for tag in ("loss", "learning_rate", "tokens_per_second", "masked_accuracy", "perplexity"):
+            self.assertIn(tag, train_tags)
+        self.assertIn("epoch_val_loss", event_tags(self.run_dir / "logs" / "validation") | {
+            t.replace("epoch_", "epoch_val_") for t in event_tags(self.run_dir / "logs" / "validation")})
+
+    def test_restored_state_equals_the_trained_state(self):
+        model = self.first.model
+        fresh = load_run_model(self.run_dir, source="latest")
+        for a, b in zip(model.get_weights(), fresh.get_weights()):
+            self.assertAllClose(a, b)
+        from t2t_keras.training.checkpoints import CheckpointManager
+        from t2t_keras.training.trainer import compile_model
+
+        clone = compile_model(self.config, tf.distribute.get_strategy())
+        step = CheckpointManager(self.run_dir / "checkpoints", clone, clone.optimizer).restore_latest()
+        self.assertEqual(step, 6)
+        for a, b in zip(model.optimizer.variables, clone.optimizer.variables):
+            self.assertAllClose(a, b)  # iterations, Adam moments
+        self.assertAllClose(float(model.optimizer.learning_rate), float(clone.optimizer.learning_rate))
+
+    def test_changed_model_config_is_refused(self):
+        changed = replace(self.config, model={"hidden_dim": 32})
+        with self.assertRaisesRegex(ConfigError, "model.hidden_dim: 64 -> 32"):
+            train(changed, self.run_dir, verbose=0)
+
+    def test_average_of_last_checkpoints_is_their_mean(self):
+        path = average_run(self.run_dir, last=2)
+        averaged = load_run_model(self.run_dir, source="averaged").get_weights()
+        self.assertTrue(path.exists())
+        a, b = (restored_weights(self.config, p) for p in checkpoint_paths(self.run_dir / "checkpoints")[-2:])
+        for got, x, y in zip(averaged, a, b):
+            self.assertAllClose(got, (x + y) / 2, atol=1e-6)
+
+    def test_zz_continuing_trains_from_the_last_step(self):
+        longer = replace(self.config, training={"train_steps": 9})
+        result = train(longer, self.run_dir, verbose=0)
+        self.assertEqual((result.start_step, result.final_step), (6, 9))
+
+
+class KilledTrainingTest(TestCase):
+    """SIGKILL a real `t2t-keras train`, run the same command again, and check it resumes."""
+
+    def test_resumes_after_sigkill(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            files = write_toy_corpus(pathlib.Path(tmp) / "data")
+            config_path = pathlib.Path(tmp) / "toy.yaml"
+            config = replace(toy_config(files), training={"train_steps": 400, "checkpoint_every_steps": 4,
+                                                           "steps_per_epoch": 50})
+            import yaml
+
+            config_path.write_text(yaml.safe_dump(config.to_dict()))
+            run_dir = pathlib.Path(tmp) / "run"
+            command = [sys.executable, "-m", "t2t_keras", "train", "--config", str(config_path),
+                       "--run-dir", str(run_dir)]
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                       cwd=REPO)
+            deadline = time.time() + 240
+            while time.time() < deadline and len(checkpoint_paths(run_dir / "checkpoints")) < 2:
+                time.sleep(0.5)
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            saved = checkpoint_paths(run_dir / "checkpoints")
+            self.assertGreaterEqual(len(saved), 2, "no checkpoint was written before the kill")
+            killed_at = int(saved[-1].rsplit("-", 1)[1])
+
+            resumed = subprocess.run(command + ["--set", "training.train_steps=" + str(killed_at + 4)],
+                                     capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+            self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
+            self.assertIn(f"from step {killed_at} to {killed_at + 4}", resumed.stdout)
+            self.assertIn("Resumed from", resumed.stderr)
+
+
+class InterruptedCheckpointWriteTest(TestCase):
+    def test_half_written_checkpoint_is_not_taken_as_latest(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=100)
+            config = toy_config(files, train_steps=3)
+            run_dir = pathlib.Path(tmp) / "run"
+            train(config, run_dir, verbose=0)
+            # A write killed before the state file was updated leaves data files but no new entry.
+            (run_dir / "checkpoints" / "ckpt-99.data-00000-of-00001").write_bytes(b"\0" * 10)
+            model = load_run_model(run_dir, source="latest")
+            self.assertEqual(checkpoint_paths(run_dir / "checkpoints")[-1].rsplit("-", 1)[1], "3")
+            self.assertTrue(all(np.isfinite(w).all() for w in model.get_weights()))
+            result = train(replace(config, training={"train_steps": 4}), run_dir, verbose=0)
+            self.assertEqual(result.start_step, 3)
+
+
+if __name__ == "__main__":
+    tf.test.main()
