@@ -1,0 +1,1 @@
+"""Translation quality: sacreBLEU, chrF and the paper's tokenized BLEU; the retrieval baseline."""

@@ -1,0 +1,27 @@
+"""The retrieval baseline returns the target of the most similar training source."""
+
+import tensorflow as tf
+
+from t2t_keras.evaluation.baseline import RetrievalTranslator
+from tests.helpers import TestCase
+
+TRAIN = [
+    ("Click the Print button.", "Klicken Sie auf die Schaltfläche Drucken."),
+    ("Choose Format - Cells.", "Wählen Sie Format - Zellen."),
+    ("The cat sleeps on the mat.", "Die Katze schläft auf der Matte."),
+]
+
+
+class RetrievalTranslatorTest(TestCase):
+    def test_nearest_source_wins(self):
+        translator = RetrievalTranslator(TRAIN)
+        outputs = translator.translate(["Click the Save button.", "Choose Format - Rows.", "A cat on a mat."])
+        self.assertEqual(outputs, [TRAIN[0][1], TRAIN[1][1], TRAIN[2][1]])
+
+    def test_exact_match_returns_its_own_target(self):
+        translator = RetrievalTranslator(TRAIN)
+        self.assertEqual(translator.translate([s for s, _ in TRAIN], batch_size=2), [t for _, t in TRAIN])
+
+
+if __name__ == "__main__":
+    tf.test.main()
