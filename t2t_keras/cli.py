@@ -47,6 +47,88 @@ def cmd_average(args):
     return 0
 
 
+def _decoding_options(args):
+    method = "greedy" if args.beam == 1 and args.method is None else (args.method or None)
+    return dict(method=method, beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length)
+
+
+def cmd_evaluate(args):
+    from t2t_keras.evaluation.bleu import format_scores
+    from t2t_keras.evaluation.evaluate_run import evaluate_run
+
+    result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
+                          args.model, **_decoding_options(args))
+    print(json.dumps(result) if args.json else format_scores(result))
+    return 0
+
+
+def _read_input(path):
+    from t2t_keras.data.text_files import decode_text
+
+    if path:
+        with open(path, "rb") as handle:
+            return decode_text(handle.read(), path)
+    return decode_text(sys.stdin.buffer.read(), "<stdin>")
+
+
+def cmd_translate(args):
+    lines = _read_input(args.input)
+    if args.saved_model:
+        from t2t_keras.export.loaded import SavedModelTranslator
+
+        options = {k: v for k, v in _decoding_options(args).items() if v is not None and k != "method"}
+        translations = SavedModelTranslator(args.saved_model).translate(lines, **options)
+    else:
+        from t2t_keras.evaluation.evaluate_run import run_translator
+
+        translations = run_translator(args.run_dir, args.model, **_decoding_options(args)).translate(lines)
+    for line in translations:
+        print(line)
+    return 0
+
+
+def cmd_baseline(args):
+    from t2t_keras.evaluation.baseline import RetrievalTranslator
+    from t2t_keras.evaluation.bleu import format_scores, score
+    from t2t_keras.evaluation.evaluate_run import load_eval_pairs
+    from t2t_keras.training.run_directory import RunDirectory
+
+    config = RunDirectory(args.run_dir).load_config()
+    train_pairs = load_eval_pairs(args.run_dir, "train")
+    pairs = load_eval_pairs(args.run_dir, args.split)
+    hypotheses = RetrievalTranslator(train_pairs).translate([s for s, _ in pairs])
+    result = score(hypotheses, [t for _, t in pairs], target_lang=config.data.target_lang)
+    result["baseline"] = "retrieval (target of the most similar training source, TF-IDF cosine)"
+    print(json.dumps(result) if args.json else format_scores(result))
+    return 0
+
+
+def cmd_inspect(args):
+    from t2t_keras.inspect.inspect_run import inspect_run
+
+    result = inspect_run(run_dir=args.run_dir, saved_model=args.saved_model, text=args.text, out=args.out,
+                         reference=args.reference)
+    print(f"wrote {len(result.images)} heatmaps and {result.html}")
+    return 0
+
+
+def cmd_main(args):
+    from t2t_keras.main_job import format_report, run_main_job
+
+    report = run_main_job(args.run_dir, args.config, args.minutes, args.overrides)
+    print(format_report(report))
+    return 0
+
+
+def _add_decoding_args(parser):
+    parser.add_argument("--beam", type=int, help="beam size (default: decoding.beam_size; 1 = greedy)")
+    parser.add_argument("--alpha", type=float, help="length penalty ((5+|Y|)/6)^alpha (default: decoding.alpha)")
+    parser.add_argument("--extra-length", type=int, help="output limit = input length + this")
+    parser.add_argument("--method", choices=("beam", "greedy"), help="search (default: beam)")
+    parser.add_argument("--model", default="auto", choices=("auto", "averaged", "latest"),
+                        help="which weights of the run: averaged checkpoints or the newest checkpoint")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="t2t-keras", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -68,6 +150,46 @@ def build_parser():
     p.add_argument("--run-dir", required=True)
     p.add_argument("--last", type=int, help="how many checkpoints (default: training.average_last)")
     p.set_defaults(handler=cmd_average)
+
+    p = commands.add_parser("evaluate", help="translate a split or files and report sacreBLEU, chrF")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--split", default="test", choices=("dev", "test"))
+    p.add_argument("--source", help="source file (with --reference, instead of --split)")
+    p.add_argument("--reference", help="reference translations of --source")
+    p.add_argument("--output", help="also write the translations to this file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_decoding_args(p)
+    p.set_defaults(handler=cmd_evaluate)
+
+    p = commands.add_parser("translate", help="translate lines from --input or stdin, one per line")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir")
+    where.add_argument("--saved-model", help="an exported SavedModel directory")
+    p.add_argument("--input", help="file to translate (default: stdin)")
+    _add_decoding_args(p)
+    p.set_defaults(handler=cmd_translate)
+
+    p = commands.add_parser("baseline", help="score the retrieval baseline on a split of the run's data")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--split", default="test", choices=("dev", "test"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_baseline)
+
+    p = commands.add_parser("inspect", help="attention heatmaps (PNG) and an interactive HTML page for a sentence")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir")
+    where.add_argument("--saved-model")
+    p.add_argument("--text", required=True, help="the source sentence")
+    p.add_argument("--reference", help="a target sentence to inspect instead of the model's own translation")
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(handler=cmd_inspect)
+
+    p = commands.add_parser("main", help="the main job: train, average, evaluate, export, translate, report")
+    _add_config_args(p)
+    p.set_defaults(config="small")
+    p.add_argument("--run-dir", default="runs/main")
+    p.add_argument("--minutes", type=float, default=30.0, help="training time budget of this invocation")
+    p.set_defaults(handler=cmd_main)
     return parser
 
 
@@ -77,7 +199,7 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.handler(args)
-    except T2TError as error:
+    except (T2TError, FileNotFoundError) as error:
         print(f"t2t-keras {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -127,11 +127,19 @@ class TrainingConfig:
     checkpoint_every_minutes: float = 10.0  # §6.1 wrote checkpoints every 10 minutes
     keep_checkpoints: int = 20
     average_last: int = 5  # §6.1: 5 for base, 20 for big
+    attention_every_steps: int = 0  # attention heatmaps/statistics to TensorBoard every N steps; 0 = off
+    attention_probes: int = 4  # the first N dev sentences are decoded for those summaries
+    attention_max_extra_length: int = 10  # probe translations stop at input length + this
     seed: int = 1234
 
     def __post_init__(self):
         _check_positive("training", self, "train_steps", "warmup_steps", "gradient_accumulation_steps",
-                        "steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints", "average_last")
+                        "steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints", "average_last",
+                        "attention_probes", "attention_max_extra_length")
+        if self.attention_every_steps < 0:
+            raise ConfigError(
+                f"training.attention_every_steps must be >= 0 (0 = off). Received: {self.attention_every_steps!r}"
+            )
         _check_rate("training", self, "label_smoothing")
         _check_choice("training", self, "mixed_precision", ("float32", "mixed_float16", "mixed_bfloat16"))
         _check_choice("training", self, "strategy", ("auto", "mirrored", "multi_worker", "one_device"))

@@ -19,7 +19,7 @@ def main(argv):
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
     skipped = len(result.skipped)
-    passed = result.testsRun - failed - skipped
+    passed = max(result.testsRun - failed - skipped, 0)  # a failed setUpClass is an error but no test
     print(f"ran in {time.time() - start:.0f} s")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 0 if failed == 0 and passed > 0 else 1

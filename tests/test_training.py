@@ -43,7 +43,7 @@ class TrainingRunTest(TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data")
-        cls.config = toy_config(cls.files)
+        cls.config = toy_config(cls.files, attention_every_steps=6, attention_probes=1)
         cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
         cls.first = train(cls.config, cls.run_dir, verbose=0)
 
@@ -64,6 +64,12 @@ class TrainingRunTest(TestCase):
             self.assertIn(tag, train_tags)
         self.assertIn("epoch_val_loss", event_tags(self.run_dir / "logs" / "validation") | {
             t.replace("epoch_", "epoch_val_") for t in event_tags(self.run_dir / "logs" / "validation")})
+
+    def test_attention_summaries_are_wired_in(self):
+        tags = event_tags(self.run_dir / "logs" / "attention")
+        for layer in range(2):
+            self.assertIn(f"attention_entropy/cross/layer_{layer}", tags)
+            self.assertIn(f"attention/encoder/layer_{layer}", tags)
 
     def test_restored_state_equals_the_trained_state(self):
         model = self.first.model

@@ -106,6 +106,25 @@ def write_bytes_atomic(path, data: bytes) -> None:
         raise
 
 
+def decode_text(data: bytes, origin) -> list[str]:
+    """Lines of UTF-8 `data` (e.g. stdin) without line endings; a bad byte is an error naming its line."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    decoded = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            decoded.append(raw.decode("utf-8", errors="strict").rstrip("\r"))
+        except UnicodeDecodeError as err:
+            raise DataError(
+                f"{origin}:{number} is not valid UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1}): "
+                "re-encode the input as UTF-8."
+            ) from None
+    if decoded and decoded[0].startswith(_BOM):
+        decoded[0] = decoded[0][len(_BOM):]
+    return decoded
+
+
 def _read_lines(path) -> list[str]:
     """Lines of ``path`` without their line endings, decoded as strict UTF-8."""
     lines = list(_decode_lines(path))

@@ -15,6 +15,8 @@ class RunData:
     tokenizer: Tokenizer
     train: object  # tf.data.Dataset of ((source, target_in), target_out, sample_weight), repeated
     dev: object  # the same, finite, or None
+    dev_steps: int  # batches in one pass over `dev`
+    dev_sources: list  # the first dev source sentences (attention probes)
     provenance: dict
 
 
@@ -43,7 +45,18 @@ def prepare_data(run, config, num_replicas=1):
     batching = dict(max_length=data.max_length, batch_tokens=data.batch_tokens, num_replicas=num_replicas)
     train = make_training_dataset(sources.as_dataset(train_pairs), tokenizer, shuffle_buffer=data.shuffle_buffer,
                                   seed=config.training.seed, **batching).repeat()
-    dev = None
+    dev, dev_steps = None, 0
     if dev_pairs is not None:
         dev = make_eval_dataset(sources.as_dataset(dev_pairs), tokenizer, **batching).cache()
-    return RunData(tokenizer, train, dev, {"train": train_origin, "dev": dev_origin})
+        dev_steps = sum(1 for _ in dev)  # one full pass; also fills the cache
+        dev = dev.repeat()  # every validation then reads exactly one pass
+    return RunData(tokenizer, train, dev, dev_steps, _first_sources(dev_pairs),
+                   {"train": train_origin, "dev": dev_origin})
+
+
+def _first_sources(pairs, count=16):
+    if pairs is None:
+        return []
+    if isinstance(pairs, list):
+        return [source for source, _ in pairs[:count]]
+    return [source.decode("utf-8") for source, _ in pairs.take(count).as_numpy_iterator()]

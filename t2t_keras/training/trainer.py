@@ -78,7 +78,15 @@ def compile_model(config, strategy):
     return model
 
 
-def _callbacks(run, config, manager, minutes, extra, chief=True, task_id=0):
+def _attention_summary(run, config, data):
+    from t2t_keras.inspect.summary import AttentionSummary
+
+    t = config.training
+    return AttentionSummary(data.tokenizer, data.dev_sources[:t.attention_probes], run.log_dir / "attention",
+                            every_steps=t.attention_every_steps, max_extra_length=t.attention_max_extra_length)
+
+
+def _callbacks(run, config, data, manager, minutes, extra, chief=True, task_id=0):
     t = config.training
     log_dir = run.log_dir if chief else run.log_dir / f".worker-{task_id}"  # one writer per event file
     callbacks = [
@@ -89,6 +97,8 @@ def _callbacks(run, config, manager, minutes, extra, chief=True, task_id=0):
     ]
     if minutes:
         callbacks.append(TimeLimit(minutes))
+    if chief and config.training.attention_every_steps and data.dev_sources:
+        callbacks.append(_attention_summary(run, config, data))
     return callbacks + list(extra or [])
 
 
@@ -121,7 +131,9 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         initial_epoch=start // t.steps_per_epoch,
         steps_per_epoch=t.steps_per_epoch,
         validation_data=data.dev,
-        callbacks=_callbacks(run, config, manager, minutes, callbacks, chief, task_id),
+        validation_steps=data.dev_steps or None,
+        shuffle=False,  # the dataset is shuffled by the input pipeline
+        callbacks=_callbacks(run, config, data, manager, minutes, callbacks, chief, task_id),
         verbose=verbose,
     )
     return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)

@@ -1,0 +1,228 @@
+"""Attention weights of every layer and head for a source sentence and its translation.
+
+The weights come from the model's own layers (`encode` / `decode` with
+`return_attention_scores=True`), run in full over the whole target sequence,
+the same computation as teacher-forced training with dropout off.
+
+Axes are labelled with subword pieces: source pieces end with `</s>` (the
+encoder input), target pieces start with `<s>` (the decoder input). Row `t` of
+a decoder map is the decoder state that reads target token `t` and predicts
+token `t + 1`.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from t2t_keras.decoding import greedy_decode
+
+# The three kinds of attention of §3.2.3, in the order they are shown.
+KINDS = ("encoder", "decoder_self", "cross")
+KIND_TITLES = {
+    "encoder": "encoder self-attention",
+    "decoder_self": "decoder self-attention",
+    "cross": "encoder-decoder attention",
+}
+
+
+@dataclasses.dataclass
+class AttentionMaps:
+    """Attention weights of one sentence pair, without padding.
+
+    Attributes:
+        source_tokens: S source pieces, the last one `</s>`.
+        target_tokens: T target pieces (decoder input), the first one `<s>`.
+        encoder: float32 `(layers, heads, S, S)` encoder self-attention.
+        decoder_self: float32 `(layers, heads, T, T)` masked decoder self-attention.
+        cross: float32 `(layers, heads, T, S)` encoder-decoder attention.
+        translation: the target text (the decoded hypothesis, or the given reference).
+        source_text: the source text.
+    """
+
+    source_tokens: list
+    target_tokens: list
+    encoder: np.ndarray
+    decoder_self: np.ndarray
+    cross: np.ndarray
+    translation: str
+    source_text: str = ""
+
+    def weights(self, kind):
+        """`(layers, heads, queries, keys)` weights of `kind` (one of `KINDS`)."""
+        return getattr(self, _checked_kind(kind))
+
+    def axis_tokens(self, kind):
+        """`(query_tokens, key_tokens)`: the labels of the rows and columns of `kind`."""
+        kind = _checked_kind(kind)
+        queries = self.source_tokens if kind == "encoder" else self.target_tokens
+        keys = self.target_tokens if kind == "decoder_self" else self.source_tokens
+        return queries, keys
+
+    @property
+    def num_heads(self):
+        return self.encoder.shape[1]
+
+
+@dataclasses.dataclass
+class BatchAttention:
+    """Attention weights of a padded batch, as the model computes them.
+
+    Attributes:
+        source: int32 `(batch, S)` encoder input, EOS-terminated, padded with 0.
+        target_in: int32 `(batch, T)` decoder input, BOS first, padded with 0.
+        encoder: `(batch, layers, heads, S, S)`.
+        decoder_self: `(batch, layers, heads, T, T)`.
+        cross: `(batch, layers, heads, T, S)`.
+    """
+
+    source: np.ndarray
+    target_in: np.ndarray
+    encoder: np.ndarray
+    decoder_self: np.ndarray
+    cross: np.ndarray
+
+    def weights(self, kind):
+        return getattr(self, _checked_kind(kind))
+
+    def query_ids(self, kind):
+        """`(batch, queries)` ids read at the query positions of `kind`."""
+        return self.source if _checked_kind(kind) == "encoder" else self.target_in
+
+    def key_ids(self, kind):
+        """`(batch, keys)` ids read at the key positions of `kind`."""
+        return self.target_in if _checked_kind(kind) == "decoder_self" else self.source
+
+    def example(self, index, tokenizer, translation="", source_text=""):
+        """The `AttentionMaps` of row `index`, with padding removed and pieces as labels."""
+        source_len = int(np.sum(self.source[index] != PAD_ID))
+        target_len = int(np.sum(self.target_in[index] != PAD_ID))
+        return AttentionMaps(
+            source_tokens=pieces(tokenizer, self.source[index, :source_len]),
+            target_tokens=pieces(tokenizer, self.target_in[index, :target_len]),
+            encoder=self.encoder[index, :, :, :source_len, :source_len],
+            decoder_self=self.decoder_self[index, :, :, :target_len, :target_len],
+            cross=self.cross[index, :, :, :target_len, :source_len],
+            translation=translation,
+            source_text=source_text,
+        )
+
+
+def _checked_kind(kind):
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}. Received: kind={kind!r}")
+    return kind
+
+
+def pieces(tokenizer, ids):
+    """The pieces of a 1-D id sequence, as Python strings."""
+    return [p.decode("utf-8") for p in tokenizer.id_to_piece(tf.constant(ids, tf.int32)).numpy()]
+
+
+def _pad_rows(rows, prefix=(), suffix=()):
+    """int32 `(len(rows), width)` of `prefix + row + suffix`, right-padded with PAD_ID."""
+    rows = [list(prefix) + list(row) + list(suffix) for row in rows]
+    batch = np.full((len(rows), max(len(row) for row in rows)), PAD_ID, np.int32)
+    for i, row in enumerate(rows):
+        batch[i, :len(row)] = row
+    return batch
+
+
+def encode_sources(tokenizer, texts):
+    """int32 `(batch, S)` encoder inputs: pieces + EOS, right-padded with 0."""
+    ids = tokenizer.tokenize(tf.constant(list(texts), tf.string)).to_list()
+    return _pad_rows(ids, suffix=(EOS_ID,))
+
+
+def encode_targets(tokenizer, texts):
+    """int32 `(batch, T)` decoder inputs of reference texts: BOS + pieces, right-padded with 0."""
+    ids = tokenizer.tokenize(tf.constant(list(texts), tf.string)).to_list()
+    return _pad_rows(ids, prefix=(BOS_ID,))
+
+
+def decoder_inputs(tokens):
+    """Decoder inputs `(batch, T)` for decoded `tokens` `(batch, L)`: BOS + the tokens before EOS.
+
+    Trailing all-padding columns are dropped.
+    """
+    tokens = np.asarray(tokens, np.int32)
+    ended = np.cumsum(tokens == EOS_ID, axis=1) > 0
+    rows = [row[~stop & (row != PAD_ID)] for row, stop in zip(tokens, ended)]
+    return _pad_rows(rows, prefix=(BOS_ID,))
+
+
+def batch_attention(model, source, target_in):
+    """Runs encoder and decoder on a padded batch; returns every layer's weights as `BatchAttention`."""
+    source = tf.convert_to_tensor(source, tf.int32)
+    target_in = tf.convert_to_tensor(target_in, tf.int32)
+    memory, encoder_weights = model.encode(source, training=False, return_attention_scores=True)
+    _, decoder_weights = model.decode(target_in, memory, model.source_mask(source), training=False,
+                                      return_attention_scores=True)
+
+    def stack(weights):  # list over layers of (batch, heads, q, k) -> (batch, layers, heads, q, k)
+        return np.stack([np.asarray(w, np.float32) for w in weights], axis=1)
+
+    return BatchAttention(
+        source=source.numpy(),
+        target_in=target_in.numpy(),
+        encoder=stack(encoder_weights),
+        decoder_self=stack([w["self"] for w in decoder_weights]),
+        cross=stack([w["cross"] for w in decoder_weights]),
+    )
+
+
+def translate_batch(model, source, max_extra_length=50):
+    """Greedy hypotheses `(batch, L)` of an encoded source batch (EOS-terminated, 0-padded)."""
+    return greedy_decode(model, source, max_extra_length=max_extra_length)["tokens"].numpy()
+
+
+def pad_columns(ids, count):
+    """`ids` `(batch, length)` with `count` more columns of PAD_ID on the right."""
+    return np.pad(ids, ((0, 0), (0, count)), constant_values=PAD_ID)
+
+
+def extract_batch(model, tokenizer, source_texts, target_texts=None, max_extra_length=50, extra_padding=0):
+    """Attention of a batch of sentences against references, or against greedy translations.
+
+    Args:
+        extra_padding: PAD columns appended to both the source and the decoder
+            input, so that even a batch of equal-length sentences exercises the
+            padding masks.
+
+    Returns:
+        `(BatchAttention, translations)`; `translations` are the target texts.
+    """
+    source = pad_columns(encode_sources(tokenizer, source_texts), extra_padding)
+    if target_texts is None:
+        tokens = translate_batch(model, source, max_extra_length)
+        target_in = decoder_inputs(tokens)
+        translations = [t.decode("utf-8") for t in tokenizer.detokenize(tokens).numpy()]
+    else:
+        if len(target_texts) != len(source_texts):
+            raise ValueError(
+                f"Need one target text per source text. Received: {len(source_texts)} sources and "
+                f"{len(target_texts)} targets."
+            )
+        target_in = encode_targets(tokenizer, target_texts)
+        translations = list(target_texts)
+    return batch_attention(model, source, pad_columns(target_in, extra_padding)), translations
+
+
+def extract_attention(model, tokenizer, source_text, target_text=None, max_extra_length=50):
+    """Attention weights of every layer and head for one sentence pair.
+
+    Args:
+        model: a built `Transformer`.
+        tokenizer: the run's `Tokenizer`.
+        source_text: the source sentence.
+        target_text: a reference translation; None translates `source_text`
+            greedily and inspects the model's own hypothesis.
+        max_extra_length: output limit of the greedy translation (input length + this).
+
+    Returns:
+        `AttentionMaps`.
+    """
+    targets = None if target_text is None else [target_text]
+    batch, translations = extract_batch(model, tokenizer, [source_text], targets, max_extra_length)
+    return batch.example(0, tokenizer, translations[0], source_text)

@@ -1,0 +1,91 @@
+"""`t2t-keras inspect`: the attention of a trained run on one sentence, as PNG heatmaps and an HTML page."""
+
+import dataclasses
+import pathlib
+
+from t2t_keras.errors import T2TError
+from t2t_keras.inspect.attention import extract_attention
+from t2t_keras.inspect.heatmaps import all_layer_pngs
+from t2t_keras.inspect.html_view import write_html
+
+HTML_NAME = "attention.html"
+
+
+@dataclasses.dataclass
+class InspectResult:
+    """What `inspect_run` wrote.
+
+    Attributes:
+        html: path of the interactive page.
+        images: `{(kind, layer): path}` of the PNG heatmaps, one per attention kind and layer.
+        maps: the `AttentionMaps` they show.
+    """
+
+    html: pathlib.Path
+    images: dict
+    maps: object
+
+
+def image_name(kind, layer):
+    """File name of the heatmap grid of one attention kind and layer, e.g. `cross_layer_0.png`."""
+    return f"{kind}_layer_{layer}.png"
+
+
+def _load_model_and_tokenizer(run_dir, saved_model, checkpoint):
+    if (run_dir is None) == (saved_model is None):
+        raise T2TError("Give exactly one of run_dir and saved_model. "
+                       f"Received: run_dir={run_dir!r}, saved_model={saved_model!r}")
+    if saved_model is not None:
+        raise T2TError(
+            f"Cannot inspect the attention of the SavedModel {saved_model}: an export holds the translation "
+            "signatures only, not the model's layers, so it cannot return attention weights. Inspect the run "
+            "directory it was exported from instead (run_dir=..., or --run-dir)."
+        )
+    from t2t_keras.data.tokenizer import Tokenizer
+    from t2t_keras.training.averaging import load_run_model
+    from t2t_keras.training.run_directory import RunDirectory
+
+    run = RunDirectory(run_dir)
+    run.load_config()  # fails with a clear message when run_dir is not a run directory
+    return load_run_model(run_dir, source=checkpoint), Tokenizer.load(run.tokenizer_path)
+
+
+def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=None, checkpoint="auto",
+                max_extra_length=50, dpi=100):
+    """Writes the attention of a trained model on `text` to the directory `out`.
+
+    The translation inspected is the model's own greedy hypothesis, or
+    `reference` when given. `out` receives one PNG per attention kind and layer
+    (`encoder_layer_0.png`, `decoder_self_layer_0.png`, `cross_layer_0.png`,
+    ...; each a grid of per-head heatmaps) and `attention.html`, a
+    self-contained interactive page.
+
+    Args:
+        run_dir: a training run directory (its model and tokenizer are used).
+        saved_model: an exported SavedModel; not supported, as exports carry no
+            attention weights (a `T2TError` says so).
+        text: the source sentence.
+        out: output directory, created if needed.
+        reference: a target sentence to inspect instead of the model's translation.
+        checkpoint: which weights of the run: "auto", "averaged" or "latest"
+            (see `load_run_model`).
+        max_extra_length: output limit of the greedy translation (input length + this).
+        dpi: resolution of the PNG files.
+
+    Returns:
+        `InspectResult`.
+    """
+    if not text or not str(text).strip():
+        raise T2TError(f"Give a source sentence to inspect. Received: text={text!r}")
+    if out is None:
+        raise T2TError("Give an output directory (out=...).")
+    model, tokenizer = _load_model_and_tokenizer(run_dir, saved_model, checkpoint)
+    maps = extract_attention(model, tokenizer, text, reference, max_extra_length)
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    images = {}
+    for (kind, layer), png in all_layer_pngs(maps, dpi).items():
+        images[(kind, layer)] = out / image_name(kind, layer)
+        images[(kind, layer)].write_bytes(png)
+    html = write_html(maps, out / HTML_NAME, title=f"Attention of {pathlib.Path(run_dir).name}")
+    return InspectResult(html=html, images=images, maps=maps)
