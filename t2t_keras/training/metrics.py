@@ -119,7 +119,7 @@ class TokenCount(keras.metrics.Metric):
         self.count.assign_add(ops.sum(token_weights(ops.convert_to_tensor(y_true), self.pad_id, sample_weight)))
 
     def result(self):
-        return self.count
+        return self.count + 0.0  # a copy: the variable itself would show later updates (validation)
 
     def reset_state(self):
         self.count.assign(0.0)

@@ -1,0 +1,93 @@
+"""Small helpers of the notebooks: attention drawn as in the paper's Figures 3-5, and per-head entropy.
+
+The figures use matplotlib's object API on the Agg canvas, like `inspect.heatmaps`,
+so they can be saved without a display; in Jupyter, `display(figure)` shows them.
+"""
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+
+# One colour per head, as in the paper's figures (matplotlib's tab10, then tab20's lighter shades).
+HEAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+               "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94")
+MIN_WEIGHT = 0.02  # lines below this weight are not drawn: they would be invisible anyway
+ROW_INCHES = 0.22
+
+
+def head_entropy(weights):
+    """Mean entropy (nats) of each head's attention distributions.
+
+    Args:
+        weights: `(layers, heads, queries, keys)` attention weights of one sentence
+            (an `AttentionMaps.weights(kind)`), each row summing to 1.
+
+    Returns:
+        float64 `(layers, heads)`: the mean over queries of `-Σ_k w log w`. 0 is a head
+        that puts all its weight on one key; `log(keys)` one that attends uniformly.
+    """
+    weights = np.asarray(weights, np.float64)
+    if weights.ndim != 4:
+        raise ValueError(f"weights must be (layers, heads, queries, keys). Received: shape={weights.shape}")
+    logs = np.log(np.where(weights > 0, weights, 1.0))  # 0 · log 0 counts as 0
+    return np.mean(-np.sum(weights * logs, axis=-1), axis=-1)
+
+
+def attention_lines_figure(weights, query_tokens, key_tokens, heads=None, query=None, title="",
+                           min_weight=MIN_WEIGHT):
+    """Attention as lines from the tokens that attend (left) to the tokens attended to (right).
+
+    The drawing of the paper's Figures 3-5: one line per (query, key, head), in the head's
+    colour, with opacity equal to the weight. Figure 3 shows one query token and all heads
+    (`query=index`); Figures 4 and 5 show every token for one or two heads (`heads=[h]`).
+
+    Args:
+        weights: `(heads, queries, keys)` attention weights of one layer.
+        query_tokens: labels of the left column (`queries` of them).
+        key_tokens: labels of the right column (`keys` of them).
+        heads: indices of the heads to draw; None draws all.
+        query: index of the only query token to draw, or None for all.
+        title: figure title.
+        min_weight: weights below this are not drawn.
+
+    Returns:
+        a `matplotlib.figure.Figure` (Agg canvas attached); its axes hold one
+        `Line2D` per drawn line, labelled `head {h}`.
+    """
+    weights = np.asarray(weights, np.float64)
+    if weights.ndim != 3 or weights.shape[1:] != (len(query_tokens), len(key_tokens)):
+        raise ValueError(
+            f"weights must be (heads, {len(query_tokens)} queries, {len(key_tokens)} keys). "
+            f"Received: shape={weights.shape}"
+        )
+    heads = list(range(weights.shape[0])) if heads is None else list(heads)
+    queries = list(range(len(query_tokens))) if query is None else [query]
+    rows = max(len(query_tokens), len(key_tokens))
+    figure = Figure(figsize=(4.5, 0.6 + ROW_INCHES * rows))
+    FigureCanvasAgg(figure)
+    axes = figure.add_axes((0.25, 0.02, 0.5, 0.96 - (0.4 if title else 0.1) / figure.get_figheight()))
+    y_query = _positions(len(query_tokens), rows)
+    y_key = _positions(len(key_tokens), rows)
+    for h in heads:
+        color = HEAD_COLORS[h % len(HEAD_COLORS)]
+        for q in queries:
+            for k in np.flatnonzero(weights[h, q] >= min_weight):
+                axes.plot([0, 1], [y_query[q], y_key[k]], color=to_rgba(color, min(1.0, weights[h, q, k])),
+                          linewidth=2, label=f"head {h}")
+    for y, token, index in zip(y_query, query_tokens, range(len(query_tokens))):
+        weight = "bold" if query is not None and index == query else "normal"
+        axes.text(-0.03, y, token, ha="right", va="center", fontsize=9, family="monospace", fontweight=weight)
+    for y, token in zip(y_key, key_tokens):
+        axes.text(1.03, y, token, ha="left", va="center", fontsize=9, family="monospace")
+    axes.set_xlim(0, 1)
+    axes.set_ylim(rows - 0.5, -0.5)
+    axes.axis("off")
+    if title:
+        figure.suptitle(title, fontsize=10)
+    return figure
+
+
+def _positions(count, rows):
+    """Row positions of `count` tokens, centred in a column of `rows` rows."""
+    return np.arange(count) + (rows - count) / 2.0
