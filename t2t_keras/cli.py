@@ -103,6 +103,24 @@ def cmd_baseline(args):
     return 0
 
 
+def cmd_export(args):
+    from t2t_keras.export.saved_model import export_run
+
+    out = export_run(args.run_dir, args.out, average_last=args.average_last, beam_size=args.beam,
+                     alpha=args.alpha, max_extra_length=args.extra_length, max_beam_size=args.max_beam_size,
+                     overwrite=args.overwrite)
+    print(out)
+    return 0
+
+
+def cmd_serve(args):
+    from t2t_keras.export.server import serve
+
+    serve(args.saved_model, host=args.host, port=args.port, model_name=args.model_name,
+          max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
+    return 0
+
+
 def cmd_inspect(args):
     from t2t_keras.inspect.inspect_run import inspect_run
 
@@ -175,6 +193,26 @@ def build_parser():
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_baseline)
 
+    p = commands.add_parser("export", help="write a SavedModel: strings in, translations out")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--out", required=True, help="export directory (written atomically)")
+    p.add_argument("--average-last", type=int, help="average the last N checkpoints first")
+    p.add_argument("--beam", type=int, help="default beam size of serving_default (decoding.beam_size)")
+    p.add_argument("--alpha", type=float, help="default length penalty (decoding.alpha)")
+    p.add_argument("--extra-length", type=int, help="default output limit: input length + this")
+    p.add_argument("--max-beam-size", type=int, default=8, help="largest beam size callers may ask for")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing export")
+    p.set_defaults(handler=cmd_export)
+
+    p = commands.add_parser("serve", help="serve a SavedModel over TensorFlow Serving's REST API")
+    p.add_argument("--saved-model", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--model-name", default="t2t", help="NAME in /v1/models/NAME:predict")
+    p.add_argument("--max-batch-size", type=int, default=32, help="sentences batched together at most")
+    p.add_argument("--max-wait-ms", type=float, default=10, help="how long a request may wait for others")
+    p.set_defaults(handler=cmd_serve)
+
     p = commands.add_parser("inspect", help="attention heatmaps (PNG) and an interactive HTML page for a sentence")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--run-dir")
@@ -199,7 +237,7 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.handler(args)
-    except (T2TError, FileNotFoundError) as error:
+    except (T2TError, FileNotFoundError, FileExistsError) as error:
         print(f"t2t-keras {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,238 @@
+"""Decoding throughput: cached vs uncached greedy and beam-4 search at the `small` size.
+
+    python bench/bench_decoding.py                       # prints a markdown table
+    python bench/bench_decoding.py --output bench/results/decoding.md
+
+Model: d_model 256, 3+3 layers, d_ff 1024, 4 heads, vocab 8000, random weights.
+Sources: 32 random ids (EOS last), no padding. Every sentence generates exactly
+32 tokens (`min_length` = `max_length` = 32, so EOS never ends a search).
+Throughput is output tokens per second: batch x 32 / time (for beam search,
+the tokens of the returned best hypothesis; the search extends 4 per step).
+
+Implementations:
+
+* `cached-xla`: `greedy_decode` / `beam_search`, key/value cache, the whole
+  search in one `tf.function(jit_compile=True)`.
+* `uncached-xla`: the same search code over a model adapter that keeps the
+  prefix instead of keys/values and re-runs the decoder stack on the whole
+  (fixed-size, 32-slot) prefix buffer every step, projecting only the current
+  position; also one XLA-compiled function.
+* `reference-eager`: `reference_greedy` / `reference_beam_search`, eager,
+  decoder re-run on the growing prefix, beam search one sentence at a time.
+
+Each configuration waits for a quiet machine, runs once untimed (compilation),
+then `--repeats` timed runs (1 for the reference) and reports the median. It
+records the cores other processes used meanwhile, and measures again (up to
+`--retries` times) when that exceeds `--max-other`.
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from t2t_keras.decoding import beam_search, greedy_decode, reference_beam_search, reference_greedy  # noqa: E402
+from t2t_keras.decoding.common import EOS_ID, write_at  # noqa: E402
+from t2t_keras.model import Transformer  # noqa: E402
+
+SMALL = dict(vocab_size=8000, hidden_dim=256, num_layers=3, num_heads=4, intermediate_dim=1024, dropout=0.0)
+LENGTH = 32  # source length and number of generated tokens
+IMPLEMENTATIONS = ("cached-xla", "uncached-xla", "reference-eager")
+
+
+class PrefixRecomputeModel:
+    """Uncached decoding behind the cache interface that `greedy_decode` and `beam_search` use.
+
+    Its "cache" holds the decoder input ids and the encoder output; every
+    step writes the new token and re-runs the decoder stack on all slots
+    (the causal mask hides the empty ones), then projects position `cache_index`.
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.max_length = model.max_length
+        self.pad_id = model.pad_id
+
+    def source_mask(self, source):
+        return self.model.source_mask(source)
+
+    def encode(self, source, training=False):
+        return self.model.encode(source, training=training)
+
+    def init_cache(self, memory, max_length):
+        prefix = tf.zeros((tf.shape(memory)[0], max_length), tf.int32)
+        return [{"self": {"prefix": prefix}, "cross": {"memory": memory}}]
+
+    def decode(self, tokens, memory, source_mask, cache, cache_index, training=False):
+        model, layer = self.model, cache[0]
+        prefix = write_at(layer["self"]["prefix"], cache_index, tokens[:, 0])
+        embedded = model.target_position(model.target_embedding(prefix))
+        hidden = model.decoder(embedded, layer["cross"]["memory"], source_mask, training=training)
+        logits = model.project(hidden[:, cache_index][:, None])  # (batch, 1, vocab)
+        return logits, [{"self": {"prefix": prefix}, "cross": layer["cross"]}]
+
+
+def build_model(seed=0):
+    keras.utils.set_random_seed(seed)
+    model = Transformer(**SMALL)
+    model.build()
+    return model
+
+
+def random_source(batch, seed=1):
+    source = np.random.default_rng(seed).integers(4, SMALL["vocab_size"], size=(batch, LENGTH)).astype("int32")
+    source[:, -1] = EOS_ID
+    return source
+
+
+def make_decoder(model, implementation, method):
+    """`source -> (batch, LENGTH)` best output ids, for one implementation and method."""
+    fixed = dict(max_extra_length=LENGTH, max_length=LENGTH, min_length=LENGTH)
+    if implementation == "reference-eager":
+        if method == "greedy":
+            return lambda source: reference_greedy(model, source, **fixed)["tokens"]
+        return lambda source: reference_beam_search(model, source, beam_size=4, **fixed)["tokens"][:, 0]
+    searched = model if implementation == "cached-xla" else PrefixRecomputeModel(model)
+    if method == "greedy":
+        search = tf.function(lambda source: greedy_decode(searched, source, **fixed)["tokens"], jit_compile=True)
+    else:
+        search = tf.function(lambda source: beam_search(searched, source, beam_size=4, **fixed)["tokens"][:, 0],
+                             jit_compile=True)
+    return lambda source: search(tf.constant(source)).numpy()
+
+
+def busy_cores_seconds():
+    """CPU seconds spent by the whole machine (all cores), from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:8]]
+    user, nice, system, _, _, irq, softirq = fields
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_for_quiet(threshold=0.25, hold=5.0, max_wait=600.0):
+    """Blocks until other processes use < `threshold` cores for `hold` s (or `max_wait` passes)."""
+    start = quiet_since = time.time()
+    last = busy_cores_seconds()
+    while time.time() - start < max_wait:
+        time.sleep(1.0)
+        now = busy_cores_seconds()
+        if now - last >= threshold:
+            quiet_since = time.time()
+        elif time.time() - quiet_since >= hold:
+            return True
+        last = now
+    return False
+
+
+def measure(decode, source, repeats):
+    """First-call time, median of `repeats` timed calls, other processes' cores, and the tokens."""
+    start = time.perf_counter()
+    tokens = decode(source)
+    first = time.perf_counter() - start
+    times, machine, own = [], busy_cores_seconds(), time.process_time()
+    wall = time.perf_counter()
+    for _ in range(repeats):
+        start = time.perf_counter()
+        decode(source)
+        times.append(time.perf_counter() - start)
+    wall = time.perf_counter() - wall
+    other = max(0.0, (busy_cores_seconds() - machine) - (time.process_time() - own)) / wall
+    return {"first_s": first, "median_s": statistics.median(times), "other_cores": other, "tokens": tokens}
+
+
+def measure_quietly(decode, source, repeats, args):
+    """`measure` on a quiet machine, measured again (up to `args.retries` times) if disturbed."""
+    first = None
+    for _ in range(args.retries + 1):
+        wait_for_quiet(max_wait=args.quiet_wait)
+        result = measure(decode, source, repeats)
+        first = first or result["first_s"]  # the first attempt's first call includes compilation
+        if result["other_cores"] <= args.max_other:
+            break
+    return dict(result, first_s=first)
+
+
+def run(args):
+    model = build_model()
+    rows, outputs = [], {}
+    for method in args.methods:
+        for batch in args.batches:
+            source = random_source(batch)
+            for implementation in args.implementations:
+                decode = make_decoder(model, implementation, method)
+                repeats = 1 if implementation == "reference-eager" else args.repeats
+                result = measure_quietly(decode, source, repeats, args)
+                reference = outputs.setdefault((method, batch), result["tokens"])
+                result["agree"] = float(np.mean(result["tokens"] == reference))
+                result.update(method=method, batch=batch, implementation=implementation, repeats=repeats)
+                rows.append(result)
+                print(format_row(result), flush=True)
+    return rows
+
+
+def format_row(r):
+    tokens_per_s = r["batch"] * LENGTH / r["median_s"]
+    return (f"| {r['method']} | {r['batch']} | {r['implementation']} | {tokens_per_s:,.0f} | "
+            f"{1000 * r['median_s'] / LENGTH:.1f} | {r['first_s']:.1f} | {r['repeats']} | {r['agree']:.3f} | "
+            f"{r['other_cores']:.2f} |")
+
+
+HEADER = ("| method | batch | implementation | output tokens/s | ms/step | first call s | runs | agree "
+          "| other cores |\n|---|---|---|---|---|---|---|---|---|")
+
+
+def speedups(rows):
+    """Lines giving cached-xla's speed-up over each uncached implementation."""
+    times = {(r["method"], r["batch"], r["implementation"]): r["median_s"] for r in rows}
+    lines = []
+    for (method, batch, implementation), seconds in times.items():
+        cached = times.get((method, batch, "cached-xla"))
+        if cached and implementation != "cached-xla":
+            ratio = seconds / cached
+            lines.append(f"* {method}, batch {batch}: cached-xla is {ratio:.1f}x faster than {implementation}")
+    return lines
+
+
+def machine_description():
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()[:10]
+    return "\n".join(["```", *lscpu, "```", "",
+                      f"Python {platform.python_version()}, TensorFlow {tf.__version__}, Keras {keras.__version__}; "
+                      f"TF threads: default (intra/inter-op 0 = all cores)."])
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--methods", nargs="+", default=["greedy", "beam4"], choices=["greedy", "beam4"])
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 32])
+    parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS), choices=IMPLEMENTATIONS)
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs of the compiled implementations")
+    parser.add_argument("--quiet-wait", type=float, default=600.0, help="max seconds to wait for a quiet machine")
+    parser.add_argument("--max-other", type=float, default=0.25, help="measure again if others used more cores")
+    parser.add_argument("--retries", type=int, default=2, help="extra attempts for a disturbed measurement")
+    parser.add_argument("--output", help="also write the results as markdown to this file")
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    print(HEADER, flush=True)
+    rows = run(args)
+    summary = "\n".join(speedups(rows))
+    print(summary)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(f"# Decoding throughput ({time.strftime('%Y-%m-%d')})\n\n{__doc__.split(chr(10) + chr(10), 1)[1]}\n"
+                    f"## Machine\n\n{machine_description()}\n\n## Results\n\n{HEADER}\n"
+                    + "\n".join(format_row(r) for r in rows) + f"\n\n{summary}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""Adapter that runs t2t_keras through the peer benchmark harness (../shared/bench-peers).
+
+    PYTHONPATH=bench:../shared/bench-peers python ../shared/bench-peers/peer_ours.py \
+        --adapter t2t_keras_adapter --size small --mode train --jit 1
+
+Training uses the package as `t2t-keras train` does: the `Transformer` model,
+Adam(0.9, 0.98, 1e-9) on the eq. (3) schedule and the label-smoothed loss,
+`model.fit` with `jit_compile` as asked. Decoding is greedy with exactly
+`gen_len` tokens: "cached" is `greedy_decode` over the key/value cache in one
+XLA-compiled loop; "naive" re-runs the decoder on the whole prefix every step.
+"""
+
+import types
+
+import tensorflow as tf
+
+from bench_decoding import PrefixRecomputeModel
+from t2t_keras.decoding import greedy_decode
+from t2t_keras.model import Transformer
+from t2t_keras.training.loss import LabelSmoothedCrossEntropy
+from t2t_keras.training.schedule import make_optimizer
+
+
+def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
+    model = Transformer(vocab_size=cfg["vocab"], hidden_dim=cfg["d_model"], num_layers=cfg["n_enc"],
+                        num_decoder_layers=cfg["n_dec"], num_heads=cfg["heads"], intermediate_dim=cfg["d_ff"],
+                        dropout=dropout, max_length=max(src_len, tgt_len) + 64)
+    model.build()
+    model.compile(optimizer=make_optimizer(cfg["d_model"]), loss=LabelSmoothedCrossEntropy(0.1), jit_compile=jit)
+
+    def make_generate(kind, gen_len):
+        searched = {"cached": model, "naive": PrefixRecomputeModel(model)}.get(kind)
+        if searched is None:
+            return None
+        fixed = dict(max_extra_length=gen_len, max_length=gen_len, min_length=gen_len)
+        search = tf.function(lambda source: greedy_decode(searched, source, **fixed)["tokens"], jit_compile=True)
+        return lambda source: search(tf.constant(source, tf.int32))
+
+    return types.SimpleNamespace(keras_model=model, make_generate=make_generate,
+                                 params_total=model.count_params(), variant="t2t_keras" + ("-xla" if jit else ""))

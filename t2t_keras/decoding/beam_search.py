@@ -1,0 +1,205 @@
+"""Beam search with length penalty (§6.1) over the key/value cache.
+
+Beams are flattened into the batch (row `b * beam_size + k`): the source is
+encoded once per sentence and its cross-attention keys/values are tiled over
+the beams. The search keeps two sets per sentence, as tensor2tensor and
+tensorflow/models do:
+
+* `alive`: the `beam_size` best unfinished hypotheses, ranked by log-probability;
+* `finished`: the `beam_size` best ended hypotheses, ranked by normalised score
+  (see `length_penalty`).
+
+Each step extends every alive hypothesis by every token and keeps the
+`2 * beam_size` most likely candidates, which always leaves `beam_size` that
+do not end. A candidate *ends* when its token is EOS or it reaches the
+sentence's length limit. An ending candidate joins `finished` only if it ranks
+among the first `beam_size` candidates, i.e. if it would have taken a beam
+slot (fairseq's rule): so `beam_size=1, length_penalty="none"` is exactly
+greedy decoding. The other candidates refill `alive`.
+
+A sentence is done when it reaches its length limit, or when the
+`num_return`-th best finished score beats the best score any alive hypothesis
+can still reach (log-probabilities only fall as a hypothesis grows, and lp(Y)
+is monotonic in |Y|), so stopping early never changes the returned n-best
+list. The loop stops when every sentence is done.
+
+The whole search is one `tf.while_loop` over fixed-shape tensors and compiles
+with `tf.function(jit_compile=True)`. `beam_size`, `num_return` and
+`length_penalty` fix shapes or code paths, so they are Python values (one
+traced function per value); `alpha`, `min_length` and, with a static
+`max_length`, `max_extra_length` may be tensors.
+"""
+
+import functools
+
+import tensorflow as tf
+
+from t2t_keras.decoding import common
+from t2t_keras.decoding.length_penalty import check_length_penalty, normalized_score
+
+
+def beam_search(model, source, beam_size=4, alpha=0.6, length_penalty="gnmt", max_extra_length=50,
+                max_length=None, min_length=0, num_return=1):
+    """The `num_return` best translations of each source sentence.
+
+    Args:
+        model: a built `Transformer`.
+        source: int `(batch, source_len)` ids, padded with 0, each row ending with EOS.
+        beam_size: number of hypotheses kept per sentence (4 in the paper).
+        alpha: length-penalty exponent for `"gnmt"` (0.6 in the paper).
+        length_penalty: `"gnmt"`, `"average"` or `"none"`; see `length_penalty`.
+        max_extra_length: a sentence stops after `input length + max_extra_length`
+            tokens (§6.1).
+        max_length: static bound on the output length (and cache size); defaults
+            to the padded source width + `max_extra_length`.
+        min_length: EOS is forbidden until this many tokens exist.
+        num_return: size of the n-best list, at most `beam_size`.
+
+    Returns:
+        dict with `tokens`: int32 `(batch, num_return, bound)`, each ending with
+        EOS (unless cut at its length limit) followed by 0s; `scores`: float32
+        `(batch, num_return)` normalised scores, best first; `log_probs`: their
+        float32 log-probabilities.
+    """
+    _check_options(beam_size, num_return, length_penalty)
+    source = tf.convert_to_tensor(source, tf.int32)
+    bound = common.output_bound(model, source, max_extra_length, max_length)
+    limits = common.output_limits(source, bound, max_extra_length, model.pad_id)
+    tile = functools.partial(tf.repeat, repeats=beam_size, axis=0)
+    source_mask = tile(model.source_mask(source))
+    cache = tf.nest.map_structure(tile, model.init_cache(model.encode(source, training=False), bound))
+    state = _initial_state(tf.shape(source)[0], beam_size, bound, cache)
+    scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
+
+    def step(state):
+        return (_beam_step(model, state, source_mask, limits, min_length, scoring, num_return),)
+
+    def not_done(state):
+        return tf.logical_not(tf.reduce_all(state["done"]))
+
+    (state,) = tf.while_loop(not_done, step, (state,), maximum_iterations=bound)
+    return {
+        "tokens": state["finished_seq"][:, :num_return],
+        "scores": state["finished_scores"][:, :num_return],
+        "log_probs": state["finished_log_probs"][:, :num_return],
+    }
+
+
+def _check_options(beam_size, num_return, length_penalty):
+    if not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be a positive Python int. Received: beam_size={beam_size!r}")
+    if not isinstance(num_return, int) or not 1 <= num_return <= beam_size:
+        raise ValueError(
+            f"num_return must be a Python int in [1, beam_size={beam_size}]. Received: num_return={num_return!r}"
+        )
+    check_length_penalty(length_penalty)
+
+
+def _initial_state(batch, beam_size, bound, cache):
+    """One live hypothesis (the empty one) per sentence; the other beams start at -inf."""
+    first = tf.constant([0.0] + [common.NEG_INF] * (beam_size - 1))
+    sequences = tf.zeros((batch, beam_size, bound), tf.int32)
+    nothing = tf.fill((batch, beam_size), common.NEG_INF)
+    return {
+        "step": tf.constant(0),
+        "alive_seq": sequences,
+        "alive_log_probs": tf.tile(first[None], (batch, 1)),
+        "finished_seq": sequences,
+        "finished_scores": nothing,
+        "finished_log_probs": nothing,
+        "done": tf.zeros((batch,), tf.bool),
+        "cache": cache,
+    }
+
+
+def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return):
+    """Extends the alive hypotheses by one token and updates both sets."""
+    step = state["step"]
+    inputs = tf.reshape(common.previous_tokens(state["alive_seq"], step), (-1,))  # (batch * beam,)
+    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step)
+    log_probs = common.mask_special_tokens(log_probs, step, min_length)
+    candidates = _top_candidates(state["alive_seq"], state["alive_log_probs"], log_probs, step)
+    ending = tf.equal(candidates["tokens"], common.EOS_ID) | (step + 1 >= limits[:, None])  # (batch, 2 * beam)
+    alive = _next_alive(candidates, ending)
+    finished = _next_finished(state, candidates, ending, scoring(candidates["log_probs"], step + 1))
+    reachable = _best_reachable(alive["log_probs"][:, 0], step, limits, scoring)
+    done = state["done"] | (step + 1 >= limits) | (finished["scores"][:, num_return - 1] > reachable)
+    return {
+        "step": step + 1,
+        "alive_seq": alive["seq"],
+        "alive_log_probs": alive["log_probs"],
+        "finished_seq": finished["seq"],
+        "finished_scores": finished["scores"],
+        "finished_log_probs": finished["log_probs"],
+        "done": done,
+        "cache": _reorder_cache(cache, alive["beams"]),
+    }
+
+
+def _top_candidates(alive_seq, alive_log_probs, log_probs, step):
+    """The `2 * beam` most likely one-token extensions of the alive hypotheses, best first."""
+    batch, beam_size = tf.shape(alive_seq)[0], alive_seq.shape[1]
+    vocab = log_probs.shape[-1] or tf.shape(log_probs)[-1]
+    total = alive_log_probs[:, :, None] + tf.reshape(log_probs, (batch, beam_size, vocab))
+    top_log_probs, flat = tf.math.top_k(tf.reshape(total, (batch, -1)), k=2 * beam_size)  # (batch, 2 * beam)
+    beams, tokens = flat // vocab, flat % vocab
+    sequences = tf.gather(alive_seq, beams, batch_dims=1)  # (batch, 2 * beam, bound)
+    return {
+        "seq": common.write_at(sequences, step, tokens),
+        "log_probs": top_log_probs,
+        "beams": beams,
+        "tokens": tokens,
+    }
+
+
+def _next_alive(candidates, ending):
+    """The `beam` most likely candidates that do not end, and the beams they came from."""
+    beam_size = candidates["log_probs"].shape[1] // 2
+    masked = tf.where(ending, common.NEG_INF, candidates["log_probs"])
+    log_probs, index = tf.math.top_k(masked, k=beam_size)
+    return {
+        "seq": tf.gather(candidates["seq"], index, batch_dims=1),
+        "log_probs": log_probs,
+        "beams": tf.gather(candidates["beams"], index, batch_dims=1),
+    }
+
+
+def _next_finished(state, candidates, ending, scores):
+    """Merges the ending candidates that hold a beam slot into the finished set."""
+    beam_size = candidates["log_probs"].shape[1] // 2
+    in_beam = tf.range(2 * beam_size) < beam_size
+    joins = ending & in_beam[None, :]
+    merged_scores = tf.concat([state["finished_scores"], tf.where(joins, scores, common.NEG_INF)], axis=1)
+    top_scores, index = tf.math.top_k(merged_scores, k=beam_size)  # ties keep the older hypothesis
+    joined_log_probs = tf.where(joins, candidates["log_probs"], common.NEG_INF)
+    merged_log_probs = tf.concat([state["finished_log_probs"], joined_log_probs], axis=1)
+    merged_seq = tf.concat([state["finished_seq"], candidates["seq"]], axis=1)
+    return {
+        "seq": tf.gather(merged_seq, index, batch_dims=1),
+        "scores": top_scores,
+        "log_probs": tf.gather(merged_log_probs, index, batch_dims=1),
+    }
+
+
+def _best_reachable(best_alive_log_prob, step, limits, scoring):
+    """Upper bound on the score of any hypothesis grown from the alive set.
+
+    Log-probabilities only fall as tokens are added and lp(Y) is monotonic in
+    |Y|, so the bound is the best alive log-probability normalised at one of
+    the two extreme lengths.
+    """
+    shortest = scoring(best_alive_log_prob, step + 1)
+    longest = scoring(best_alive_log_prob, limits)
+    return tf.maximum(shortest, longest)
+
+
+def _reorder_cache(cache, beams):
+    """Gathers each self-attention cache row from the beam its hypothesis came from.
+
+    The cross-attention keys/values are equal across a sentence's beams, so
+    they are left in place.
+    """
+    batch, beam_size = tf.shape(beams)[0], beams.shape[1]
+    rows = tf.reshape(tf.range(batch)[:, None] * beam_size + beams, (-1,))  # (batch * beam,)
+    gather = functools.partial(tf.gather, indices=rows, axis=0)
+    return [{"self": tf.nest.map_structure(gather, layer["self"]), "cross": layer["cross"]} for layer in cache]

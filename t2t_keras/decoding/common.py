@@ -1,0 +1,88 @@
+"""Pieces shared by the decoders: special ids, output-length limits, one cached step.
+
+Length conventions used throughout `decoding/`:
+
+* the *input length* of a sentence is its number of non-padding source ids,
+  EOS included;
+* a sentence may generate at most `input length + max_extra_length` tokens
+  (EOS included), §6.1, and never more than the *bound*: the static size of the
+  token buffers and of the self-attention cache;
+* a hypothesis that reaches its limit without EOS ends there, without EOS;
+* PAD and BOS are never generated, so every id before EOS is non-zero and the
+  buffers hold 0 after it.
+"""
+
+import tensorflow as tf
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+
+NEG_INF = float("-inf")
+
+
+def source_lengths(source, pad_id=PAD_ID):
+    """`(batch,)` int32 number of real (non-padding) ids in each source row."""
+    return tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.int32), axis=1)
+
+
+def output_bound(model, source, max_extra_length=50, max_length=None):
+    """Size of the token buffers and of the cache.
+
+    `max_length` when given (a Python int keeps every shape static), otherwise
+    the padded source width plus `max_extra_length`, which must then be a Python
+    int. Capped by `model.max_length`, the longest sequence the model accepts.
+    """
+    if max_length is None:
+        if not isinstance(max_extra_length, int):
+            raise ValueError(
+                "max_extra_length sizes the buffers when max_length is None, so it must be a Python int. "
+                f"Received: max_extra_length={max_extra_length!r}; pass max_length to use a tensor."
+            )
+        width = source.shape[1] if source.shape[1] is not None else tf.shape(source)[1]
+        max_length = width + max_extra_length
+    if isinstance(max_length, int):
+        return max(1, min(max_length, model.max_length))
+    return tf.clip_by_value(max_length, 1, model.max_length)
+
+
+def output_limits(source, bound, max_extra_length=50, pad_id=PAD_ID):
+    """`(batch,)` int32 longest output of each sentence: input length + extra, within [1, bound]."""
+    limits = source_lengths(source, pad_id) + tf.cast(max_extra_length, tf.int32)
+    return tf.clip_by_value(limits, 1, bound)
+
+
+def write_at(buffer, index, values):
+    """`buffer` (..., length) with column `index` replaced by `values` (...)."""
+    columns = tf.range(tf.shape(buffer)[-1])
+    return tf.where(tf.equal(columns, index), tf.expand_dims(values, -1), buffer)
+
+
+def previous_tokens(sequences, step):
+    """Decoder input at `step`: BOS first, then the token written at `step - 1`."""
+    last = tf.gather(sequences, tf.maximum(step - 1, 0), axis=-1)
+    return tf.where(tf.equal(step, 0), tf.constant(BOS_ID, sequences.dtype), last)
+
+
+def mask_special_tokens(log_probs, step, min_length=0):
+    """Sets to -inf the ids that may not come next: PAD and BOS always, EOS before `min_length`.
+
+    PAD would be indistinguishable from the padding after EOS, and BOS only
+    starts the decoder input. The other log-probabilities are not renormalised
+    (as in fairseq), so scores stay the model's log-probabilities.
+    """
+    vocab = tf.range(tf.shape(log_probs)[-1])
+    early_eos = tf.logical_and(tf.equal(vocab, EOS_ID), step + 1 < min_length)
+    forbidden = tf.equal(vocab, PAD_ID) | tf.equal(vocab, BOS_ID) | early_eos
+    return tf.where(forbidden, tf.constant(NEG_INF, log_probs.dtype), log_probs)
+
+
+def next_log_probs(model, tokens, source_mask, cache, step):
+    """One cached decoder step: float32 log-probabilities `(batch, vocab)` and the new cache.
+
+    `tokens` `(batch,)` are the ids at position `step`.
+    """
+    logits, cache = model.decode(tokens[:, None], None, source_mask, cache=cache, cache_index=step,
+                                 training=False)
+    return tf.nn.log_softmax(logits[:, 0]), cache

@@ -1,0 +1,90 @@
+"""Greedy (and sampled) incremental decoding with the key/value cache.
+
+The whole search is one `tf.while_loop` over fixed-shape buffers, so it runs
+eagerly, inside `tf.function`, and inside `tf.function(jit_compile=True)`:
+
+    decode = tf.function(lambda source: greedy_decode(model, source), jit_compile=True)
+"""
+
+import tensorflow as tf
+
+from t2t_keras.decoding import common, sampling
+
+
+def greedy_decode(model, source, max_extra_length=50, max_length=None, min_length=0, temperature=0.0, top_k=0,
+                  seed=None):
+    """Decodes `source` one token at a time, choosing the argmax (or a sample) at each step.
+
+    Args:
+        model: a built `Transformer`.
+        source: int `(batch, source_len)` ids, padded with 0, each row ending with EOS.
+        max_extra_length: a sentence stops after `input length + max_extra_length`
+            tokens (§6.1). May be a scalar or `(batch,)` tensor when `max_length` is given.
+        max_length: static bound on the output length (and cache size); defaults
+            to the padded source width + `max_extra_length`.
+        min_length: EOS is forbidden until this many tokens exist (benchmarks use
+            it to force a length). May be a tensor.
+        temperature: 0 (a Python number) means argmax. Otherwise tokens are
+            sampled from softmax(log p / temperature); a tensor value <= 0 still
+            means argmax.
+        top_k: when sampling, only the k most likely tokens are candidates; 0 keeps all.
+        seed: int seed of the stateless sampler; None draws one.
+
+    Returns:
+        dict with `tokens`: int32 `(batch, bound)`, each row ending with EOS
+        (unless cut at its length limit) followed by 0s; and `scores`: float32
+        `(batch,)` model log-probability of the tokens (untempered).
+    """
+    source = tf.convert_to_tensor(source, tf.int32)
+    bound = common.output_bound(model, source, max_extra_length, max_length)
+    limits = common.output_limits(source, bound, max_extra_length, model.pad_id)
+    source_mask = model.source_mask(source)
+    cache = model.init_cache(model.encode(source, training=False), bound)
+    choose = _chooser(temperature, top_k, seed)
+    batch = tf.shape(source)[0]
+    state = {
+        "step": tf.constant(0),
+        "tokens": tf.zeros((batch, bound), tf.int32),
+        "scores": tf.zeros((batch,), tf.float32),
+        "finished": tf.zeros((batch,), tf.bool),
+        "cache": cache,
+    }
+
+    def step(state):
+        return (_greedy_step(model, state, source_mask, limits, min_length, choose),)
+
+    def not_done(state):
+        return tf.logical_not(tf.reduce_all(state["finished"]))
+
+    (state,) = tf.while_loop(not_done, step, (state,), maximum_iterations=bound)
+    return {"tokens": state["tokens"], "scores": state["scores"]}
+
+
+def _chooser(temperature, top_k, seed):
+    """`choose(log_probs, step) -> tokens`: argmax, or a seeded sampler."""
+    if sampling.is_argmax(temperature):
+        return lambda log_probs, step: sampling.argmax_tokens(log_probs)
+    base_seed = sampling.random_seed() if seed is None else seed
+
+    def choose(log_probs, step):
+        return sampling.sample_tokens(log_probs, sampling.step_seed(base_seed, step), temperature, top_k)
+
+    return choose
+
+
+def _greedy_step(model, state, source_mask, limits, min_length, choose):
+    """Feeds the previous token, picks the next one and marks finished sentences."""
+    step, finished = state["step"], state["finished"]
+    inputs = common.previous_tokens(state["tokens"], step)
+    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step)
+    log_probs = common.mask_special_tokens(log_probs, step, min_length)
+    token = tf.where(finished, common.PAD_ID, choose(log_probs, step))
+    token_log_prob = tf.gather(log_probs, token, batch_dims=1)
+    finished = finished | tf.equal(token, common.EOS_ID) | (step + 1 >= limits)
+    return {
+        "step": step + 1,
+        "tokens": common.write_at(state["tokens"], step, token),
+        "scores": state["scores"] + tf.where(state["finished"], 0.0, token_log_prob),
+        "finished": finished,
+        "cache": cache,
+    }

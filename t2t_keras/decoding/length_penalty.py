@@ -1,0 +1,37 @@
+"""Length normalisation of beam-search scores (§6.1, following Wu et al., 2016).
+
+A finished hypothesis Y is ranked by `log P(Y) / lp(Y)` with
+
+* `"gnmt"`: lp(Y) = ((5 + |Y|) / 6) ** alpha, as in tensorflow/models and
+  OpenNMT-tf (the paper uses alpha = 0.6);
+* `"average"`: lp(Y) = |Y| (mean log-probability per token);
+* `"none"`: lp(Y) = 1 (raw log-probability).
+
+|Y| counts the generated tokens including the final EOS, not BOS.
+"""
+
+import tensorflow as tf
+
+LENGTH_PENALTIES = ("gnmt", "average", "none")
+
+
+def check_length_penalty(kind):
+    """Raises ValueError unless `kind` names a known length penalty."""
+    if kind not in LENGTH_PENALTIES:
+        raise ValueError(f"length_penalty must be one of {LENGTH_PENALTIES}. Received: length_penalty={kind!r}")
+
+
+def length_penalty(length, alpha=0.6, kind="gnmt"):
+    """lp(Y) as float32 for `length` tokens; `length` and `alpha` may be tensors."""
+    check_length_penalty(kind)
+    length = tf.cast(length, tf.float32)
+    if kind == "gnmt":
+        return tf.pow((5.0 + length) / 6.0, tf.cast(alpha, tf.float32))
+    if kind == "average":
+        return length
+    return tf.ones_like(length)
+
+
+def normalized_score(log_prob, length, alpha=0.6, kind="gnmt"):
+    """The ranking score log P(Y) / lp(Y)."""
+    return log_prob / length_penalty(length, alpha, kind)

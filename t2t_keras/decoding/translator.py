@@ -1,0 +1,143 @@
+"""Translating lists of strings: tokenize, batch by length under a token budget, search, detokenize."""
+
+import numpy as np
+import tensorflow as tf
+import tqdm
+
+from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.common import EOS_ID, PAD_ID
+from t2t_keras.decoding.greedy import greedy_decode
+from t2t_keras.decoding.length_penalty import check_length_penalty
+
+METHODS = ("beam", "greedy")
+
+
+class Translator:
+    """Translates strings with a `Transformer` and a tokenizer, in batches.
+
+    Sentences are sorted by length (longest first) and grouped so that each
+    batch holds at most `batch_tokens` source tokens, padding included; the
+    results come back in input order. Empty inputs (no tokens) give empty
+    translations without decoding.
+
+    Each batch is padded to a width that is a multiple of `length_multiple` and
+    to a power-of-two number of rows (extra rows repeat the first sentence and
+    are dropped), so the compiled search sees few distinct shapes: XLA compiles
+    once per shape.
+
+    Args:
+        model: a built `Transformer`.
+        tokenizer: has `tokenize(tf.string (N,)) -> int32 RaggedTensor` (ids
+            without BOS/EOS) and `detokenize(int32 (N, L)) -> tf.string (N,)`,
+            which ignores 0/2/3 and everything after the first EOS.
+        method: `"beam"` (§6.1) or `"greedy"`.
+        beam_size, alpha, length_penalty: beam-search options (see `beam_search`).
+        max_extra_length: output limit = input length + this (§6.1).
+        batch_tokens: source-token budget of one batch.
+        length_multiple: batch widths are rounded up to a multiple of this.
+        jit_compile: compile the search with XLA.
+        progress: show a tqdm bar; None shows one for more than `progress_threshold` sentences.
+        progress_threshold: see `progress`.
+    """
+
+    def __init__(self, model, tokenizer, method="beam", beam_size=4, alpha=0.6, length_penalty="gnmt",
+                 max_extra_length=50, batch_tokens=4096, length_multiple=8, jit_compile=True, progress=None,
+                 progress_threshold=100):
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
+        if not isinstance(beam_size, int) or beam_size < 1:
+            raise ValueError(f"beam_size must be a positive Python int. Received: beam_size={beam_size!r}")
+        check_length_penalty(length_penalty)
+        if batch_tokens < length_multiple:
+            raise ValueError(
+                f"batch_tokens must be at least length_multiple={length_multiple}. "
+                f"Received: batch_tokens={batch_tokens}"
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.method = method
+        self.beam_size = beam_size
+        self.alpha = alpha
+        self.length_penalty = length_penalty
+        self.max_extra_length = max_extra_length
+        self.batch_tokens = batch_tokens
+        self.length_multiple = length_multiple
+        self.progress = progress
+        self.progress_threshold = progress_threshold
+        self._search = tf.function(self._decode, jit_compile=jit_compile,
+                                   input_signature=[tf.TensorSpec([None, None], tf.int32)])
+
+    def _decode(self, source):
+        """Best output ids `(batch, length)` for a padded source batch."""
+        if self.method == "greedy":
+            return greedy_decode(self.model, source, max_extra_length=self.max_extra_length)["tokens"]
+        out = beam_search(self.model, source, beam_size=self.beam_size, alpha=self.alpha,
+                          length_penalty=self.length_penalty, max_extra_length=self.max_extra_length)
+        return out["tokens"][:, 0]
+
+    def translate(self, sentences):
+        """Translations of `sentences` (a list of str), in the same order."""
+        sentences = list(sentences)
+        sources = self._source_ids(sentences)
+        translations = [""] * len(sentences)
+        lengths = np.array([len(ids) if len(ids) > 1 else 0 for ids in sources])  # EOS alone: empty input
+        show = self.progress if self.progress is not None else len(sentences) > self.progress_threshold
+        with tqdm.tqdm(total=len(sentences), unit="sentence", disable=not show) as bar:
+            bar.update(int(np.sum(lengths == 0)))
+            for batch in plan_batches(lengths, self.batch_tokens, self.length_multiple):
+                source = pad_batch([sources[i] for i in batch], self.length_multiple, self.batch_tokens)
+                texts = self.tokenizer.detokenize(self._search(tf.constant(source))).numpy()
+                for index, text in zip(batch, texts):
+                    translations[index] = text.decode("utf-8")
+                bar.update(len(batch))
+        return translations
+
+    def _source_ids(self, sentences):
+        """Per sentence, its token ids followed by EOS, cut to the model's maximum length."""
+        if not sentences:
+            return []
+        ragged = self.tokenizer.tokenize(tf.constant(sentences, tf.string))
+        pieces = np.split(ragged.flat_values.numpy(), ragged.row_splits.numpy()[1:-1])
+        longest = self.model.max_length - 1
+        return [np.append(ids[:longest], EOS_ID).astype(np.int32) for ids in pieces]
+
+
+def plan_batches(lengths, batch_tokens, length_multiple=8):
+    """Index arrays of batches, longest sentences first; zero-length entries are skipped.
+
+    A batch's width is its longest sentence rounded up to `length_multiple`,
+    and rows x width never exceeds `batch_tokens` (a sentence longer than the
+    budget gets a batch of its own).
+    """
+    lengths = np.asarray(lengths)
+    order = np.argsort(-lengths, kind="stable")
+    order = order[lengths[order] > 0]
+    batches, start = [], 0
+    while start < len(order):
+        width = _round_up(lengths[order[start]], length_multiple)
+        rows = max(1, batch_tokens // width)
+        batches.append(order[start:start + rows])
+        start += rows
+    return batches
+
+
+def pad_batch(rows, length_multiple=8, batch_tokens=None):
+    """int32 `(num_rows, width)` array of `rows`, padded with 0.
+
+    The width is the longest row rounded up to `length_multiple`. With
+    `batch_tokens`, the number of rows is rounded up to a power of two as far
+    as the budget allows, and the extra rows repeat the first one.
+    """
+    width = _round_up(max(len(row) for row in rows), length_multiple)
+    num_rows = len(rows)
+    if batch_tokens is not None:
+        num_rows = max(num_rows, min(1 << (num_rows - 1).bit_length(), batch_tokens // width))
+    batch = np.full((num_rows, width), PAD_ID, np.int32)
+    for i in range(num_rows):
+        row = rows[i] if i < len(rows) else rows[0]
+        batch[i, :len(row)] = row
+    return batch
+
+
+def _round_up(value, multiple):
+    return -(-int(value) // multiple) * multiple

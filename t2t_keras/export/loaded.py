@@ -1,0 +1,179 @@
+"""Translating from Python with an exported SavedModel: load, check decoding parameters, call in batches.
+
+    translator = SavedModelTranslator("exports/base")
+    translator.translate(["A sentence."], beam_size=2)             # ["Ein Satz."]
+    translator.predict(["A sentence."], translator.decoding_params(num_return=2))
+"""
+
+import dataclasses
+import math
+import numbers
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+
+from t2t_keras.errors import T2TError
+
+PARAMETER_NAMES = ("beam_size", "alpha", "max_extra_length", "num_return")
+_INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodingParams:
+    """Checked decoding parameters of one SavedModel call (see `translator_module`)."""
+
+    beam_size: int
+    alpha: float
+    max_extra_length: int
+    num_return: int = 1
+
+
+class SavedModelTranslator:
+    """Translates lists of strings with a SavedModel written by `export_run`.
+
+    Loads the export with `tf.saved_model.load` (after importing
+    `tensorflow_text`, which registers the tokenizer's ops) and calls its
+    `translate` signature `batch_size` sentences at a time. An XLA-compiled
+    export gets batches padded to a power-of-two number of rows (repeating the
+    first sentence), so it compiles for few shapes.
+
+    Args:
+        path: the export directory.
+        batch_size: most sentences per SavedModel call.
+
+    Attributes:
+        saved_model: the loaded SavedModel (its `signatures` are callable).
+        defaults: the export's default `DecodingParams`.
+        max_beam_size: largest beam size the export accepts.
+        max_source_length: longest input in pieces; longer ones are cut and flagged.
+    """
+
+    def __init__(self, path, batch_size=32):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
+        self.path = pathlib.Path(path)
+        self.batch_size = batch_size
+        loaded = _load(self.path)
+        self.saved_model = loaded
+        self._translate = loaded.signatures["translate"]
+        self.max_beam_size = int(loaded.max_beam_size.numpy())
+        self.max_source_length = int(loaded.max_source_length.numpy())
+        self.jit_compiled = bool(loaded.jit_compiled.numpy())
+        self.defaults = DecodingParams(int(loaded.default_beam_size.numpy()), float(loaded.default_alpha.numpy()),
+                                       int(loaded.default_max_extra_length.numpy()))
+
+    def decoding_params(self, beam_size=None, alpha=None, max_extra_length=None, num_return=None):
+        """`DecodingParams` with None replaced by the export's defaults, after checking every value.
+
+        Raises:
+            T2TError: a value has the wrong type or is out of range.
+        """
+        beam_size = _integer("beam_size", self.defaults.beam_size if beam_size is None else beam_size,
+                             1, self.max_beam_size)
+        alpha = self.defaults.alpha if alpha is None else alpha
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha < 0:
+            raise T2TError(f"alpha must be a finite number >= 0. Received: alpha={alpha!r}")
+        max_extra_length = _integer("max_extra_length", self.defaults.max_extra_length
+                                    if max_extra_length is None else max_extra_length, 0, _INT32_MAX)
+        num_return = _integer("num_return", 1 if num_return is None else num_return, 1, beam_size,
+                              "beam_size")
+        alpha = float(np.float32(alpha))  # the signature's precision, so equal settings compare equal
+        return DecodingParams(beam_size, alpha, max_extra_length, num_return)
+
+    def translate(self, sentences, beam_size=None, alpha=None, max_extra_length=None):
+        """The best translation of each sentence (a list of str), in input order."""
+        params = self.decoding_params(beam_size, alpha, max_extra_length)
+        return [nbest[0] for nbest in self.predict(sentences, params)["translations"]]
+
+    def predict(self, sentences, params=None):
+        """n-best translations with scores and truncation flags.
+
+        Args:
+            sentences: a list of str.
+            params: `DecodingParams` (from `decoding_params`); None uses the defaults.
+
+        Returns:
+            dict with `translations` (per sentence, a list of `num_return` str,
+            best first), `scores` (the same shape, floats) and `truncated`
+            (per sentence, whether the input was cut to `max_source_length`).
+        """
+        sentences = _checked_sentences(sentences)
+        params = params or self.defaults
+        result = {"translations": [], "scores": [], "truncated": []}
+        for start in range(0, len(sentences), self.batch_size):
+            chunk = sentences[start:start + self.batch_size]
+            out = self._call(chunk, params)
+            result["translations"] += [[t.decode("utf-8", errors="replace") for t in row]
+                                       for row in out["translations"][:len(chunk)]]
+            result["scores"] += out["scores"][:len(chunk)].tolist()
+            result["truncated"] += out["truncated"][:len(chunk)].tolist()
+        return result
+
+    def signature_defs(self):
+        """The export's signatures as TF Serving's metadata lists them: inputs and outputs with dtype and shape."""
+        return {
+            name: {"inputs": _tensor_infos(function.structured_input_signature[1]),
+                   "outputs": _tensor_infos(function.structured_outputs),
+                   "method_name": "tensorflow/serving/predict"}
+            for name, function in self.saved_model.signatures.items()
+        }
+
+    def _call(self, sentences, params):
+        """One call of the `translate` signature; numpy outputs."""
+        if self.jit_compiled:
+            rows = 1 << (len(sentences) - 1).bit_length()
+            sentences = sentences + [sentences[0]] * (rows - len(sentences))
+        out = self._translate(
+            inputs=tf.constant(sentences, tf.string),
+            beam_size=tf.constant(params.beam_size, tf.int32),
+            alpha=tf.constant(params.alpha, tf.float32),
+            max_extra_length=tf.constant(params.max_extra_length, tf.int32),
+            num_return=tf.constant(params.num_return, tf.int32),
+        )
+        return {name: value.numpy() for name, value in out.items()}
+
+
+def _load(path):
+    """The loaded SavedModel, after checking it is a text export of `export_run`."""
+    if not (path / "saved_model.pb").exists():
+        raise T2TError(f"{path} is not a SavedModel directory (no saved_model.pb): export a run with export_run.")
+    try:
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export uses)
+    except ImportError:
+        raise T2TError("Translating text with an export needs tensorflow-text: pip install tensorflow-text.") from None
+    loaded = tf.saved_model.load(str(path))
+    if "translate" not in loaded.signatures or not hasattr(loaded, "default_beam_size"):
+        raise T2TError(
+            f"{path} has no 'translate' signature: it is not a text export of export_run "
+            "(an ids-only export takes token ids: call its 'translate_ids' signature)."
+        )
+    return loaded
+
+
+def _tensor_infos(tensors):
+    return {
+        name: {"dtype": types_pb2.DataType.Name(tensor.dtype.as_datatype_enum),
+               "tensor_shape": {"dim": [{"size": str(-1 if size is None else size)} for size in tensor.shape],
+                                "unknown_rank": False}}
+        for name, tensor in sorted(tensors.items())
+    }
+
+
+def _integer(name, value, low, high, high_name=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        upper = f"{high_name}={high}" if high_name else str(high)
+        raise T2TError(f"{name} must be an integer in [{low}, {upper}]. Received: {name}={value!r}")
+    return int(value)
+
+
+def _checked_sentences(sentences):
+    if isinstance(sentences, (str, bytes)):
+        raise T2TError("sentences must be a list of str, not a single string: wrap it in a list.")
+    sentences = list(sentences)
+    for index, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise T2TError(f"sentences[{index}] is a {type(sentence).__name__}, not a str: pass text only.")
+    return sentences
+

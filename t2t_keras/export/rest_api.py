@@ -1,0 +1,174 @@
+"""TensorFlow Serving's REST predict format, for translation: parsing request bodies, shaping answers.
+
+Request body, a JSON object with one of:
+
+    {"instances": ["A sentence.", "Another one."]}             row format: strings
+    {"instances": [{"inputs": "A sentence."}, ...]}             row format: objects with the input "inputs"
+    {"inputs": ["A sentence.", "Another one."]}                 columnar format
+    {"inputs": {"inputs": ["A sentence."], "beam_size": 2}}     columnar, named inputs
+
+and optionally `"params": {"beam_size": 2, "alpha": 0.6, "max_extra_length": 50,
+"num_return": 2}` (decoding parameters for the whole request; in the
+columnar named form they may also stand beside "inputs", as scalars) and
+`"signature_name"`: "serving_default" or "translate" (both run the same
+search). Parameters left out take the export's defaults.
+
+Answers follow TF Serving: row format gives `{"predictions": [{"translations":
+..., "scores": ..., "truncated": ...}, ...]}` (one object per instance),
+columnar gives `{"outputs": {"translations": [...], "scores": [...],
+"truncated": [...]}}`. With `num_return` > 1, each translation and score is a
+list, best first. Errors are `{"error": "..."}`.
+"""
+
+import dataclasses
+import json
+import math
+
+from t2t_keras.errors import T2TError
+from t2t_keras.export.loaded import PARAMETER_NAMES
+
+TOP_LEVEL_FIELDS = ("instances", "inputs", "params", "signature_name")
+SIGNATURE_NAMES = ("serving_default", "translate")
+
+
+class BadRequest(T2TError):
+    """A request the server answers with HTTP 400 and this message."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one request may hold."""
+
+    max_request_bytes: int = 1 << 20  # size of the JSON body
+    max_instances: int = 64  # sentences per request
+    max_sentence_chars: int = 2000  # characters per sentence (longer token sequences are cut and flagged)
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictRequest:
+    sentences: list
+    params: dict  # decoding parameters by name, unchecked
+    columnar: bool
+
+
+def parse_predict_request(body, limits=Limits()):
+    """A `PredictRequest` from a JSON body (bytes); raises `BadRequest` naming what is wrong."""
+    if len(body) > limits.max_request_bytes:
+        raise BadRequest(too_large_message(len(body), limits.max_request_bytes))
+    try:
+        request = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadRequest(f"The request body is not valid JSON ({error}): send a JSON object.") from None
+    if not isinstance(request, dict):
+        raise BadRequest('The request must be a JSON object with "instances" or "inputs".')
+    for field in request:
+        if field not in TOP_LEVEL_FIELDS:
+            raise BadRequest(f'Unknown field "{field}": expected "instances" or "inputs", '
+                             'and optionally "params" and "signature_name".')
+    _check_signature_name(request.get("signature_name", "serving_default"))
+    if ("instances" in request) == ("inputs" in request):
+        raise BadRequest('The request needs exactly one of "instances" (row format) or "inputs" (columnar format).')
+    params = _params(request.get("params", {}))
+    if "instances" in request:
+        sentences, columnar = _row_sentences(request["instances"]), False
+    else:
+        sentences, named = _columnar_sentences(request["inputs"])
+        _merge_params(params, named)
+        columnar = True
+    _check_sentences(sentences, limits)
+    return PredictRequest(sentences, params, columnar)
+
+
+def format_predict_response(result, columnar, num_return):
+    """The JSON-ready answer for `SavedModelTranslator.predict`'s `result`."""
+    nbest = num_return > 1
+    outputs = {
+        "translations": [row if nbest else row[0] for row in result["translations"]],
+        "scores": [[_finite(s) for s in row] if nbest else _finite(row[0]) for row in result["scores"]],
+        "truncated": list(result["truncated"]),
+    }
+    if columnar:
+        return {"outputs": outputs}
+    names = list(outputs)
+    return {"predictions": [dict(zip(names, values)) for values in zip(*outputs.values())]}
+
+
+def too_large_message(size, limit):
+    return f"The request body has {size} bytes; the limit is {limit}: send fewer or shorter sentences."
+
+
+def _check_signature_name(name):
+    if name not in SIGNATURE_NAMES:
+        raise BadRequest(f"Unknown signature_name {name!r}: use one of {list(SIGNATURE_NAMES)}.")
+
+
+def _params(params):
+    if not isinstance(params, dict):
+        raise BadRequest('"params" must be an object, e.g. {"beam_size": 2}.')
+    for name in params:
+        if name not in PARAMETER_NAMES:
+            raise BadRequest(f'Unknown decoding parameter "{name}": use {list(PARAMETER_NAMES)}.')
+    return dict(params)
+
+
+def _row_sentences(instances):
+    if not isinstance(instances, list):
+        raise BadRequest('"instances" must be a list of strings or of {"inputs": string} objects.')
+    sentences = []
+    for index, instance in enumerate(instances):
+        if isinstance(instance, dict):
+            extra = sorted(set(instance) - {"inputs"})
+            if extra or "inputs" not in instance:
+                raise BadRequest(f'instances[{index}] must hold the one field "inputs" (found {sorted(instance)}); '
+                                 'decoding parameters go in "params".')
+            instance = instance["inputs"]
+        if not isinstance(instance, str):
+            raise BadRequest(f"instances[{index}] is {_json_type(instance)}, not a string: send text only.")
+        sentences.append(instance)
+    return sentences
+
+
+def _columnar_sentences(inputs):
+    """The sentences, and the parameters given as named inputs."""
+    named = {}
+    if isinstance(inputs, dict):
+        if "inputs" not in inputs:
+            raise BadRequest('Named "inputs" must include "inputs", the list of sentences.')
+        named = {name: value for name, value in inputs.items() if name != "inputs"}
+        _params(named)
+        inputs = inputs["inputs"]
+    if not isinstance(inputs, list):
+        raise BadRequest('"inputs" must be a list of strings (or an object whose "inputs" is one).')
+    for index, sentence in enumerate(inputs):
+        if not isinstance(sentence, str):
+            raise BadRequest(f"inputs[{index}] is {_json_type(sentence)}, not a string: send text only.")
+    return inputs, named
+
+
+def _merge_params(params, named):
+    both = sorted(set(params) & set(named))
+    if both:
+        raise BadRequest(f'{both} given both in "params" and as named inputs: give each once.')
+    params.update(named)
+
+
+def _check_sentences(sentences, limits):
+    if not sentences:
+        raise BadRequest("The request holds no sentences: send at least one.")
+    if len(sentences) > limits.max_instances:
+        raise BadRequest(f"The request holds {len(sentences)} sentences; the limit is {limits.max_instances}: "
+                         "split it into several requests.")
+    for index, sentence in enumerate(sentences):
+        if len(sentence) > limits.max_sentence_chars:
+            raise BadRequest(f"Sentence {index} has {len(sentence)} characters; the limit is "
+                             f"{limits.max_sentence_chars}: split long text into sentences.")
+
+
+def _json_type(value):
+    names = {dict: "an object", list: "a list", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _finite(value):
+    """JSON has no infinities or NaN: they become null."""
+    return value if math.isfinite(value) else None

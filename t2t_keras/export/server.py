@@ -1,0 +1,165 @@
+"""An HTTP translation server speaking TensorFlow Serving's REST API (Starlette on uvicorn).
+
+    serve("exports/base", port=8501)        # blocks; Ctrl+C or SIGTERM stops it cleanly
+
+Endpoints (NAME is `model_name`, the served version is 1):
+
+* `POST /v1/models/NAME:predict` (also `/v1/models/NAME/versions/1:predict`):
+  translation; request and answer formats in `rest_api`. Decoding parameters
+  per request: `"params": {"beam_size": 2, "alpha": 0.6,
+  "max_extra_length": 50, "num_return": 2}`, or as named columnar inputs.
+* `GET /v1/models/NAME`: version status, as TF Serving reports it.
+* `GET /v1/models/NAME/metadata`: the SavedModel's signatures, decoding
+  defaults and request limits.
+* `GET /healthz`: 200 `{"status": "ok"}` while the server can translate.
+* `GET /statz`: batching counters (requests, batches, batched_requests, ...).
+
+Concurrent requests with equal decoding parameters are translated together
+(see `batcher.RequestBatcher`: at most `max_batch_size` sentences, waiting at
+most `max_wait_ms` for company). Bad requests get HTTP 400 and `{"error":
+...}`; the server keeps serving.
+"""
+
+import contextlib
+import logging
+
+import tensorflow as tf
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from t2t_keras.errors import T2TError
+from t2t_keras.export import rest_api
+from t2t_keras.export.batcher import RequestBatcher
+from t2t_keras.export.loaded import SavedModelTranslator
+
+logger = logging.getLogger(__name__)
+
+MODEL_VERSION = "1"
+
+
+def serve(saved_model_dir, host="127.0.0.1", port=8501, model_name="t2t", max_batch_size=32, max_wait_ms=10,
+          log_level="info", **limits):
+    """Loads the export and serves it until interrupted (SIGINT/SIGTERM); see the module docstring.
+
+    `limits` are `rest_api.Limits` fields: `max_request_bytes`,
+    `max_instances`, `max_sentence_chars`. Port 0 picks a free port (logged).
+    """
+    translator = SavedModelTranslator(saved_model_dir, batch_size=max_batch_size)
+    app = create_app(translator, model_name, max_batch_size, max_wait_ms, **limits)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def create_app(translator, model_name="t2t", max_batch_size=32, max_wait_ms=10, warm_up=True, **limits):
+    """The Starlette application serving `translator` (a `SavedModelTranslator` or an export directory).
+
+    The batcher starts and stops with the application (its lifespan); with
+    `warm_up`, one sentence is translated at start-up so the first request
+    does not pay for preparing the search. `app.state.batcher` holds the batcher.
+    """
+    if not isinstance(translator, SavedModelTranslator):
+        translator = SavedModelTranslator(translator, batch_size=max_batch_size)
+    batcher = RequestBatcher(translator.predict, max_batch_size, max_wait_ms)
+    handlers = _Handlers(translator, batcher, model_name, rest_api.Limits(**limits))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        await batcher.start()
+        if warm_up:
+            await batcher.run_in_thread(translator.predict, ["warm-up"], translator.defaults)
+        logger.info("Serving %s as model %r.", translator.path, model_name)
+        yield
+        await batcher.stop()
+
+    routes = [
+        Route("/healthz", handlers.health, methods=["GET"]),
+        Route("/statz", handlers.stats, methods=["GET"]),
+        Route("/v1/models/{name}", handlers.status, methods=["GET"]),
+        Route("/v1/models/{name}/metadata", handlers.metadata, methods=["GET"]),
+        Route("/v1/models/{name}:predict", handlers.predict, methods=["POST"]),
+        Route("/v1/models/{name}/versions/{version}:predict", handlers.predict, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})
+    app.state.batcher = batcher
+    return app
+
+
+class _Handlers:
+    """The endpoints, sharing the translator, the batcher and the limits."""
+
+    def __init__(self, translator, batcher, model_name, limits):
+        self.translator = translator
+        self.batcher = batcher
+        self.model_name = model_name
+        self.limits = limits
+
+    async def health(self, request):
+        if not self.batcher.running:
+            return _error("The server is not running its translation worker.", 503)
+        return JSONResponse({"status": "ok"})
+
+    async def stats(self, request):
+        return JSONResponse({"model_name": self.model_name, "batching": self.batcher.stats()})
+
+    async def status(self, request):
+        self._check_model(request)
+        state = "AVAILABLE" if self.batcher.running else "UNAVAILABLE"
+        return JSONResponse({"model_version_status": [
+            {"version": MODEL_VERSION, "state": state, "status": {"error_code": "OK", "error_message": ""}}]})
+
+    async def metadata(self, request):
+        self._check_model(request)
+        return JSONResponse({
+            "model_spec": {"name": self.model_name, "signature_name": "", "version": MODEL_VERSION},
+            "metadata": {
+                "signature_def": {"signature_def": self.translator.signature_defs()},
+                "decoding": {"defaults": vars(self.translator.defaults),
+                             "max_beam_size": self.translator.max_beam_size,
+                             "max_source_length": self.translator.max_source_length},
+                "limits": vars(self.limits),
+            },
+        })
+
+    async def predict(self, request):
+        self._check_model(request)
+        try:
+            parsed = rest_api.parse_predict_request(await self._body(request), self.limits)
+            params = self.translator.decoding_params(**parsed.params)
+            result = await self.batcher.submit(parsed.sentences, params)
+        except (T2TError, tf.errors.InvalidArgumentError) as error:
+            return _error(str(error), 400)
+        except Exception as error:  # noqa: BLE001 -- the server answers and keeps serving
+            logger.exception("Translation failed.")
+            return _error(f"Translation failed: {error}", 500)
+        return JSONResponse(rest_api.format_predict_response(result, parsed.columnar, params.num_return))
+
+    def _check_model(self, request):
+        name = request.path_params["name"]
+        version = request.path_params.get("version", MODEL_VERSION)
+        if name != self.model_name or version != MODEL_VERSION:
+            raise HTTPException(404, f"Servable not found for request: model {name!r} version {version}; "
+                                     f"this server has {self.model_name!r} version {MODEL_VERSION}.")
+
+    async def _body(self, request):
+        """The request body, refused as soon as it exceeds the byte limit."""
+        limit = self.limits.max_request_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise rest_api.BadRequest(rest_api.too_large_message(int(declared), limit))
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise rest_api.BadRequest(rest_api.too_large_message(size, limit))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+async def _http_error(request, error):
+    return _error(error.detail, error.status_code)
+
+
+def _error(message, status):
+    return JSONResponse({"error": message}, status_code=status)

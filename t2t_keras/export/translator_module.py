@@ -1,0 +1,271 @@
+"""The `tf.Module` an export saves: SentencePiece tokenizer and beam search (§6.1) inside the graph.
+
+Signatures (all batch-major, any batch size, including 0):
+
+* `serving_default(inputs)`: `inputs` tf.string `(N,)` UTF-8 sentences. Decodes
+  with the defaults fixed at export time and returns `translations` tf.string
+  `(N,)`, `scores` float32 `(N,)` and `truncated` bool `(N,)`.
+* `translate(inputs, beam_size, alpha, max_extra_length, num_return)`: the same
+  with every decoding parameter an explicit scalar input; returns the n-best
+  lists `translations` `(N, num_return)`, `scores` `(N, num_return)` (best
+  first) and `truncated` `(N,)`.
+* `translate_ids(source_ids, beam_size, alpha, max_extra_length, num_return)`:
+  int32 `(N, L)` SentencePiece ids in, `tokens` int32 `(N, num_return, T)`
+  (each ending with EOS=3 unless cut at its limit, then 0s), `scores` and
+  `truncated` out. Its graph holds core TensorFlow ops only, so servers built
+  without TF-Text can run it.
+
+An ids-only export (no tokenizer) has just `translate_ids` and a
+`serving_default(source_ids)` returning the best `tokens` `(N, T)`, `scores`
+and `truncated`; it loads without TF-Text (e.g. in stock TF Serving), which a
+text export, whose tokenizer is a TF-Text resource, does not.
+
+How defaults work: a SavedModel signature has no optional inputs, so the
+defaults live in `serving_default`, which takes strings only and reads the
+export's default parameters from variables (`default_beam_size`,
+`default_alpha`, `default_max_extra_length`; n-best size 1). `translate` and
+`translate_ids` take every parameter explicitly: one export serves every
+setting.
+
+Parameters: `beam_size` in [1, `max_beam_size`] (1 is greedy decoding, whose
+score is the plain log-probability; above 1, scores are length-normalised,
+see `decoding.length_penalty`); `alpha` >= 0; `max_extra_length` >= 0: a
+sentence generates at most input length + this many tokens (§6.1), and never
+more than the model's `max_length`; `num_return` in [1, `beam_size`]. Values
+out of range fail with InvalidArgumentError naming the parameter. Beam size
+fixes tensor shapes, so the search is traced for every beam size and chosen
+with `tf.switch_case` (twice per size above 1: for the best hypothesis only,
+and for the full n-best list, since early stopping depends on the list's
+length); the n-best lists are padded to `max_beam_size` inside and cut to
+`num_return` on the way out. Each traced search is a function of its own,
+prepared by the runtime the first time it is chosen.
+
+Source ids: each row holds piece ids (no BOS), right-padded with 0; an EOS in
+a row ends it (what follows is ignored), so rows with or without a final EOS
+both work. Ids outside the vocabulary become UNK (1).
+
+Over-long input: a sentence longer than the model accepts (`max_length`
+tokens, EOS included) keeps its first `max_length - 1` pieces, is translated,
+and is flagged `truncated`; it never fails. Empty inputs (no pieces: "" or
+blanks) translate to "" (no tokens) with score 0.
+"""
+
+import functools
+
+import tensorflow as tf
+
+from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.common import EOS_ID, PAD_ID, UNK_ID
+from t2t_keras.decoding.greedy import greedy_decode
+from t2t_keras.decoding.length_penalty import check_length_penalty
+
+MAX_BEAM_SIZE = 8
+LENGTH_MULTIPLE = 8  # source widths are rounded up to a multiple of this
+
+PARAMETER_SPECS = (
+    tf.TensorSpec([], tf.int32, name="beam_size"),
+    tf.TensorSpec([], tf.float32, name="alpha"),
+    tf.TensorSpec([], tf.int32, name="max_extra_length"),
+    tf.TensorSpec([], tf.int32, name="num_return"),
+)
+STRINGS_SPEC = tf.TensorSpec([None], tf.string, name="inputs")
+IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+
+
+class TranslatorModule(tf.Module):
+    """Tokenizer + model + search; the exported functions are the attributes `serve`, `translate`, `translate_ids`.
+
+    Args:
+        model: a built `Transformer`.
+        tokenizer: a `data.tokenizer.Tokenizer`, or None for an ids-only module
+            (only `translate_ids`; loads without TF-Text).
+        max_beam_size: largest beam size the export accepts; the search is
+            traced for every size from 1 to this.
+        beam_size, alpha, max_extra_length: the defaults of `serving_default`.
+        length_penalty: `"gnmt"`, `"average"` or `"none"` (fixed at export).
+        jit_compile: compile each search with XLA. Several times faster per
+            call, but every new input shape (rows, width rounded to 8,
+            max_extra_length) is compiled on first use.
+        name: module name.
+    """
+
+    def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
+                 max_extra_length=50, length_penalty="gnmt", jit_compile=False, name=None):
+        super().__init__(name=name)
+        _check_defaults(max_beam_size, beam_size, alpha, max_extra_length)
+        check_length_penalty(length_penalty)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.length_penalty = length_penalty
+        self._max_beam_size = max_beam_size
+        self._jit_compile = jit_compile
+        # Variables, so that a client of the loaded SavedModel can read them.
+        self.max_beam_size = tf.Variable(max_beam_size, trainable=False, name="max_beam_size")
+        self.jit_compiled = tf.Variable(jit_compile, trainable=False, name="jit_compiled")
+        self.max_source_length = tf.Variable(model.max_length - 1, trainable=False, name="max_source_length")
+        self.default_beam_size = tf.Variable(beam_size, trainable=False, name="default_beam_size")
+        self.default_alpha = tf.Variable(float(alpha), trainable=False, name="default_alpha")
+        self.default_max_extra_length = tf.Variable(max_extra_length, trainable=False,
+                                                    name="default_max_extra_length")
+        self._make_functions()
+
+    def signatures(self):
+        """The signature functions for `tf.saved_model.save`, by name."""
+        signatures = {"serving_default": self.serve.get_concrete_function(),
+                      "translate_ids": self.translate_ids.get_concrete_function()}
+        if self.tokenizer is not None:
+            signatures["translate"] = self.translate.get_concrete_function()
+        return signatures
+
+    def _make_functions(self):
+        """The exported functions; `translate` and text `serve` only with a tokenizer.
+
+        They are made per instance (not decorated methods) because saving
+        traces every function of the module that has an input signature.
+        """
+        self.translate_ids = tf.function(self._translate_ids, input_signature=(IDS_SPEC,) + PARAMETER_SPECS)
+        if self.tokenizer is None:
+            self.serve = tf.function(self._serve_ids, input_signature=(IDS_SPEC,))
+            return
+        self.translate = tf.function(self._translate, input_signature=(STRINGS_SPEC,) + PARAMETER_SPECS)
+        self.serve = tf.function(self._serve_text, input_signature=(STRINGS_SPEC,))
+
+    def _translate_ids(self, source_ids, beam_size, alpha, max_extra_length, num_return):
+        """n-best output ids of source piece ids; see the module docstring."""
+        source, truncated, empty = prepare_source(source_ids, self.model.max_length, self.model.vocab_size)
+        with tf.control_dependencies(self._check_parameters(beam_size, alpha, max_extra_length, num_return)):
+            max_extra_length = tf.minimum(max_extra_length, self.model.max_length)  # no int32 overflow
+        tokens, scores = self._search(source, beam_size, alpha, max_extra_length, num_return)
+        tokens = tf.where(empty[:, None, None], PAD_ID, tokens)  # (batch, num_return, bound)
+        scores = tf.where(empty[:, None], 0.0, scores)  # (batch, num_return)
+        return {"tokens": tokens, "scores": scores, "truncated": truncated}
+
+    def _translate(self, inputs, beam_size, alpha, max_extra_length, num_return):
+        """n-best translations of UTF-8 sentences; see the module docstring."""
+        source_ids = self.tokenizer.tokenize(inputs).to_tensor(default_value=PAD_ID)
+        out = self.translate_ids(source_ids, beam_size, alpha, max_extra_length, num_return)
+        tokens = out["tokens"]
+        shape = tf.shape(tokens)
+        texts = self.tokenizer.detokenize(tf.reshape(tokens, (-1, shape[2])))
+        return {
+            "translations": tf.reshape(texts, shape[:2]),
+            "scores": out["scores"],
+            "truncated": out["truncated"],
+        }
+
+    def _serve_text(self, inputs):
+        """Best translation of each sentence with the export's default parameters."""
+        out = self.translate(inputs, *self._defaults())
+        return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
+                "truncated": out["truncated"]}
+
+    def _serve_ids(self, source_ids):
+        """Best output ids of each row with the default parameters (ids-only modules)."""
+        out = self.translate_ids(source_ids, *self._defaults())
+        return {"tokens": out["tokens"][:, 0], "scores": out["scores"][:, 0], "truncated": out["truncated"]}
+
+    def _defaults(self):
+        """beam_size, alpha, max_extra_length and num_return of `serving_default`."""
+        return (self.default_beam_size.read_value(), self.default_alpha.read_value(),
+                self.default_max_extra_length.read_value(), tf.constant(1))
+
+    def _check_parameters(self, beam_size, alpha, max_extra_length, num_return):
+        """Assertions that fail with a message naming the parameter and its allowed range."""
+        largest = self._max_beam_size
+        return [
+            tf.debugging.Assert((beam_size >= 1) & (beam_size <= largest),
+                                [f"beam_size must be in [1, {largest}]. Received: beam_size=", beam_size]),
+            tf.debugging.Assert(alpha >= 0.0, ["alpha must be >= 0. Received: alpha=", alpha]),
+            tf.debugging.Assert(max_extra_length >= 0,
+                                ["max_extra_length must be >= 0. Received: max_extra_length=", max_extra_length]),
+            tf.debugging.Assert((num_return >= 1) & (num_return <= beam_size),
+                                ["num_return must be in [1, beam_size]. Received: num_return=", num_return,
+                                 "beam_size=", beam_size]),
+        ]
+
+    def _search(self, source, beam_size, alpha, max_extra_length, num_return):
+        """Tokens `(batch, num_return, bound)` and scores `(batch, num_return)`, best first."""
+        bound = tf.shape(source)[1] + max_extra_length
+        searches = [self._search_function(1, 1)]
+        for size in range(2, self._max_beam_size + 1):
+            searches += [self._search_function(size, 1), self._search_function(size, size)]
+        branches = [functools.partial(search, source, alpha, max_extra_length, bound) for search in searches]
+        tokens, scores = tf.switch_case(branch_index(beam_size, num_return), branches)
+        return tokens[:, :num_return], scores[:, :num_return]
+
+    def _search_function(self, beam_size, num_return):
+        """The search for one beam size, as a function of its own.
+
+        `_noinline` keeps it a separate function in the SavedModel rather
+        than inlining every search into the signature's graph, so the runtime
+        prepares a search the first time it is chosen: a signature's first
+        call takes seconds instead of tens of seconds.
+        """
+
+        def search(source, alpha, max_extra_length, bound):
+            if beam_size == 1:
+                out = greedy_decode(self.model, source, max_extra_length=max_extra_length, max_length=bound)
+                return self._pad_nbest(out["tokens"][:, None], out["scores"][:, None])
+            out = beam_search(self.model, source, beam_size=beam_size, alpha=alpha,
+                              length_penalty=self.length_penalty, max_extra_length=max_extra_length,
+                              max_length=bound, num_return=num_return)
+            return self._pad_nbest(out["tokens"], out["scores"])
+
+        scalar = tf.TensorSpec([], tf.int32)
+        signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.float32), scalar, scalar)
+        return tf.function(search, input_signature=signature, jit_compile=self._jit_compile,
+                           experimental_attributes={"_noinline": True})
+
+    def _pad_nbest(self, tokens, scores):
+        """n-best lists padded to `max_beam_size` entries, so every branch has one output shape."""
+        missing = self._max_beam_size - tokens.shape[1]
+        tokens = tf.pad(tokens, [[0, 0], [0, missing], [0, 0]])
+        scores = tf.pad(scores, [[0, 0], [0, missing]], constant_values=float("-inf"))
+        return tokens, scores
+
+
+def branch_index(beam_size, num_return):
+    """Index of the traced search: 0 is greedy; then (size 2, best only), (2, n-best), (3, best only), ..."""
+    nbest = tf.cast(num_return > 1, tf.int32)
+    return tf.where(beam_size <= 1, 0, 1 + 2 * (beam_size - 2) + nbest)
+
+
+def prepare_source(source_ids, max_length, vocab_size):
+    """Model input from right-padded piece ids: cut to `max_length - 1` pieces, EOS appended.
+
+    The width is rounded up to a multiple of `LENGTH_MULTIPLE` (within
+    `max_length`), as `decoding.Translator` does, so a compiled search sees few
+    shapes.
+
+    Returns:
+        `source` int32 `(batch, width)`, each row its pieces, EOS, then 0s;
+        `truncated` bool `(batch,)` for rows that lost pieces, and `empty`
+        bool `(batch,)` for rows without pieces.
+    """
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    after_eos = tf.math.cumsum(tf.cast(tf.equal(source_ids, EOS_ID), tf.int32), axis=1) > 0
+    keep = tf.logical_not(after_eos) & tf.not_equal(source_ids, PAD_ID)
+    valid = (source_ids >= 0) & (source_ids < vocab_size)
+    ids = tf.where(keep, tf.where(valid, source_ids, UNK_ID), PAD_ID)
+    lengths = tf.reduce_sum(tf.cast(keep, tf.int32), axis=1)  # (batch,)
+    kept = tf.minimum(lengths, max_length - 1)
+    longest = tf.reduce_max(tf.concat([kept, [0]], axis=0)) + 1  # EOS included; 1 for an empty batch
+    width = tf.minimum(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, max_length)
+    ids = ids[:, :width]
+    ids = tf.pad(ids, [[0, 0], [0, width - tf.shape(ids)[1]]])  # (batch, width)
+    columns = tf.range(width)[None, :]
+    source = tf.where(tf.equal(columns, kept[:, None]), EOS_ID, ids)
+    source = tf.where(columns > kept[:, None], PAD_ID, source)
+    return source, lengths > kept, tf.equal(lengths, 0)
+
+
+def _check_defaults(max_beam_size, beam_size, alpha, max_extra_length):
+    if not isinstance(max_beam_size, int) or max_beam_size < 1:
+        raise ValueError(f"max_beam_size must be a positive int. Received: max_beam_size={max_beam_size!r}")
+    if not isinstance(beam_size, int) or not 1 <= beam_size <= max_beam_size:
+        raise ValueError(f"beam_size must be an int in [1, max_beam_size={max_beam_size}]. "
+                         f"Received: beam_size={beam_size!r}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0. Received: alpha={alpha!r}")
+    if not isinstance(max_extra_length, int) or max_extra_length < 0:
+        raise ValueError(f"max_extra_length must be an int >= 0. Received: max_extra_length={max_extra_length!r}")

@@ -1,0 +1,119 @@
+"""The main job: default corpus -> train within a time budget -> average -> evaluate -> export -> translate.
+
+Every step writes into one run directory, and running the job again resumes
+training from the last checkpoint for another time budget before
+re-averaging, re-evaluating and re-exporting.
+"""
+
+import json
+import logging
+import time
+
+from t2t_keras import config as config_lib
+from t2t_keras.training.run_directory import RunDirectory
+
+logger = logging.getLogger(__name__)
+
+EXAMPLES = [
+    "Click the Print button.",
+    "Choose Format - Cells and click the Font tab.",
+    "This function returns the number of characters in a text string.",
+    "You can insert pictures and tables into your document.",
+    "Select the cells that you want to sort.",
+]
+
+
+def _train(config, run_dir, minutes):
+    from t2t_keras.training.trainer import train
+
+    if minutes <= 0:
+        return None
+    return train(config, run_dir, minutes=minutes)
+
+
+def _baseline(run, split="test"):
+    """Retrieval-baseline scores, computed once per run directory."""
+    cached = run.read_json("baseline.json")
+    if cached is not None:
+        return cached
+    from t2t_keras.evaluation.baseline import RetrievalTranslator
+    from t2t_keras.evaluation.bleu import score
+    from t2t_keras.evaluation.evaluate_run import load_eval_pairs
+
+    train_pairs, pairs = load_eval_pairs(run.path, "train"), load_eval_pairs(run.path, split)
+    hypotheses = RetrievalTranslator(train_pairs).translate([s for s, _ in pairs])
+    result = score(hypotheses, [t for _, t in pairs], run.load_config().data.target_lang)
+    run.write_json("baseline.json", result)
+    return result
+
+
+def _speed(run):
+    """Mean target tokens/s over the last logged steps of the run (from TensorBoard scalars)."""
+    import tensorflow as tf
+
+    values = []
+    for path in sorted((run.log_dir / "train").glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            values += [tf.make_ndarray(v.tensor).item() for v in event.summary.value if v.tag == "tokens_per_second"]
+    recent = values[-20:]
+    return round(sum(recent) / len(recent)) if recent else None
+
+
+def run_main_job(run_dir="runs/main", config="small", minutes=30.0, overrides=(), examples=EXAMPLES):
+    """Runs every step and returns the report dict (also written to RUN/report.json)."""
+    from t2t_keras.evaluation.evaluate_run import evaluate_run
+    from t2t_keras.export.loaded import SavedModelTranslator
+    from t2t_keras.export.saved_model import export_run
+    from t2t_keras.training.averaging import average_run
+    from t2t_keras.training.checkpoints import checkpoint_paths
+
+    began = time.monotonic()
+    run = RunDirectory(run_dir)
+    result = _train(config_lib.load_config(config, overrides), run_dir, minutes)
+    averaged = average_run(run_dir)
+    scores = evaluate_run(run_dir, "test")
+    baseline = _baseline(run)
+    export_dir = run.path / "export"
+    export_run(run_dir, export_dir, overwrite=True)
+    translations = SavedModelTranslator(export_dir).translate(examples)
+    data = run.read_json("data.json") or {}
+    report = {
+        "run_dir": str(run.path),
+        "data": {split: (info or {}).get("pairs") for split, info in data.items()} | {"test": scores["sentences"]},
+        "steps": int(checkpoint_paths(run.checkpoint_dir)[-1].rsplit("-", 1)[1]),
+        "steps_this_session": None if result is None else result.final_step - result.start_step,
+        "train_minutes_this_session": None if result is None else round(result.seconds / 60, 1),
+        "target_tokens_per_second": _speed(run),
+        "test": {k: scores[k] for k in ("bleu", "chrf", "signature", "tokenized_bleu") if k in scores},
+        "retrieval_baseline": {k: baseline[k] for k in ("bleu", "chrf")},
+        "averaged_model": str(averaged),
+        "export": str(export_dir),
+        "examples": dict(zip(examples, translations)),
+        "tensorboard": f"tensorboard --logdir {run.log_dir}",
+        "total_minutes": round((time.monotonic() - began) / 60, 1),
+    }
+    run.write_json("report.json", report)
+    return report
+
+
+def format_report(report):
+    lines = [
+        "== t2t_keras main job ==",
+        f"data (sentence pairs): {json.dumps(report['data'])}",
+        f"training: {report['steps']} steps in total"
+        + (f", {report['steps_this_session']} now in {report['train_minutes_this_session']} min"
+           if report["steps_this_session"] is not None else ""),
+        f"speed: {report['target_tokens_per_second']} target tokens/s",
+        f"test: sacreBLEU {report['test']['bleu']}, chrF {report['test']['chrf']} ({report['test']['signature']})",
+        f"retrieval baseline: sacreBLEU {report['retrieval_baseline']['bleu']}, "
+        f"chrF {report['retrieval_baseline']['chrf']}",
+        "examples (translated by the exported SavedModel):",
+    ]
+    lines += [f"  {source}\n    -> {target}" for source, target in report["examples"].items()]
+    lines += [
+        f"run directory: {report['run_dir']}",
+        f"export: {report['export']}",
+        f"TensorBoard: {report['tensorboard']}",
+        f"total time: {report['total_minutes']} min",
+    ]
+    return "\n".join(lines)

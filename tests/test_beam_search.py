@@ -1,0 +1,117 @@
+"""Beam search (§6.1): cached equals uncached, n-best lists, length penalty, limits, early stop, XLA."""
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras.decoding import beam_search, greedy_decode, length_penalty, reference_beam_search
+from t2t_keras.decoding.common import EOS_ID
+from tests.test_greedy import (
+    EXTRA,
+    SOURCE,
+    SOURCE_LENGTHS,
+    DecodingTestCase,
+    assert_padding_after_eos,
+    decoding_model,
+    output_lengths,
+)
+
+
+def numpy_length_penalty(length, alpha, kind):
+    if kind == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    return np.asarray(length, np.float64) if kind == "average" else np.ones_like(length, np.float64)
+
+
+class BeamSearchTest(DecodingTestCase):
+    def test_cached_equals_uncached_reference_for_every_length_penalty(self):
+        model = decoding_model()
+        for kind in ("gnmt", "average", "none"):
+            options = dict(beam_size=4, alpha=0.6, length_penalty=kind, max_extra_length=EXTRA, num_return=4)
+            cached = beam_search(model, SOURCE, **options)
+            reference = reference_beam_search(model, SOURCE, **options)
+            self.assertAllEqual(cached["tokens"], reference["tokens"], msg=kind)
+            self.assertAllClose(cached["scores"], reference["scores"], atol=1e-4, msg=kind)
+            self.assertAllClose(cached["log_probs"], reference["log_probs"], atol=1e-4, msg=kind)
+
+    def test_early_stop_changes_nothing(self):
+        # The reference runs every sentence to its limit. With EOS likelier, the cached search
+        # stops early under "gnmt"; under "average" a stop on the first finished hypotheses
+        # (or on a bound that ignores the longest length) would miss better, longer ones.
+        bound = SOURCE.shape[1] + EXTRA
+        for kind, num_return, stops_early in (("gnmt", 4, True), ("gnmt", 1, True), ("average", 2, False)):
+            model = decoding_model(eos_bias=2.0)  # hypotheses end after 1 to 8 tokens
+            options = dict(length_penalty=kind, max_extra_length=EXTRA, num_return=num_return)
+            cached = beam_search(model, SOURCE, **options)
+            self.assertEqual(model.decode_calls < bound, stops_early, msg=kind)
+            reference = reference_beam_search(model, SOURCE, **options)
+            self.assertAllEqual(cached["tokens"], reference["tokens"], msg=kind)
+            self.assertAllClose(cached["scores"], reference["scores"], atol=1e-4, msg=kind)
+
+    def test_n_best_list_is_sorted_and_scored_with_the_length_penalty(self):
+        out = beam_search(decoding_model(), SOURCE, beam_size=4, alpha=0.6, max_extra_length=EXTRA, num_return=4)
+        tokens, scores, log_probs = (np.asarray(out[key]) for key in ("tokens", "scores", "log_probs"))
+        self.assertEqual(tokens.shape, (4, 4, SOURCE.shape[1] + EXTRA))
+        self.assertTrue(np.all(np.diff(scores, axis=1) <= 0))
+        expected = log_probs / numpy_length_penalty(output_lengths(tokens), 0.6, "gnmt")
+        self.assertAllClose(scores, expected, atol=1e-5)
+        assert_padding_after_eos(self, tokens)
+        for row in range(4):  # the n-best hypotheses of a sentence are distinct
+            self.assertLen({tuple(hypothesis) for hypothesis in tokens[row]}, 4)
+
+    def test_beam_of_one_without_penalty_is_greedy(self):
+        model = decoding_model()
+        beam = beam_search(model, SOURCE, beam_size=1, length_penalty="none", max_extra_length=EXTRA)
+        greedy = greedy_decode(model, SOURCE, max_extra_length=EXTRA)
+        self.assertAllEqual(beam["tokens"][:, 0], greedy["tokens"])
+        self.assertAllClose(beam["log_probs"][:, 0], greedy["scores"], atol=1e-5)
+
+    def test_output_length_is_input_length_plus_extra(self):
+        model = decoding_model()
+        out = beam_search(model, SOURCE, max_extra_length=EXTRA, min_length=100, num_return=2)
+        self.assertAllEqual(output_lengths(out["tokens"]), np.repeat((SOURCE_LENGTHS + EXTRA)[:, None], 2, 1))
+        capped = beam_search(model, SOURCE, max_extra_length=EXTRA, max_length=9, min_length=100)
+        self.assertEqual(capped["tokens"].shape, (4, 1, 9))
+        self.assertAllEqual(output_lengths(capped["tokens"][:, 0]), np.minimum(SOURCE_LENGTHS + EXTRA, 9))
+
+    def test_stops_after_one_step_when_eos_dominates(self):
+        model = decoding_model(eos_bias=20.0)
+        out = beam_search(model, SOURCE, max_extra_length=EXTRA)
+        self.assertAllEqual(out["tokens"][:, 0, 0], [EOS_ID] * 4)
+        self.assertAllEqual(output_lengths(out["tokens"][:, 0]), [1] * 4)
+        self.assertEqual(model.decode_calls, 1)
+
+    def test_compiled_equals_eager_with_alpha_as_a_tensor(self):
+        model = decoding_model()
+        compiled = tf.function(
+            lambda source, alpha: beam_search(model, source, alpha=alpha, max_extra_length=EXTRA, num_return=2),
+            jit_compile=True,
+        )
+        for alpha in (0.6, 1.5):  # one compilation serves both values
+            eager = beam_search(model, SOURCE, alpha=alpha, max_extra_length=EXTRA, num_return=2)
+            out = compiled(tf.constant(SOURCE), tf.constant(alpha))
+            self.assertAllEqual(out["tokens"], eager["tokens"])
+            self.assertAllClose(out["scores"], eager["scores"], atol=1e-5)
+        self.assertEqual(compiled.experimental_get_tracing_count(), 1)
+
+    def test_rejects_bad_options(self):
+        model = decoding_model()
+        for options in ({"beam_size": 0}, {"num_return": 5}, {"length_penalty": "wu"}):
+            with self.assertRaisesRegex(ValueError, "Received"):
+                beam_search(model, SOURCE, **options)
+
+
+class LengthPenaltyTest(DecodingTestCase):
+    def test_matches_the_formulas(self):
+        lengths = np.arange(1, 61)
+        for kind in ("gnmt", "average", "none"):
+            for alpha in (0.0, 0.6, 1.0):
+                self.assertAllClose(length_penalty(lengths, alpha, kind), numpy_length_penalty(lengths, alpha, kind),
+                                    rtol=1e-6)
+
+    def test_gnmt_golden_values(self):
+        # ((5 + 1) / 6) ** 0.6 = 1 and ((5 + 7) / 6) ** 0.6 = 2 ** 0.6.
+        self.assertAllClose(length_penalty([1, 7], 0.6, "gnmt"), [1.0, 2**0.6])
+
+    def test_unknown_kind_is_rejected(self):
+        with self.assertRaisesRegex(ValueError, "length_penalty must be one of"):
+            length_penalty(3, 0.6, "wu")

@@ -1,0 +1,91 @@
+"""The run-level commands on a trained toy run: evaluate, translate, baseline, average."""
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import tensorflow as tf
+
+from t2t_keras.data.tokenizer import train_sentencepiece
+from t2t_keras.training.trainer import train
+from tests.helpers import TestCase, toy_config, toy_pairs, write_toy_corpus
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "t2t_keras", *args], input=stdin, capture_output=True,
+                          timeout=300, cwd=REPO)
+
+
+class RunCommandsTest(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data", train=1000)
+        cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
+        train(toy_config(files, train_steps=200, steps_per_epoch=100, checkpoint_every_steps=100,
+                         warmup_steps=100), cls.run_dir, verbose=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_evaluate_json(self):
+        result = run_cli("evaluate", "--run-dir", str(self.run_dir), "--json", "--beam", "2")
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        scores = json.loads(result.stdout.decode().strip().splitlines()[-1])
+        for key in ("bleu", "chrf", "signature", "sentences", "tokenized_bleu"):
+            self.assertIn(key, scores)
+        self.assertEqual(scores["sentences"], 40)
+        self.assertGreater(scores["chrf"], 20.0)  # learned something of the word mapping
+
+    def test_translate_stdin_keeps_lines_and_empty_lines(self):
+        result = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "1",
+                         stdin="the cat sees a dog\n\nthe man eats bread\n".encode())
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        lines = result.stdout.decode().split("\n")
+        self.assertEqual(len(lines), 4)  # three translations and the final newline
+        self.assertEqual(lines[1], "")
+        self.assertTrue(lines[0] and lines[2])
+
+    def test_translate_rejects_non_utf8(self):
+        result = run_cli("translate", "--run-dir", str(self.run_dir), stdin=b"good line\nbad \xff line\n")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("<stdin>:2 is not valid UTF-8", result.stderr.decode())
+
+    def test_export_then_translate_with_the_saved_model(self):
+        export = pathlib.Path(self.tmp.name) / "export"
+        result = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(export), "--max-beam-size", "2",
+                         "--beam", "2")
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        self.assertTrue((export / "saved_model.pb").exists())
+        sentences = b"the cat sees a dog\nthe man eats bread\n"
+        from_export = run_cli("translate", "--saved-model", str(export), stdin=sentences)
+        from_run = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "2", stdin=sentences)
+        self.assertEqual(from_export.returncode, 0, from_export.stderr[-2000:])
+        self.assertEqual(from_export.stdout, from_run.stdout)
+        again = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(export))
+        self.assertEqual(again.returncode, 2)  # no silent overwrite
+        self.assertIn("exists", again.stderr.decode())
+
+    def test_baseline(self):
+        result = run_cli("baseline", "--run-dir", str(self.run_dir), "--json")
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        self.assertIn("bleu", json.loads(result.stdout.decode().strip().splitlines()[-1]))
+
+    def test_vocabulary_mismatch_is_a_clear_error(self):
+        broken = pathlib.Path(self.tmp.name) / "broken"
+        shutil.copytree(self.run_dir, broken)
+        sentences = [s for pair in toy_pairs(300) for s in pair]
+        train_sentencepiece(sentences, broken / "tokenizer.model", 80)
+        result = run_cli("translate", "--run-dir", str(broken), stdin=b"the cat\n")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("The tokenizer has 80 pieces but the model expects a vocabulary of 100", result.stderr.decode())
+
+
+if __name__ == "__main__":
+    tf.test.main()

@@ -1,0 +1,287 @@
+"""Translation SavedModel: fresh-process reload equals the in-process Translator, signatures, parameters,
+over-long and empty inputs, a TF-Text-free ids signature, atomic export."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+from unittest import mock
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras.config import replace
+from t2t_keras.data.tokenizer import Tokenizer
+from t2t_keras.decoding import Translator
+from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.export.saved_model import export_run, export_translator
+from t2t_keras.training.averaging import load_run_model
+from t2t_keras.training.trainer import train
+from tests.helpers import TestCase, toy_config, toy_pairs, write_toy_corpus
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+MAX_BEAM_SIZE = 3  # the export's switch covers beam sizes 1..3 (8 by default; fewer traces keep the test fast)
+BEAM_SIZE = 3  # the export's default
+MAX_LENGTH = 48  # the model's longest sequence: small, so that the over-long input decodes quickly
+OVERLONG = " ".join(["the big red dog sees a small green tree"] * 8)  # more pieces than MAX_LENGTH
+SENTENCES = [pair[0] for pair in toy_pairs(6, seed=7)] + ["", "   ", OVERLONG]
+
+# Runs in a fresh interpreter that never imports t2t_keras. First, before TF-Text is imported (as in a
+# stock TF Serving): which op types core TensorFlow does not know, and the ids-only export. Then, after
+# `import tensorflow_text`, the text export.
+FRESH_PROCESS = """
+import json, sys
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+
+request = json.loads(sys.stdin.read())
+unknown = [op for op in request["op_types"] if op_def_registry.get(op) is None]
+ids_export = tf.saved_model.load(request["ids_export"])
+ids_out = ids_export.signatures["serving_default"](source_ids=tf.constant(request["ids"], tf.int32))
+result = {"unknown_op_types": unknown, "ids_signatures": sorted(ids_export.signatures),
+          "ids_tokens": ids_out["tokens"].numpy().tolist(), "tf_text_was_loaded": "tensorflow_text" in sys.modules}
+
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+loaded = tf.saved_model.load(request["export"])
+sentences = tf.constant(request["sentences"])
+default = loaded.signatures["serving_default"](inputs=sentences)
+greedy = loaded.signatures["translate"](inputs=sentences, beam_size=tf.constant(1), alpha=tf.constant(0.6),
+    max_extra_length=tf.constant(50), num_return=tf.constant(1))
+single = loaded.signatures["serving_default"](inputs=sentences[:1])
+texts = lambda t: [s.decode("utf-8") for s in t.numpy().reshape(-1)]
+result.update(beam=texts(default["translations"]), truncated=default["truncated"].numpy().tolist(),
+              greedy=texts(greedy["translations"]), single=texts(single["translations"]),
+              imported_t2t_keras=any(name.startswith("t2t_keras") for name in sys.modules))
+print(json.dumps(result))
+"""
+
+
+class Background:
+    """A subprocess started now and checked later, so that it runs while other tests do."""
+
+    def __init__(self, command, stdin=""):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=env,
+                                        cwd=tempfile.gettempdir())  # not the repository: no t2t_keras
+        self.process.stdin.write(stdin)
+        self.process.stdin.close()
+        self._output = None
+
+    def output(self):
+        """stdout after a successful exit."""
+        if self._output is None:
+            self.process.wait(timeout=300)
+            out, err = self.process.stdout.read(), self.process.stderr.read()
+            if self.process.returncode != 0:
+                raise AssertionError(f"{self.process.args[:3]} failed:\n{err[-3000:]}")
+            self._output = out
+        return self._output
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.process.stdout.close()
+        self.process.stderr.close()
+
+
+def graph_op_types(function):
+    """Op types in a concrete function's graph and in every function it calls."""
+    graph_def = function.graph.as_graph_def()
+    types = {node.op for node in graph_def.node}
+    for library_function in graph_def.library.function:
+        types.update(node.op for node in library_function.node_def)
+    return types
+
+
+def call_translate(signature, inputs, beam_size=BEAM_SIZE, alpha=0.6, max_extra_length=50, num_return=1):
+    return signature(**inputs, beam_size=tf.constant(beam_size), alpha=tf.constant(alpha),
+                     max_extra_length=tf.constant(max_extra_length), num_return=tf.constant(num_return))
+
+
+class ExportTest(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = pathlib.Path(cls.tmp.name)
+        config = toy_config(write_toy_corpus(root / "data"), train_steps=150, warmup_steps=40,
+                            learning_rate_scale=0.3, steps_per_epoch=50, checkpoint_every_steps=150)
+        config = replace(config, model={"max_length": MAX_LENGTH})
+        cls.run_dir = root / "run"
+        train(config, cls.run_dir, verbose=0)
+        cls.model = load_run_model(cls.run_dir)
+        cls.tokenizer = Tokenizer.load(cls.run_dir / "tokenizer.model")
+        cls.export_dir = export_run(cls.run_dir, root / "exports" / "toy", max_beam_size=MAX_BEAM_SIZE,
+                                    beam_size=BEAM_SIZE)
+        cls.ids_export_dir = export_translator(cls.model, cls.tokenizer, root / "exports" / "ids", max_beam_size=1,
+                                               beam_size=1, text_signatures=False)
+        cls.cli = Background([str(pathlib.Path(sys.executable).with_name("saved_model_cli")), "show", "--all",
+                              "--dir", str(cls.export_dir)])
+        cls.translator = SavedModelTranslator(cls.export_dir)
+        cls.signatures = cls.translator.saved_model.signatures
+        cls.op_types = {name: graph_op_types(cls.signatures[name]) for name in ("translate", "translate_ids")}
+        cls.source_ids = cls.tokenizer.tokenize(tf.constant(SENTENCES[:3])).to_tensor().numpy()
+        request = {"op_types": sorted(set.union(*cls.op_types.values())), "ids_export": str(cls.ids_export_dir),
+                   "ids": cls.source_ids.tolist(), "export": str(cls.export_dir), "sentences": SENTENCES}
+        cls.fresh = Background([sys.executable, "-c", FRESH_PROCESS], json.dumps(request))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cli.stop()
+        cls.fresh.stop()
+        cls.tmp.cleanup()
+
+    def fresh_process(self):
+        return json.loads(self.fresh.output().strip().splitlines()[-1])
+
+    def test_fresh_process_without_t2t_keras_translates_like_the_in_process_translator(self):
+        got = self.fresh_process()
+        self.assertFalse(got["imported_t2t_keras"])
+        beam = Translator(self.model, self.tokenizer, method="beam", beam_size=BEAM_SIZE,
+                          jit_compile=False).translate(SENTENCES)
+        greedy = Translator(self.model, self.tokenizer, method="greedy", jit_compile=False).translate(SENTENCES)
+        self.assertEqual(got["beam"], beam)
+        self.assertEqual(got["greedy"], greedy)
+        self.assertEqual(got["single"], beam[:1])  # another batch size after reload
+        self.assertEqual(got["beam"][6:8], ["", ""])  # empty and blank inputs
+        self.assertGreater(len({t for t in beam if t}), 4)  # real, different translations
+        self.assertEqual(got["truncated"], [False] * 8 + [True])  # only the over-long input is cut
+
+    def test_ids_signature_uses_core_ops_only_and_an_ids_export_runs_without_tensorflow_text(self):
+        got = self.fresh_process()
+        self.assertFalse(got["tf_text_was_loaded"])
+        self.assertIn("SentencepieceTokenizeOp", got["unknown_op_types"])  # the check sees TF-Text ops
+        ids_types = self.op_types["translate_ids"]
+        self.assertTrue(ids_types & {"While", "StatelessWhile"})  # the nested search functions were inspected
+        self.assertEqual(ids_types & set(got["unknown_op_types"]), set())
+        self.assertEqual(got["ids_signatures"], ["serving_default", "translate_ids"])
+        expected = call_translate(self.signatures["translate_ids"], {"source_ids": self.source_ids}, beam_size=1)
+        self.assertAllEqual(got["ids_tokens"], expected["tokens"][:, 0])
+
+    def test_saved_model_cli_lists_the_signatures(self):
+        shown = self.cli.output()
+        for name in ("serving_default", "translate", "translate_ids"):
+            self.assertIn(f"signature_def['{name}']", shown)
+        for tensor in ("inputs", "source_ids", "beam_size", "alpha", "max_extra_length", "num_return",
+                       "translations", "scores", "truncated", "tokens"):
+            self.assertIn(f"['{tensor}'] tensor_info", shown)
+
+    def test_nbest_lists_come_best_first_and_start_with_the_best_translation(self):
+        inputs = {"inputs": tf.constant(SENTENCES[:4])}
+        nbest = call_translate(self.signatures["translate"], inputs, num_return=3)
+        best = self.signatures["serving_default"](**inputs)
+        self.assertEqual(nbest["translations"].shape, (4, 3))
+        self.assertAllEqual(nbest["translations"][:, 0], best["translations"])
+        self.assertAllClose(nbest["scores"][:, 0], best["scores"])
+        self.assertTrue(np.all(np.diff(nbest["scores"].numpy(), axis=1) <= 0))
+        two = call_translate(self.signatures["translate"], inputs, beam_size=3, num_return=2)
+        self.assertAllEqual(two["translations"], nbest["translations"][:, :2])
+
+    def test_max_extra_length_is_an_input(self):
+        source = self.tokenizer.tokenize(tf.constant(SENTENCES[:4])).to_tensor()
+        lengths = np.count_nonzero(source.numpy(), axis=1) + 1  # EOS included
+        for extra in (0, 2):
+            tokens = call_translate(self.signatures["translate_ids"], {"source_ids": source},
+                                    max_extra_length=extra)["tokens"].numpy()
+            self.assertTrue(np.all(np.count_nonzero(tokens[:, 0], axis=1) <= lengths + extra))
+
+    def test_parameters_out_of_range_fail_with_a_message_naming_them(self):
+        inputs = {"inputs": tf.constant(["the cat"])}
+        for params, message in ((dict(beam_size=0), "beam_size must be in \\[1, 3\\]"),
+                                (dict(beam_size=4), "beam_size must be in \\[1, 3\\]"),
+                                (dict(beam_size=2, num_return=3), "num_return must be in \\[1, beam_size\\]"),
+                                (dict(alpha=-1.0), "alpha must be >= 0"),
+                                (dict(max_extra_length=-1), "max_extra_length must be >= 0")):
+            with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+                call_translate(self.signatures["translate"], inputs, **params)
+
+    def test_empty_batch_and_empty_strings(self):
+        empty = self.signatures["serving_default"](inputs=tf.constant([], tf.string))
+        self.assertEqual(empty["translations"].shape, (0,))
+        out = self.signatures["serving_default"](inputs=tf.constant(["", " "]))
+        self.assertAllEqual(out["translations"], [b"", b""])
+        self.assertAllEqual(out["scores"], [0.0, 0.0])
+
+    def test_client_wrapper_checks_parameters_and_matches_the_signature(self):
+        got = self.translator.predict(SENTENCES[:2], self.translator.decoding_params(beam_size=2, num_return=2))
+        expected = call_translate(self.signatures["translate"], {"inputs": tf.constant(SENTENCES[:2])},
+                                  beam_size=2, num_return=2)
+        self.assertEqual(got["translations"], expected["translations"].numpy().astype(str).tolist())
+        self.assertEqual(self.translator.translate([]), [])
+        with self.assertRaisesRegex(ValueError, "beam_size must be an integer in \\[1, 3\\]"):
+            self.translator.decoding_params(beam_size=8)
+        with self.assertRaisesRegex(ValueError, "sentences\\[1\\] is a int"):
+            self.translator.translate(["a", 1])
+
+
+class SmallExportTest(TestCase):
+    """Exports of a random tiny model: atomic writes, and an XLA-compiled export."""
+
+    @classmethod
+    def setUpClass(cls):
+        from t2t_keras.data.tokenizer import train_sentencepiece
+        from tests.helpers import tiny_transformer
+
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = pathlib.Path(cls.tmp.name)
+        text = [s for pair in toy_pairs(200) for s in pair]
+        cls.tokenizer = train_sentencepiece(text, root / "vocab.model", vocab_size=100)
+        cls.model = tiny_transformer(vocab_size=100, max_length=32)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def export(self, out_dir, **options):
+        return export_translator(self.model, self.tokenizer, out_dir, max_beam_size=1, beam_size=1,
+                                 text_signatures=False, **options)
+
+    def failing_save(self):
+        real_save = tf.saved_model.save
+
+        def save(obj, directory, **kwargs):
+            real_save(obj, directory, **kwargs)  # the files are written, then the export fails
+            raise OSError("No space left on device")
+
+        return mock.patch.object(tf.saved_model, "save", side_effect=save)
+
+    def test_failure_mid_export_leaves_nothing(self):
+        parent = pathlib.Path(self.tmp.name) / "failed"
+        with self.failing_save(), self.assertRaisesRegex(OSError, "No space left"):
+            self.export(parent / "export")
+        self.assertEqual(list(parent.iterdir()), [])
+
+    def test_existing_export_is_kept_unless_replaced_completely(self):
+        parent = pathlib.Path(self.tmp.name) / "replace"
+        out_dir = self.export(parent / "export")
+        before = (out_dir / "saved_model.pb").read_bytes()
+        with self.assertRaisesRegex(FileExistsError, "pass overwrite=True"):
+            self.export(out_dir)
+        with self.failing_save(), self.assertRaises(OSError):
+            self.export(out_dir, overwrite=True, max_extra_length=7)
+        self.assertEqual((out_dir / "saved_model.pb").read_bytes(), before)
+        self.export(out_dir, overwrite=True, max_extra_length=7)
+        self.assertEqual(sorted(p.name for p in parent.iterdir()), ["export"])
+        saved = tf.train.load_variable(str(out_dir / "variables" / "variables"),
+                                       "default_max_extra_length/.ATTRIBUTES/VARIABLE_VALUE")
+        self.assertEqual(saved, 7)  # the new export
+
+    def test_xla_compiled_export_translates_like_the_plain_one(self):
+        root = pathlib.Path(self.tmp.name)
+        options = dict(max_beam_size=1, beam_size=1, max_extra_length=5)
+        plain = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "plain", **options))
+        compiled = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "xla", jit_compile=True,
+                                                          **options))
+        self.assertTrue(compiled.jit_compiled)
+        sentences = SENTENCES[:3]  # padded to 4 rows for the compiled export
+        expected, got = plain.predict(sentences), compiled.predict(sentences)
+        self.assertEqual(got["translations"], expected["translations"])
+        self.assertAllClose(got["scores"], expected["scores"], atol=1e-3)
+
+
+if __name__ == "__main__":
+    tf.test.main()

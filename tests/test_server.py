@@ -1,0 +1,249 @@
+"""REST server: TF Serving's predict API, batching of concurrent requests, bad input, clean stop."""
+
+import asyncio
+import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import httpx
+import tensorflow as tf
+import uvicorn
+
+from t2t_keras.data.tokenizer import train_sentencepiece
+from t2t_keras.export import rest_api
+from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.export.saved_model import export_translator
+from t2t_keras.export.server import create_app
+from tests.helpers import TestCase, tiny_transformer, toy_pairs
+
+HOST = "127.0.0.1"  # the tests only ever connect here
+TIMEOUT = 60.0
+SENTENCES = [pair[0] for pair in toy_pairs(12, seed=3)]
+LIMITS = dict(max_request_bytes=4096, max_instances=8, max_sentence_chars=200)
+
+# (request body, expected status); valid bodies are checked against the SavedModel's own outputs.
+VALID = [
+    {"instances": SENTENCES[0:2]},
+    {"instances": [{"inputs": SENTENCES[2]}, {"inputs": ""}]},
+    {"inputs": SENTENCES[3:6]},
+    {"inputs": {"inputs": SENTENCES[6:8], "beam_size": 1}},
+    {"instances": SENTENCES[8:10], "params": {"beam_size": 2, "num_return": 2}},
+    {"signature_name": "translate", "instances": [SENTENCES[10]], "params": {"alpha": 1.0}},
+    {"instances": [SENTENCES[11]]},
+    {"instances": SENTENCES[4:7]},
+    {"inputs": [SENTENCES[1]]},
+    {"instances": [SENTENCES[5], SENTENCES[0]], "params": {"max_extra_length": 3}},
+    {"instances": [SENTENCES[9]]},
+    {"instances": SENTENCES[0:4]},
+]
+INVALID = [
+    (b'{"instances": ["unclosed"', "not valid JSON"),
+    ({"instance": ["typo"]}, 'Unknown field "instance"'),
+    ({"instances": ["ok", 7]}, "instances\\[1\\] is a number, not a string"),
+    ({"instances": []}, "holds no sentences"),
+    ({"instances": ["x" * 201]}, "has 201 characters; the limit is 200"),
+    ({"instances": ["a"] * 9}, "holds 9 sentences; the limit is 8"),
+    ({"instances": ["a " * 2500]}, "bytes; the limit is 4096"),
+    ({"instances": ["a"], "params": {"beam_size": 3}}, "beam_size must be an integer in \\[1, 2\\]"),
+]
+
+
+def free_socket():
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HOST, 0))
+    return sock
+
+
+async def post_all(base_url, bodies):
+    """Sends every body at once; returns the responses in order."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=TIMEOUT) as client:
+        def post(body):
+            if isinstance(body, bytes):
+                return client.post("/v1/models/toy:predict", content=body)
+            return client.post("/v1/models/toy:predict", json=body)
+
+        return await asyncio.gather(*(post(body) for body in bodies))
+
+
+def expected_answer(translator, body):
+    """What the server should answer for a valid body, from the SavedModel called directly."""
+    parsed = rest_api.parse_predict_request(json.dumps(body).encode())
+    params = translator.decoding_params(**parsed.params)
+    result = translator.predict(parsed.sentences, params)
+    return rest_api.format_predict_response(result, parsed.columnar, params.num_return)
+
+
+def assert_same_answer(test, got, expected):
+    """Equal translations and flags; scores equal within float tolerance (batches differ in padding)."""
+    key = "predictions" if "predictions" in expected else "outputs"
+    rows_got, rows_expected = got[key], expected[key]
+    if key == "outputs":
+        rows_got, rows_expected = [rows_got], [rows_expected]
+    test.assertEqual(len(rows_got), len(rows_expected))
+    for row_got, row_expected in zip(rows_got, rows_expected):
+        test.assertEqual(row_got["translations"], row_expected["translations"])
+        test.assertEqual(row_got["truncated"], row_expected["truncated"])
+        test.assertAllClose(row_got["scores"], row_expected["scores"], atol=1e-4)
+
+
+class ServerTest(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = pathlib.Path(cls.tmp.name)
+        tokenizer = train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "vocab.model",
+                                        vocab_size=100)
+        model = tiny_transformer(vocab_size=100, max_length=32)
+        cls.export_dir = export_translator(model, tokenizer, root / "export", max_beam_size=2, beam_size=2,
+                                           max_extra_length=6)
+        cls.translator = SavedModelTranslator(cls.export_dir)
+        cls.app = create_app(cls.translator, model_name="toy", max_batch_size=16, max_wait_ms=300, **LIMITS)
+        sock = free_socket()
+        cls.base_url = "http://{}:{}".format(*sock.getsockname())
+        cls.server = uvicorn.Server(uvicorn.Config(cls.app, log_level="warning"))
+        cls.thread = threading.Thread(target=cls.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        cls.thread.start()
+        deadline = time.monotonic() + TIMEOUT
+        while not cls.server.started and cls.thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not cls.server.started:
+            raise RuntimeError("the test server did not start")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.should_exit = True  # the server closes its socket
+        cls.thread.join(TIMEOUT)
+        cls.tmp.cleanup()
+
+    def get(self, path):
+        return httpx.get(self.base_url + path, timeout=TIMEOUT)
+
+    def test_a_status_metadata_and_health(self):
+        self.assertEqual(self.get("/healthz").json(), {"status": "ok"})
+        status = self.get("/v1/models/toy").json()["model_version_status"][0]
+        self.assertEqual((status["version"], status["state"]), ("1", "AVAILABLE"))
+        metadata = self.get("/v1/models/toy/metadata").json()
+        signatures = metadata["metadata"]["signature_def"]["signature_def"]
+        self.assertEqual(sorted(signatures), ["serving_default", "translate", "translate_ids"])
+        self.assertEqual(signatures["serving_default"]["inputs"]["inputs"]["dtype"], "DT_STRING")
+        self.assertEqual(metadata["metadata"]["decoding"]["defaults"]["beam_size"], 2)
+        missing = self.get("/v1/models/other")
+        self.assertEqual(missing.status_code, 404)
+        self.assertIn("other", missing.json()["error"])
+
+    def test_b_concurrent_requests_are_batched_and_bad_ones_refused(self):
+        before = self.get("/statz").json()["batching"]
+        bodies = VALID + [body for body, _ in INVALID]
+        responses = asyncio.run(post_all(self.base_url, bodies))
+        after = self.get("/statz").json()["batching"]
+        for body, response in zip(VALID, responses):
+            self.assertEqual(response.status_code, 200, response.text)
+            assert_same_answer(self, response.json(), expected_answer(self.translator, body))
+        for (_, message), response in zip(INVALID, responses[len(VALID):]):
+            self.assertEqual(response.status_code, 400, response.text)
+            self.assertRegex(response.json()["error"], message)
+        requests = after.get("requests", 0) - before.get("requests", 0)
+        batches = after.get("batches", 0) - before.get("batches", 0)
+        self.assertEqual(requests, len(VALID))
+        self.assertLess(batches, requests)  # several requests shared a model call
+        self.assertGreater(after["largest_batch_requests"], 1)
+        self.assertEqual(self.get("/healthz").status_code, 200)  # still serving
+
+    def test_c_nbest_answer_shape(self):
+        body = {"inputs": {"inputs": SENTENCES[:2], "num_return": 2}}
+        outputs = asyncio.run(post_all(self.base_url, [body]))[0].json()["outputs"]
+        self.assertEqual([len(row) for row in outputs["translations"]], [2, 2])
+        self.assertTrue(all(a >= b for a, b in outputs["scores"]))
+
+    def test_z_stops_cleanly(self):
+        self.server.should_exit = True
+        self.thread.join(TIMEOUT)
+        self.assertFalse(self.thread.is_alive())
+        self.assertFalse(self.app.state.batcher.running)
+        with self.assertRaises(httpx.ConnectError):
+            self.get("/healthz")
+
+
+class ServeProcessTest(TestCase):
+    """`serve()` in its own process: answers, then exits 0 on SIGINT."""
+
+    def test_serve_answers_and_exits_on_sigint(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tokenizer = train_sentencepiece([s for pair in toy_pairs(100) for s in pair],
+                                            pathlib.Path(tmp) / "vocab.model", vocab_size=80)
+            export_dir = export_translator(tiny_transformer(vocab_size=80, max_length=16), tokenizer,
+                                           pathlib.Path(tmp) / "export", max_beam_size=1, beam_size=1,
+                                           max_extra_length=4)
+            code = ("import sys; from t2t_keras.export.server import serve; "
+                    f"serve(sys.argv[1], host='{HOST}', port=0, model_name='toy', max_wait_ms=1)")
+            process = subprocess.Popen([sys.executable, "-c", code, str(export_dir)], stderr=subprocess.PIPE,
+                                       stdout=subprocess.DEVNULL, text=True,
+                                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+            try:
+                port = self.wait_for_port(process)
+                answer = httpx.post(f"http://{HOST}:{port}/v1/models/toy:predict",
+                                    json={"instances": ["the cat", ""]}, timeout=TIMEOUT)
+                self.assertEqual(answer.status_code, 200)
+                self.assertEqual(answer.json()["predictions"][1]["translations"], "")
+                process.send_signal(signal.SIGINT)
+                self.assertEqual(process.wait(timeout=TIMEOUT), 0)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                process.wait()
+                process.stderr.close()
+
+    def wait_for_port(self, process):
+        """The port from uvicorn's start-up line on stderr."""
+        deadline = time.monotonic() + TIMEOUT
+        lines = []
+        while time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line and process.poll() is not None:
+                break
+            lines.append(line)
+            match = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", line)
+            if match:
+                return int(match.group(1))
+        self.fail("the server did not start:\n" + "".join(lines[-30:]))
+
+
+class RestFormatTest(TestCase):
+    def test_rows_and_columns_parse_to_the_same_sentences(self):
+        for body in ({"instances": ["a", "b"]}, {"instances": [{"inputs": "a"}, {"inputs": "b"}]},
+                     {"inputs": ["a", "b"]}, {"inputs": {"inputs": ["a", "b"], "beam_size": 2}}):
+            parsed = rest_api.parse_predict_request(json.dumps(body).encode())
+            self.assertEqual(parsed.sentences, ["a", "b"])
+            self.assertEqual(parsed.columnar, "inputs" in body)
+
+    def test_more_bad_bodies(self):
+        for body, message in ((b"[1, 2]", "must be a JSON object"), (b"\xff", "not valid JSON"),
+                              ({"instances": ["a"], "inputs": ["b"]}, "exactly one of"),
+                              ({"instances": [{"text": "a"}]}, 'the one field "inputs"'),
+                              ({"instances": "a"}, '"instances" must be a list'),
+                              ({"inputs": ["a"], "params": {"beam": 2}}, 'Unknown decoding parameter "beam"'),
+                              ({"inputs": {"inputs": ["a"], "beam_size": 1}, "params": {"beam_size": 1}},
+                               "given both"),
+                              ({"instances": [None]}, "instances\\[0\\] is null"),
+                              ({"instances": ["a"], "signature_name": "x"}, "Unknown signature_name")):
+            raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+            with self.assertRaisesRegex(rest_api.BadRequest, message):
+                rest_api.parse_predict_request(raw)
+
+    def test_non_finite_scores_become_null(self):
+        result = {"translations": [["a"]], "scores": [[float("-inf")]], "truncated": [False]}
+        self.assertEqual(rest_api.format_predict_response(result, False, 1),
+                         {"predictions": [{"translations": "a", "scores": None, "truncated": False}]})
+
+
+if __name__ == "__main__":
+    tf.test.main()

@@ -1,0 +1,109 @@
+"""Translator: batching by a token budget, input order, empty inputs, progress bar, compiled search."""
+
+import contextlib
+import io
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras.decoding import Translator, beam_search, greedy_decode
+from t2t_keras.decoding.translator import pad_batch, plan_batches
+from tests.test_greedy import DecodingTestCase, decoding_model
+
+# Ids 4.. stand for these characters; 0-3 are pad/unk/bos/eos.
+SYMBOLS = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVW"
+
+
+class CharTokenizer:
+    """One id per character, with the interface of `t2t_keras.data.tokenizer.Tokenizer`."""
+
+    def tokenize(self, strings):
+        rows = [[4 + SYMBOLS.index(c) for c in s.decode("utf-8")] for s in strings.numpy()]
+        return tf.RaggedTensor.from_row_lengths(
+            tf.constant(sum(rows, []), tf.int32), [len(row) for row in rows]
+        )
+
+    def detokenize(self, ids):
+        texts = []
+        for row in np.asarray(ids):
+            row = row[:np.argmax(row == 3)] if 3 in row else row
+            texts.append("".join(SYMBOLS[i - 4] for i in row if i >= 4))
+        return tf.constant(texts, tf.string)
+
+
+SENTENCES = ["the cat", "", "a dog sees the big house", "hi", "trees", "", "water under the bridge", "x"]
+
+
+def translate_one_by_one(model, sentences, **options):
+    """Each sentence decoded alone, straight through the search function."""
+    tokenizer, outputs = CharTokenizer(), []
+    for sentence in sentences:
+        if not sentence:
+            outputs.append("")
+            continue
+        ids = tokenizer.tokenize(tf.constant([sentence])).to_tensor().numpy()
+        source = np.append(ids, [[3]], axis=1)
+        if options.get("method") == "greedy":
+            tokens = greedy_decode(model, source, max_extra_length=5)["tokens"]
+        else:
+            tokens = beam_search(model, source, max_extra_length=5)["tokens"][:, 0]
+        outputs.append(tokenizer.detokenize(tokens).numpy()[0].decode())
+    return outputs
+
+
+class TranslatorTest(DecodingTestCase):
+    def test_batched_translation_equals_one_by_one_in_input_order(self):
+        model = decoding_model()
+        translator = Translator(model, CharTokenizer(), max_extra_length=5, batch_tokens=64)
+        translations = translator.translate(SENTENCES)
+        self.assertEqual(translations, translate_one_by_one(model, SENTENCES))
+        self.assertEqual([translations[1], translations[5]], ["", ""])
+        self.assertGreater(len(set(translations)), 3)  # sentences got different outputs
+
+    def test_greedy_translation_in_graph_mode(self):
+        model = decoding_model()
+        translator = Translator(model, CharTokenizer(), method="greedy", max_extra_length=5, batch_tokens=32,
+                                jit_compile=False)
+        self.assertEqual(translator.translate(SENTENCES), translate_one_by_one(model, SENTENCES, method="greedy"))
+
+    def test_empty_inputs(self):
+        translator = Translator(decoding_model(), CharTokenizer(), jit_compile=False)
+        self.assertEqual(translator.translate([]), [])
+        self.assertEqual(translator.translate(["", ""]), ["", ""])
+
+    def test_progress_bar_only_for_long_inputs(self):
+        translator = Translator(decoding_model(), CharTokenizer(), max_extra_length=2, jit_compile=False,
+                                progress_threshold=4)
+        for sentences, shown in ((["ab", "cd"], False), (["ab", "cd", "e", "f", ""], True)):
+            stderr = io.StringIO()
+            with contextlib.redirect_stderr(stderr):
+                translator.translate(sentences)
+            self.assertEqual(f"{len(sentences)}/{len(sentences)}" in stderr.getvalue(), shown)
+
+    def test_rejects_bad_options(self):
+        for options in ({"method": "sample"}, {"beam_size": 0}, {"length_penalty": "wu"}, {"batch_tokens": 4}):
+            with self.assertRaisesRegex(ValueError, "Received"):
+                Translator(decoding_model(), CharTokenizer(), **options)
+
+
+class BatchingTest(DecodingTestCase):
+    def test_batches_respect_the_budget_and_cover_every_sentence_once(self):
+        lengths = np.random.default_rng(0).integers(1, 40, size=200)
+        lengths[[3, 17]] = 0  # empty inputs are left out
+        batches = plan_batches(lengths, batch_tokens=256, length_multiple=8)
+        covered = np.concatenate(batches)
+        self.assertCountEqual(covered, np.flatnonzero(lengths))
+        self.assertTrue(np.all(np.diff(lengths[covered]) <= 0))  # longest first
+        for batch in batches:
+            width = -(-lengths[batch].max() // 8) * 8
+            self.assertLessEqual(len(batch) * width, 256)
+
+    def test_oversized_sentence_gets_its_own_batch(self):
+        self.assertEqual([list(b) for b in plan_batches([100, 3], batch_tokens=64)], [[0], [1]])
+
+    def test_pad_batch_rounds_width_and_rows(self):
+        batch = pad_batch([np.array([5, 6, 3]), np.array([7, 3]), np.array([8, 9, 10, 3])], 8, batch_tokens=64)
+        self.assertEqual(batch.shape, (4, 8))
+        self.assertAllEqual(batch[1], [7, 3, 0, 0, 0, 0, 0, 0])
+        self.assertAllEqual(batch[3], batch[0])  # filler row repeats the first
+        self.assertEqual(pad_batch([np.array([5, 3])] * 3, 8, batch_tokens=24).shape, (3, 8))  # budget caps rows
