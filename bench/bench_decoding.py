@@ -37,6 +37,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+
+from quiet import busy_cores_seconds, wait_for_quiet  # noqa: E402,F401
 import tensorflow as tf  # noqa: E402
 
 from t2t_keras.decoding import beam_search, greedy_decode, reference_beam_search, reference_greedy  # noqa: E402
@@ -107,29 +109,6 @@ def make_decoder(model, implementation, method):
         search = tf.function(lambda source: beam_search(searched, source, beam_size=4, **fixed)["tokens"][:, 0],
                              jit_compile=True)
     return lambda source: search(tf.constant(source)).numpy()
-
-
-def busy_cores_seconds():
-    """CPU seconds spent by the whole machine (all cores), from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:8]]
-    user, nice, system, _, _, irq, softirq = fields
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_for_quiet(threshold=0.25, hold=5.0, max_wait=600.0):
-    """Blocks until other processes use < `threshold` cores for `hold` s (or `max_wait` passes)."""
-    start = quiet_since = time.time()
-    last = busy_cores_seconds()
-    while time.time() - start < max_wait:
-        time.sleep(1.0)
-        now = busy_cores_seconds()
-        if now - last >= threshold:
-            quiet_since = time.time()
-        elif time.time() - quiet_since >= hold:
-            return True
-        last = now
-    return False
 
 
 def measure(decode, source, repeats):

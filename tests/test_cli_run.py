@@ -68,6 +68,11 @@ class RunCommandsTest(TestCase):
         from_run = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "2", stdin=sentences)
         self.assertEqual(from_export.returncode, 0, from_export.stderr[-2000:])
         self.assertEqual(from_export.stdout, from_run.stdout)
+        inspected = run_cli("inspect", "--saved-model", str(export), "--text", "the cat sees a dog", "--out",
+                            str(pathlib.Path(self.tmp.name) / "inspect"))
+        self.assertEqual(inspected.returncode, 0, inspected.stderr[-2000:])
+        pngs = list((pathlib.Path(self.tmp.name) / "inspect").glob("*_layer_*.png"))
+        self.assertEqual(len(pngs), 6)  # 3 kinds x 2 layers
         again = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(export))
         self.assertEqual(again.returncode, 2)  # no silent overwrite
         self.assertIn("exists", again.stderr.decode())

@@ -232,7 +232,7 @@ class InspectRunTest(TestCase):
         self.assertEqual(len(data["kinds"]["cross"]["weights"]), 2)
 
     def test_bad_arguments_raise_clear_errors(self):
-        with self.assertRaisesRegex(T2TError, "export holds the translation signatures only"):
+        with self.assertRaisesRegex(T2TError, "holds no assets.extra/model.keras"):
             inspect_run(saved_model=self.tmp.name, text=SOURCE, out=self.out)
         with self.assertRaisesRegex(T2TError, "exactly one of run_dir and saved_model"):
             inspect_run(text=SOURCE, out=self.out)

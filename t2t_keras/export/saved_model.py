@@ -11,6 +11,7 @@ new one is in place.
     loaded.signatures["serving_default"](inputs=tf.constant(["A sentence."]))
 """
 
+import functools
 import logging
 import os
 import pathlib
@@ -92,19 +93,42 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
     module = TranslatorModule(model, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
                               beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
                               length_penalty=length_penalty, jit_compile=jit_compile)
-    write_atomically(module, out_dir, overwrite)
+    extras = None
+    if text_signatures:
+        extras = functools.partial(write_inspection_files, model=model, tokenizer=tokenizer)
+    write_atomically(module, out_dir, overwrite, extras)
     logger.info("Exported a translation SavedModel to %s", out_dir)
     return out_dir
 
 
-def write_atomically(module, out_dir, overwrite=False):
-    """Saves `module` with its `signatures()` to a temporary directory, then renames it to `out_dir`."""
+INSPECTION_DIR = "assets.extra"  # TF Serving's place for files beside a SavedModel; it ignores them
+
+
+def write_inspection_files(export_dir, model, tokenizer):
+    """The Keras model and the tokenizer beside the SavedModel, for `t2t-keras inspect --saved-model`.
+
+    The signatures return translations only; attention weights need the
+    model's layers, which `inspect` loads from these files.
+    """
+    extra = pathlib.Path(export_dir) / INSPECTION_DIR
+    extra.mkdir(parents=True, exist_ok=True)
+    model.save(extra / "model.keras")
+    tokenizer.save(extra / "tokenizer.model")
+
+
+def write_atomically(module, out_dir, overwrite=False, extras=None):
+    """Saves `module` with its `signatures()` to a temporary directory, then renames it to `out_dir`.
+
+    `extras(staging_dir)`, when given, writes more files before the rename.
+    """
     out_dir = pathlib.Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.incomplete-")
     os.chmod(staging, 0o755)  # mkdtemp makes it private; an export is meant to be read by servers
     try:
         tf.saved_model.save(module, staging, signatures=module.signatures())
+        if extras is not None:
+            extras(staging)
         _move_into_place(pathlib.Path(staging), out_dir, overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -31,17 +31,32 @@ def image_name(kind, layer):
     return f"{kind}_layer_{layer}.png"
 
 
+def _load_from_export(saved_model):
+    """The Keras model and tokenizer an export keeps for inspection (see `export.saved_model`)."""
+    import pathlib
+
+    import keras
+
+    from t2t_keras.data.tokenizer import Tokenizer
+    from t2t_keras.export.saved_model import INSPECTION_DIR
+
+    extra = pathlib.Path(saved_model) / INSPECTION_DIR
+    if not (extra / "model.keras").exists():
+        raise T2TError(
+            f"{saved_model} holds no {INSPECTION_DIR}/model.keras: it is not a text export of t2t-keras "
+            "export (ids-only exports carry no model for inspection). Inspect its run directory with --run-dir."
+        )
+    return keras.models.load_model(extra / "model.keras"), Tokenizer.load(extra / "tokenizer.model")
+
+
 def _load_model_and_tokenizer(run_dir, saved_model, checkpoint):
     if (run_dir is None) == (saved_model is None):
         raise T2TError("Give exactly one of run_dir and saved_model. "
                        f"Received: run_dir={run_dir!r}, saved_model={saved_model!r}")
-    if saved_model is not None:
-        raise T2TError(
-            f"Cannot inspect the attention of the SavedModel {saved_model}: an export holds the translation "
-            "signatures only, not the model's layers, so it cannot return attention weights. Inspect the run "
-            "directory it was exported from instead (run_dir=..., or --run-dir)."
-        )
     from t2t_keras.data.tokenizer import Tokenizer
+
+    if saved_model is not None:
+        return _load_from_export(saved_model)
     from t2t_keras.training.averaging import load_run_model
     from t2t_keras.training.run_directory import RunDirectory
 
@@ -62,8 +77,9 @@ def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=N
 
     Args:
         run_dir: a training run directory (its model and tokenizer are used).
-        saved_model: an exported SavedModel; not supported, as exports carry no
-            attention weights (a `T2TError` says so).
+        saved_model: a text export of `t2t-keras export`: its signatures return
+            translations only, so the Keras model and tokenizer it keeps in
+            `assets.extra/` are used.
         text: the source sentence.
         out: output directory, created if needed.
         reference: a target sentence to inspect instead of the model's translation.
@@ -87,5 +103,5 @@ def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=N
     for (kind, layer), png in all_layer_pngs(maps, dpi).items():
         images[(kind, layer)] = out / image_name(kind, layer)
         images[(kind, layer)].write_bytes(png)
-    html = write_html(maps, out / HTML_NAME, title=f"Attention of {pathlib.Path(run_dir).name}")
+    html = write_html(maps, out / HTML_NAME, title=f"Attention of {pathlib.Path(run_dir or saved_model).name}")
     return InspectResult(html=html, images=images, maps=maps)

@@ -9,13 +9,12 @@
 """
 
 import json
-import os
 import pathlib
-import tempfile
 
 import yaml
 
 from t2t_keras import config as config_lib
+from t2t_keras.data.text_files import write_bytes_atomic
 from t2t_keras.errors import ConfigError
 
 # Sections that must not change when a run is continued; training and decoding may.
@@ -26,17 +25,7 @@ def atomic_write_text(path, text):
     """Writes `text` to `path` through a temporary file and a rename, so readers never see half a file."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 class RunDirectory:
