@@ -37,9 +37,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-
-from quiet import busy_cores_seconds, wait_for_quiet  # noqa: E402,F401
 import tensorflow as tf  # noqa: E402
+from quiet import busy_cores_seconds, wait_for_quiet  # noqa: E402,F401
 
 from t2t_keras.decoding import beam_search, greedy_decode, reference_beam_search, reference_greedy  # noqa: E402
 from t2t_keras.decoding.common import EOS_ID, write_at  # noqa: E402

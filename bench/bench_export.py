@@ -34,9 +34,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
-
-from quiet import busy_cores_seconds, wait_for_quiet  # noqa: E402,F401
 import tensorflow as tf  # noqa: E402
+from quiet import busy_cores_seconds, wait_for_quiet  # noqa: E402,F401
 
 from t2t_keras.data.tokenizer import train_sentencepiece  # noqa: E402
 from t2t_keras.export.loaded import DecodingParams, SavedModelTranslator  # noqa: E402

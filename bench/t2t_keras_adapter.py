@@ -13,8 +13,8 @@ XLA-compiled loop; "naive" re-runs the decoder on the whole prefix every step.
 import types
 
 import tensorflow as tf
-
 from bench_decoding import PrefixRecomputeModel
+
 from t2t_keras.decoding import greedy_decode
 from t2t_keras.model import Transformer
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy

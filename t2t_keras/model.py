@@ -67,10 +67,13 @@ class Transformer(keras.Model):
                  pad_id=0, **kwargs):
         super().__init__(**kwargs)
         if tie_embeddings not in TIE_CHOICES:
-            raise ValueError(f"tie_embeddings must be one of {TIE_CHOICES}. Received: tie_embeddings={tie_embeddings!r}")
+            raise ValueError(
+                f"tie_embeddings must be one of {TIE_CHOICES}. Received: tie_embeddings={tie_embeddings!r}"
+            )
         if position_encoding not in POSITION_CHOICES:
             raise ValueError(
-                f"position_encoding must be one of {POSITION_CHOICES}. Received: position_encoding={position_encoding!r}"
+                f"position_encoding must be one of {POSITION_CHOICES}. "
+                f"Received: position_encoding={position_encoding!r}"
             )
         if tie_embeddings == "all" and source_vocab_size not in (None, vocab_size):
             raise ValueError(

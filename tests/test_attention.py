@@ -3,9 +3,8 @@
 import numpy as np
 import tensorflow as tf
 
-from tests.helpers import TestCase
-
 from t2t_keras.layers import MultiHeadAttention, ScaledDotProductAttention, masks
+from tests.helpers import TestCase
 
 
 def numpy_attention(q, k, v, mask=None):

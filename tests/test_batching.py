@@ -10,8 +10,8 @@ import tensorflow as tf
 from t2t_keras.data import batching
 from t2t_keras.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from t2t_keras.errors import ConfigError
-from tests.test_tokenizer import synthetic_corpus, train_test_tokenizer
 from tests.helpers import TestCase
+from tests.test_tokenizer import synthetic_corpus, train_test_tokenizer
 
 MAX_LENGTH = 12
 BATCH_TOKENS = 160

@@ -1,7 +1,7 @@
 """Configuration presets and validation."""
 
-import tempfile
 import pathlib
+import tempfile
 
 import tensorflow as tf
 

@@ -23,8 +23,8 @@ class TokenMetricsTest(TestCase):
         ]
         for y_true, logits in self.batches:  # make some predictions right
             logits[..., 2] += 1.5 * (y_true == 2)
-        gold = [np.take_along_axis(log_softmax(l), y[..., None], -1)[..., 0][y != 0] for y, l in self.batches]
-        hits = [(l.argmax(-1) == y)[y != 0] for y, l in self.batches]
+        gold = [np.take_along_axis(log_softmax(logits), y[..., None], -1)[..., 0][y != 0] for y, logits in self.batches]
+        hits = [(logits.argmax(-1) == y)[y != 0] for y, logits in self.batches]
         self.expected_perplexity = np.exp(-np.concatenate(gold).mean())
         self.expected_accuracy = np.concatenate(hits).mean()
         self.mean_of_batch_means = (np.exp(-np.mean([g.mean() for g in gold])), np.mean([h.mean() for h in hits]))

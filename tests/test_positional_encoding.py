@@ -5,9 +5,8 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from tests.helpers import TestCase
-
 from t2t_keras.layers import LearnedPositionEmbedding, SinusoidalPositionEncoding
+from tests.helpers import TestCase
 
 
 class SinusoidalPositionEncodingTest(TestCase):

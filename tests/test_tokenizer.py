@@ -10,7 +10,13 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from t2t_keras.data.tokenizer import (
-    BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, check_vocab_size, train_sentencepiece,
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    Tokenizer,
+    check_vocab_size,
+    train_sentencepiece,
 )
 from t2t_keras.errors import DataError, VocabularyError
 from tests.helpers import TestCase

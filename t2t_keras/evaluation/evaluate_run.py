@@ -7,9 +7,9 @@ from t2t_keras.data import sources
 from t2t_keras.data.text_files import read_parallel_files
 from t2t_keras.data.tokenizer import Tokenizer, check_vocab_size
 from t2t_keras.decoding.translator import Translator
+from t2t_keras.errors import ConfigError
 from t2t_keras.evaluation.bleu import score
 from t2t_keras.training.averaging import load_run_model
-from t2t_keras.errors import ConfigError
 from t2t_keras.training.run_directory import RunDirectory
 
 logger = logging.getLogger(__name__)

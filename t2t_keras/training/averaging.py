@@ -32,7 +32,7 @@ def average_run(run_dir, last=None):
     if not paths:
         raise FileNotFoundError(f"{run.checkpoint_dir} holds no checkpoint: train the run first.")
     if len(paths) < last:
-        logger.warning("Averaging %d checkpoints: only %d are kept (training.keep_checkpoints).", len(paths), len(paths))
+        logger.warning("Averaging %d checkpoints: only that many are kept (training.keep_checkpoints).", len(paths))
     model = build_transformer(config.model)
     model.build()
     average_checkpoints(model, paths)

@@ -12,8 +12,8 @@ from t2t_keras.training.callbacks import StopAtStep, TimeLimit, TrainingScalars
 from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
 from t2t_keras.training.data_setup import prepare_data
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
-from t2t_keras.training.multi_worker import patch_for_multi_worker
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
+from t2t_keras.training.multi_worker import patch_for_multi_worker
 from t2t_keras.training.run_directory import RunDirectory
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
