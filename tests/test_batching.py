@@ -63,6 +63,11 @@ def _rows(ids):
     return [tuple(int(i) for i in row if i != PAD_ID) for row in ids]
 
 
+def _real_rows(target_out):
+    """Which rows of a batch hold a pair (every target ends in EOS), not fill-up padding."""
+    return (target_out != PAD_ID).any(axis=1)
+
+
 class PipelineTestBase(TestCase):
     @classmethod
     def setUpClass(cls):
@@ -207,17 +212,32 @@ class EvalDatasetTest(PipelineTestBase):
         return batching.make_eval_dataset(self.pairs_ds(), self.tokenizer, **kwargs)
 
     def test_every_kept_example_appears_exactly_once(self):
-        plan = batching.bucket_plan(MAX_LENGTH, BATCH_TOKENS, num_replicas=2)
         produced = []
         for (source, target_in), target_out, weight in self.batches(self.make()):
-            self.assertIn(source.shape[1], plan.lengths)
-            self.assertLessEqual(source.shape[0] * source.shape[1], BATCH_TOKENS)
             self.assertAllEqual(weight, (target_out != PAD_ID).astype(np.float32))
-            produced.extend(zip(_rows(source), _rows(target_out)))
+            real = _real_rows(target_out)
+            produced.extend(zip(_rows(source[real]), _rows(target_out[real])))
         self.assertEqual(collections.Counter(produced), collections.Counter(self.kept()))
 
+    def test_batches_have_the_training_shapes(self):
+        plan = batching.bucket_plan(MAX_LENGTH, BATCH_TOKENS, num_replicas=2)
+        shapes = {(size, length) for length, size in zip(plan.lengths, plan.batch_sizes)}
+        fill_up_rows = 0
+        for (source, target_in), target_out, weight in self.batches(self.make()):
+            for ids in (source, target_in, target_out, weight):
+                self.assertIn(ids.shape, shapes)
+            filler = ~_real_rows(target_out)
+            # Fill-up rows are padding end to end, on every side, and only at the end of a batch.
+            self.assertAllEqual(source[filler], np.zeros_like(source[filler]))
+            self.assertAllEqual(target_in[filler], np.zeros_like(target_in[filler]))
+            self.assertAllEqual(weight[filler], np.zeros_like(weight[filler]))
+            self.assertAllEqual(filler, np.sort(filler))
+            fill_up_rows += int(filler.sum())
+        self.assertGreater(fill_up_rows, 0)  # The toy corpus leaves partial batches to fill.
+
     def test_truncation_keeps_every_pair(self):
-        produced = sum(len(batch[1]) for batch in self.batches(self.make(drop_long=False)))
+        batches = self.batches(self.make(drop_long=False))
+        produced = sum(int(_real_rows(target_out).sum()) for _, target_out, _ in batches)
         self.assertEqual(produced, len(self.pairs))
 
     def test_order_is_deterministic(self):

@@ -151,9 +151,11 @@ def make_eval_dataset(
 ) -> tf.data.Dataset:
     """Validation batches: the training format, in a fixed order, with no pair left out.
 
-    Same arguments and output as ``make_training_dataset``, without shuffling;
-    the last, partial batch of each bucket is kept, so every pair within
-    ``max_length`` appears exactly once per pass.
+    Same arguments and output as ``make_training_dataset``, without shuffling.
+    The last, partial batch of each bucket is kept and filled up with rows of
+    padding (weight 0), so every pair within ``max_length`` counts exactly
+    once per pass and every batch has its bucket's training shape: XLA compiles
+    no extra shapes for validation.
     """
     plan = bucket_plan(
         max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas
@@ -161,7 +163,7 @@ def make_eval_dataset(
     if count_dropped:
         _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
     examples = _encoded(pairs_ds, tokenizer, max_length, drop_long)
-    return _batched(examples, plan, drop_remainder=False)
+    return _batched(examples, plan, drop_remainder=False).map(_filled_up(plan))
 
 
 def count_overlong(pairs_ds: tf.data.Dataset, tokenizer, max_length: int, *, batch_size: int = 1024) -> OverlongCount:
@@ -244,6 +246,21 @@ def _batched(examples, plan: BucketPlan, *, drop_remainder: bool) -> tf.data.Dat
         drop_remainder=drop_remainder,
     )
     return batches.map(_to_keras_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _filled_up(plan: BucketPlan):
+    """A map function that pads a partial batch with all-padding rows to its bucket's batch size."""
+    size_of_length = [0] * (max(plan.lengths) + 1)
+    for length, batch_size in zip(plan.lengths, plan.batch_sizes):
+        size_of_length[length] = batch_size
+    size_of_length = tf.constant(size_of_length, tf.int32)
+
+    def fill_up(inputs, target_out, sample_weight):
+        missing = size_of_length[tf.shape(target_out)[1]] - tf.shape(target_out)[0]
+        pad = lambda x: tf.pad(x, [[0, missing], [0, 0]], constant_values=0)  # noqa: E731 (PAD_ID and weight 0)
+        return tuple(pad(x) for x in inputs), pad(target_out), pad(sample_weight)
+
+    return fill_up
 
 
 def _to_keras_inputs(source, target_in, target_out):
