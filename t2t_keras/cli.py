@@ -224,7 +224,7 @@ def build_parser():
 
     p = commands.add_parser("main", help="the main job: train, average, evaluate, export, translate, report")
     _add_config_args(p)
-    p.set_defaults(config="small")
+    p.set_defaults(config="mini")
     p.add_argument("--run-dir", default="runs/main")
     p.add_argument("--minutes", type=float, default=30.0, help="training time budget of this invocation")
     p.set_defaults(handler=cmd_main)

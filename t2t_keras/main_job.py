@@ -59,7 +59,7 @@ def _speed(run):
     return round(sum(recent) / len(recent)) if recent else None
 
 
-def run_main_job(run_dir="runs/main", config="small", minutes=30.0, overrides=(), examples=EXAMPLES):
+def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(), examples=EXAMPLES):
     """Runs every step and returns the report dict (also written to RUN/report.json)."""
     from t2t_keras.evaluation.evaluate_run import evaluate_run
     from t2t_keras.export.loaded import SavedModelTranslator

@@ -13,7 +13,7 @@ from tests.helpers import TestCase
 class PresetTest(TestCase):
     def test_every_preset_loads(self):
         presets = available_presets()
-        for name in ("tiny", "small", "base", "big", "table3-a1", "table3-c7", "table3-e"):
+        for name in ("tiny", "mini", "small", "base", "big", "table3-a1", "table3-c7", "table3-e"):
             self.assertIn(name, presets)
         for name in presets:
             load_config(name)
