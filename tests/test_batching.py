@@ -235,6 +235,12 @@ class EvalDatasetTest(PipelineTestBase):
             fill_up_rows += int(filler.sum())
         self.assertGreater(fill_up_rows, 0)  # The toy corpus leaves partial batches to fill.
 
+    def test_autotuning_is_off(self):
+        # Deleting an autotuned iterator waits for the autotuner's thread (up to a minute),
+        # and Keras deletes the validation iterator after every evaluation.
+        self.assertFalse(self.make().options().autotune.enabled)
+        self.assertFalse(self.make().cache().repeat().options().autotune.enabled)
+
     def test_truncation_keeps_every_pair(self):
         batches = self.batches(self.make(drop_long=False))
         produced = sum(int(_real_rows(target_out).sum()) for _, target_out, _ in batches)

@@ -156,6 +156,11 @@ def make_eval_dataset(
     padding (weight 0), so every pair within ``max_length`` counts exactly
     once per pass and every batch has its bucket's training shape: XLA compiles
     no extra shapes for validation.
+
+    tf.data autotuning is off for these batches. Keras drops the validation
+    iterator after every evaluation, and deleting an iterator waits for the
+    autotuner's thread to wake up, which sleeps up to a minute between rounds:
+    that stalled training for 40-60 s at many epoch ends on 2 CPU cores.
     """
     plan = bucket_plan(
         max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas
@@ -163,7 +168,9 @@ def make_eval_dataset(
     if count_dropped:
         _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
     examples = _encoded(pairs_ds, tokenizer, max_length, drop_long)
-    return _batched(examples, plan, drop_remainder=False).map(_filled_up(plan))
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return _batched(examples, plan, drop_remainder=False).map(_filled_up(plan)).with_options(options)
 
 
 def count_overlong(pairs_ds: tf.data.Dataset, tokenizer, max_length: int, *, batch_size: int = 1024) -> OverlongCount:

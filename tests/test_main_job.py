@@ -1,0 +1,87 @@
+"""The main job (`t2t-keras main`) end to end on a toy corpus: train, average, evaluate, export, report, resume."""
+
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+from t2t_keras.main_job import EXAMPLES
+from tests.helpers import TestCase, write_toy_corpus
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+class MainJobTest(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data", train=600)
+        cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
+        cls.settings = [
+            "data.source=text", f"data.train_files={files['train']!r}", f"data.dev_files={files['dev']!r}",
+            f"data.test_files={files['test']!r}", "data.vocab_size=100", "data.max_length=24",
+            "data.batch_tokens=384", "data.shuffle_buffer=100", "training.steps_per_epoch=10",
+            "training.checkpoint_every_steps=10", "training.warmup_steps=20", "training.jit_compile=False",
+            "training.attention_every_steps=10", "training.average_last=2",
+        ]
+        cls.first = cls.main(train_steps=20)
+        cls.first_report = json.loads((cls.run_dir / "report.json").read_text())
+        cls.second = cls.main(train_steps=30)
+        cls.second_report = json.loads((cls.run_dir / "report.json").read_text())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @classmethod
+    def main(cls, train_steps):
+        settings = cls.settings + [f"training.train_steps={train_steps}"]
+        command = [sys.executable, "-m", "t2t_keras", "main", "--config", "tiny", "--run-dir", str(cls.run_dir),
+                   "--minutes", "5"] + [arg for setting in settings for arg in ("--set", setting)]
+        return subprocess.run(command, capture_output=True, timeout=900, cwd=REPO)
+
+    def test_both_invocations_succeed(self):
+        for result in (self.first, self.second):
+            self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+
+    def test_second_invocation_resumes(self):
+        self.assertEqual(self.first_report["steps"], 20)
+        self.assertEqual(self.first_report["steps_this_session"], 20)
+        self.assertEqual(self.second_report["steps"], 30)
+        self.assertEqual(self.second_report["steps_this_session"], 10)
+
+    def test_report_has_scores_data_sizes_and_paths(self):
+        report = self.second_report
+        self.assertEqual(report["data"]["test"], 40)
+        self.assertEqual(report["data"]["train"], 600)
+        for scores in (report["test"], report["retrieval_baseline"]):
+            self.assertGreaterEqual(scores["bleu"], 0.0)
+            self.assertGreater(scores["chrf"], 0.0)
+        self.assertIn("tok:13a", report["test"]["signature"])
+        self.assertGreater(report["target_tokens_per_second"], 0)
+        self.assertTrue((pathlib.Path(report["export"]) / "saved_model.pb").exists())
+        self.assertTrue(pathlib.Path(report["averaged_model"]).exists())
+
+    def test_examples_are_translated_by_the_export(self):
+        examples = self.second_report["examples"]
+        self.assertEqual(list(examples), EXAMPLES)
+        self.assertTrue(all(isinstance(text, str) for text in examples.values()))
+
+    def test_printed_report(self):
+        printed = self.second.stdout.decode()
+        report = self.second_report
+        self.assertIn("== t2t_keras main job ==", printed)
+        self.assertIn(f"sacreBLEU {report['test']['bleu']}, chrF {report['test']['chrf']}", printed)
+        self.assertIn("training: 30 steps in total, 10 now in", printed)
+        self.assertIn(f"tensorboard --logdir {self.run_dir / 'logs'}", printed)
+
+    def test_tensorboard_logs_include_attention_images(self):
+        import tensorflow as tf
+
+        tags = set()
+        for path in (self.run_dir / "logs").rglob("events.out.tfevents.*"):
+            for event in tf.compat.v1.train.summary_iterator(str(path)):
+                tags.update(value.tag for value in event.summary.value)
+        self.assertIn("learning_rate", tags)
+        self.assertTrue(any(tag.startswith("attention") for tag in tags), sorted(tags))
