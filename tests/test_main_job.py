@@ -56,8 +56,10 @@ class MainJobTest(TestCase):
         self.assertEqual(report["data"]["test"], 40)
         self.assertEqual(report["data"]["train"], 600)
         for scores in (report["test"], report["retrieval_baseline"]):
-            self.assertGreaterEqual(scores["bleu"], 0.0)
-            self.assertGreater(scores["chrf"], 0.0)
+            for name in ("bleu", "chrf"):
+                self.assertTrue(0.0 <= scores[name] <= 100.0, scores)
+        # Toy test sentences are made of training words, so retrieval finds a good part of them.
+        self.assertGreater(report["retrieval_baseline"]["chrf"], 10.0)
         self.assertIn("tok:13a", report["test"]["signature"])
         self.assertGreater(report["target_tokens_per_second"], 0)
         self.assertTrue((pathlib.Path(report["export"]) / "saved_model.pb").exists())
@@ -65,7 +67,7 @@ class MainJobTest(TestCase):
 
     def test_examples_are_translated_by_the_export(self):
         examples = self.second_report["examples"]
-        self.assertEqual(list(examples), EXAMPLES)
+        self.assertEqual(sorted(examples), sorted(EXAMPLES))
         self.assertTrue(all(isinstance(text, str) for text in examples.values()))
 
     def test_printed_report(self):
