@@ -264,7 +264,10 @@ def _filled_up(plan: BucketPlan):
 
     def fill_up(inputs, target_out, sample_weight):
         missing = size_of_length[tf.shape(target_out)[1]] - tf.shape(target_out)[0]
-        pad = lambda x: tf.pad(x, [[0, missing], [0, 0]], constant_values=0)  # noqa: E731 (PAD_ID and weight 0)
+
+        def pad(x):  # with 0: PAD_ID for ids, weight 0 for the weights
+            return tf.pad(x, [[0, missing], [0, 0]], constant_values=0)
+
         return tuple(pad(x) for x in inputs), pad(target_out), pad(sample_weight)
 
     return fill_up
