@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job end to end on the bundled default data (the LibreOffice help, English->German):
-# installs t2t_keras into .venv, prepares the corpus, trains the `small` model for a time budget,
+# installs t2t_keras into .venv, prepares the corpus, trains the `mini` model (configs/mini.yaml) for a time budget,
 # averages the last checkpoints, evaluates BLEU/chrF on the held-out test pages, exports a SavedModel,
 # translates example sentences with it and writes TensorBoard logs. Running it again resumes training.
 #   bash main.sh                      # 30 minutes of training

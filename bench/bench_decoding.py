@@ -28,9 +28,6 @@ records the cores other processes used meanwhile, and measures again (up to
 
 import argparse
 import os
-import platform
-import statistics
-import subprocess
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -38,11 +35,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from quiet import busy_cores_seconds, wait_for_quiet  # noqa: E402,F401
+import timing  # noqa: E402
+from timing import machine_description, measure_quietly  # noqa: E402
 
 from t2t_keras.decoding import beam_search, greedy_decode, reference_beam_search, reference_greedy  # noqa: E402
-from t2t_keras.decoding.common import EOS_ID, write_at  # noqa: E402
-from t2t_keras.model import Transformer  # noqa: E402
+from t2t_keras.decoding.common import write_at  # noqa: E402
+from t2t_keras.model import StepOutput, Transformer  # noqa: E402
+from t2t_keras.special_ids import EOS_ID  # noqa: E402
 
 SMALL = dict(vocab_size=8000, hidden_dim=256, num_layers=3, num_heads=4, intermediate_dim=1024, dropout=0.0)
 LENGTH = 32  # source length and number of generated tokens
@@ -54,7 +53,7 @@ class PrefixRecomputeModel:
 
     Its "cache" holds the decoder input ids and the encoder output; every
     step writes the new token and re-runs the decoder stack on all slots
-    (the causal mask hides the empty ones), then projects position `cache_index`.
+    (the causal mask hides the empty ones), then projects position `step`.
     """
 
     def __init__(self, model):
@@ -72,13 +71,13 @@ class PrefixRecomputeModel:
         prefix = tf.zeros((tf.shape(memory)[0], max_length), tf.int32)
         return [{"self": {"prefix": prefix}, "cross": {"memory": memory}}]
 
-    def decode(self, tokens, memory, source_mask, cache, cache_index, training=False):
+    def decode_step(self, tokens, cache, step, source_mask=None, training=False):
         model, layer = self.model, cache[0]
-        prefix = write_at(layer["self"]["prefix"], cache_index, tokens[:, 0])
+        prefix = write_at(layer["self"]["prefix"], step, tokens[:, 0])
         embedded = model.target_position(model.target_embedding(prefix))
-        hidden = model.decoder(embedded, layer["cross"]["memory"], source_mask, training=training)
-        logits = model.project(hidden[:, cache_index][:, None])  # (batch, 1, vocab)
-        return logits, [{"self": {"prefix": prefix}, "cross": layer["cross"]}]
+        hidden = model.decoder(embedded, layer["cross"]["memory"], source_mask, training=training).output
+        logits = model.project(hidden[:, step][:, None])  # (batch, 1, vocab)
+        return StepOutput(logits, [{"self": {"prefix": prefix}, "cross": layer["cross"]}], [])
 
 
 def build_model(seed=0):
@@ -110,34 +109,6 @@ def make_decoder(model, implementation, method):
     return lambda source: search(tf.constant(source)).numpy()
 
 
-def measure(decode, source, repeats):
-    """First-call time, median of `repeats` timed calls, other processes' cores, and the tokens."""
-    start = time.perf_counter()
-    tokens = decode(source)
-    first = time.perf_counter() - start
-    times, machine, own = [], busy_cores_seconds(), time.process_time()
-    wall = time.perf_counter()
-    for _ in range(repeats):
-        start = time.perf_counter()
-        decode(source)
-        times.append(time.perf_counter() - start)
-    wall = time.perf_counter() - wall
-    other = max(0.0, (busy_cores_seconds() - machine) - (time.process_time() - own)) / wall
-    return {"first_s": first, "median_s": statistics.median(times), "other_cores": other, "tokens": tokens}
-
-
-def measure_quietly(decode, source, repeats, args):
-    """`measure` on a quiet machine, measured again (up to `args.retries` times) if disturbed."""
-    first = None
-    for _ in range(args.retries + 1):
-        wait_for_quiet(max_wait=args.quiet_wait)
-        result = measure(decode, source, repeats)
-        first = first or result["first_s"]  # the first attempt's first call includes compilation
-        if result["other_cores"] <= args.max_other:
-            break
-    return dict(result, first_s=first)
-
-
 def run(args):
     model = build_model()
     rows, outputs = [], {}
@@ -147,7 +118,9 @@ def run(args):
             for implementation in args.implementations:
                 decode = make_decoder(model, implementation, method)
                 repeats = 1 if implementation == "reference-eager" else args.repeats
-                result = measure_quietly(decode, source, repeats, args)
+                result = measure_quietly(lambda: decode(source), repeats, args.quiet_wait, args.max_other,
+                                         args.retries)
+                result["tokens"] = result.pop("value")
                 reference = outputs.setdefault((method, batch), result["tokens"])
                 result["agree"] = float(np.mean(result["tokens"] == reference))
                 result.update(method=method, batch=batch, implementation=implementation, repeats=repeats)
@@ -179,22 +152,13 @@ def speedups(rows):
     return lines
 
 
-def machine_description():
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()[:10]
-    return "\n".join(["```", *lscpu, "```", "",
-                      f"Python {platform.python_version()}, TensorFlow {tf.__version__}, Keras {keras.__version__}; "
-                      f"TF threads: default (intra/inter-op 0 = all cores)."])
-
-
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--methods", nargs="+", default=["greedy", "beam4"], choices=["greedy", "beam4"])
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 32])
     parser.add_argument("--implementations", nargs="+", default=list(IMPLEMENTATIONS), choices=IMPLEMENTATIONS)
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of the compiled implementations")
-    parser.add_argument("--quiet-wait", type=float, default=600.0, help="max seconds to wait for a quiet machine")
-    parser.add_argument("--max-other", type=float, default=0.25, help="measure again if others used more cores")
-    parser.add_argument("--retries", type=int, default=2, help="extra attempts for a disturbed measurement")
+    timing.add_arguments(parser)
     parser.add_argument("--output", help="also write the results as markdown to this file")
     return parser.parse_args()
 
@@ -206,9 +170,10 @@ def main():
     summary = "\n".join(speedups(rows))
     print(summary)
     if args.output:
+        machine = machine_description(f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(f"# Decoding throughput ({time.strftime('%Y-%m-%d')})\n\n{__doc__.split(chr(10) + chr(10), 1)[1]}\n"
-                    f"## Machine\n\n{machine_description()}\n\n## Results\n\n{HEADER}\n"
+                    f"## Machine\n\n{machine}\n\n## Results\n\n{HEADER}\n"
                     + "\n".join(format_row(r) for r in rows) + f"\n\n{summary}\n")
 
 

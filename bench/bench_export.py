@@ -24,9 +24,6 @@ exceeds `--max-other`).
 import argparse
 import os
 import pathlib
-import platform
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +32,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from quiet import busy_cores_seconds, wait_for_quiet  # noqa: E402,F401
+import timing  # noqa: E402
+from timing import machine_description, measure_quietly  # noqa: E402
 
 from t2t_keras.data.tokenizer import train_sentencepiece  # noqa: E402
 from t2t_keras.export.loaded import DecodingParams, SavedModelTranslator  # noqa: E402
@@ -67,33 +65,6 @@ def bench_sentences(tokenizer, count):
     return chosen[:count]
 
 
-def measure(call, repeats):
-    """First-call seconds, median seconds of `repeats` calls, and the cores other processes used."""
-    start = time.perf_counter()
-    call()
-    first = time.perf_counter() - start
-    times, machine, own, wall = [], busy_cores_seconds(), time.process_time(), time.perf_counter()
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    wall = time.perf_counter() - wall
-    other = max(0.0, (busy_cores_seconds() - machine) - (time.process_time() - own)) / wall
-    return {"first_s": first, "median_s": statistics.median(times), "other_cores": other}
-
-
-def measure_quietly(call, repeats, args):
-    """`measure` on a quiet machine, measured again (up to `args.retries` times) if disturbed."""
-    first = None
-    for _ in range(args.retries + 1):
-        wait_for_quiet(max_wait=args.quiet_wait)
-        result = measure(call, repeats)
-        first = first or result["first_s"]  # the first attempt's first call includes the preparation
-        if result["other_cores"] <= args.max_other:
-            break
-    return dict(result, first_s=first)
-
-
 def prepare(workdir):
     """The random `small` model and an 8000-piece vocabulary trained on generated text."""
     tokenizer = train_sentencepiece(generated_text(20_000), workdir / "vocab.model", vocab_size=SMALL["vocab_size"])
@@ -119,7 +90,8 @@ def bench_export(model, tokenizer, workdir, jit_compile, args):
         params = DecodingParams(beam_size=beam_size, alpha=0.6, max_extra_length=EXTRA)
         for batch in args.batches:
             repeats = args.repeats if batch == 1 else max(1, args.repeats // 3)
-            result = measure_quietly(lambda b=batch, p=params: translator.predict(sentences[:b], p), repeats, args)
+            result = measure_quietly(lambda b=batch, p=params: translator.predict(sentences[:b], p), repeats,
+                                     args.quiet_wait, args.max_other, args.retries)
             result.update(xla=jit_compile, method=method, batch=batch, repeats=repeats)
             rows.append(result)
             print(format_row(result), flush=True)
@@ -137,12 +109,6 @@ def format_row(r):
             f"{r['first_s']:.1f} | {r['repeats']} | {r['other_cores']:.2f} |")
 
 
-def machine_description():
-    lscpu = subprocess.run("lscpu | head -20", shell=True, capture_output=True, text=True).stdout.rstrip()
-    return (f"TensorFlow {tf.__version__}, Python {platform.python_version()}, "
-            f"{os.cpu_count()} cores\n\n```\n{lscpu}\n```")
-
-
 def report(results, args):
     lines = [
         "# Translation SavedModel latency (`small`, random weights)", "",
@@ -157,7 +123,7 @@ def report(results, args):
     lines += [f"| {'on' if r['xla'] else 'off'} | {r['export_s']:.0f} | {r['size_mb']:.0f} | {r['load_s']:.1f} |"
               for r in results]
     lines += ["", HEADER] + [format_row(row) for r in results for row in r["rows"]]
-    lines += ["", "## Machine", "", machine_description(), ""]
+    lines += ["", "## Machine", "", machine_description(f"TensorFlow {tf.__version__}"), ""]
     return "\n".join(lines)
 
 
@@ -166,10 +132,7 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--xla", choices=["off", "on", "both"], default="both")
     parser.add_argument("--repeats", type=int, default=9, help="timed calls at batch 1 (a third at larger batches)")
-    parser.add_argument("--quiet-wait", type=float, default=300.0, help="longest wait for a quiet machine, s")
-    parser.add_argument("--max-other", type=float, default=0.2,
-                        help="measure again when other processes used more cores than this")
-    parser.add_argument("--retries", type=int, default=2)
+    timing.add_arguments(parser, quiet_wait=300.0, max_other=0.2)
     parser.add_argument("--output", help="write the markdown report here")
     args = parser.parse_args(argv)
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.xla]

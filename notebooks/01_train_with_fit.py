@@ -17,11 +17,11 @@
 # # Training a Transformer with `model.fit`
 #
 # This notebook trains the Transformer of *Attention Is All You Need* (Vaswani et al., 2017) on the
-# default corpus, the English→German LibreOffice help, one piece at a time: the data pipeline (§5.1),
-# the model (§3), the learning-rate schedule and Adam (§5.3), label smoothing (§5.4), then a plain
-# `model.fit` with TensorBoard, checkpoint and attention callbacks, learning curves and a few
-# translations. `t2t-keras train` (`t2t_keras.training.trainer.train`) runs the same steps, plus
-# distribution strategies.
+# default corpus, the English→German LibreOffice help. It looks at each piece first: the data
+# pipeline (§5.1), the model (§3), the learning-rate schedule and Adam (§5.3), label smoothing (§5.4).
+# Then `t2t_keras.training.train` (what `t2t-keras train` runs) compiles the model with them and calls
+# `model.fit` in a distribution strategy, with TensorBoard, checkpoint and attention callbacks; the
+# notebook draws the learning curves and translates a few sentences.
 #
 # The run directory it writes (config, tokenizer, checkpoints, logs) is what notebooks 02 (attention)
 # and 03 (export and serving) read.
@@ -40,7 +40,8 @@
 # | `T2T_NOTEBOOK_SET` | (none) | extra overrides, `;`-separated `section.key=value` |
 #
 # `small` takes about 1.3 s a step on 2 CPU cores: the default budget is 1.5 hours. The test suite
-# runs this notebook with `tiny`, 30 steps and no XLA.
+# runs this notebook with `tiny`, 30 steps, no XLA and a small corpus of its own
+# (`data.source=text`).
 
 # %%
 import os
@@ -74,68 +75,45 @@ print(config.training)
 # %% [markdown]
 # ## The corpus
 #
-# The LibreOffice help is written in English and translated paragraph by paragraph. The first call
-# downloads two Debian packages (`apt-get download`, no installation), pairs paragraphs with the same
-# id and splits by help page; later calls read the cache (`~/.cache/t2t_keras`).
+# `data.sources.load_pairs` reads the configured corpus. The default one, the LibreOffice help, is
+# written in English and translated paragraph by paragraph: the first call downloads two Debian
+# packages (`apt-get download`, no installation), pairs paragraphs with the same id and splits by
+# help page; later calls read the cache (`~/.cache/t2t_keras`).
 
 # %%
-from t2t_keras.data.libreoffice import prepare_libreoffice_corpus
-from t2t_keras.data.text_files import read_parallel_files
+from t2t_keras.data import sources
 
-if config.data.source != "libreoffice":
-    raise ValueError(f"This notebook reads the default corpus; data.source={config.data.source!r} is trained "
-                     "by `t2t-keras train` (t2t_keras.training.trainer.train).")
-corpus = prepare_libreoffice_corpus(config.data.target_lang)
-train_pairs = read_parallel_files(*corpus.files("train"))
-dev_pairs = read_parallel_files(*corpus.files("dev"))
+train_pairs = sources.as_string_pairs(sources.load_pairs(config.data, "train")[0])
+dev_pairs = sources.as_string_pairs(sources.load_pairs(config.data, "dev")[0])
 print(f"{len(train_pairs)} training pairs, {len(dev_pairs)} dev pairs")
 for source, target in train_pairs[100:103]:
     print(f"  {source}\n  → {target}\n")
 
 # %% [markdown]
-# ## The run directory and the shared vocabulary
+# ## The shared vocabulary and batches of similar length
 #
 # Source and target share one BPE vocabulary (§5.1), trained with SentencePiece on both sides of the
-# training split. The tokenizer runs inside the TensorFlow graph (TF-Text), so the same file serves
-# the input pipeline and, later, the exported model.
-
-# %%
-from t2t_keras.data.sources import sentences_for_vocabulary
-from t2t_keras.data.tokenizer import Tokenizer, train_sentencepiece
-from t2t_keras.training.run_directory import RunDirectory
-
-run = RunDirectory(RUN_DIR)
-config = run.resolve_config(config)  # writes RUN/config.yaml; a rerun checks model and data did not change
-if run.tokenizer_path.exists():
-    tokenizer = Tokenizer.load(run.tokenizer_path)
-else:
-    tokenizer = train_sentencepiece(sentences_for_vocabulary(train_pairs), run.tokenizer_path,
-                                    config.data.vocab_size, seed=config.training.seed)
-example = dev_pairs[0][0]
-ids = tokenizer.tokenize(tf.constant([example]))[0].numpy()
-print(example)
-print([piece.decode() for piece in tokenizer.id_to_piece(ids).numpy()])
-
-# %% [markdown]
-# ## Batches of similar length
+# training split and saved in the run directory. The tokenizer runs inside the TensorFlow graph
+# (TF-Text), so the same file serves the input pipeline and, later, the exported model.
 #
 # "Sentence pairs were batched together by approximate sequence length" (§5.1). Pairs go into length
 # buckets, and each bucket's batch size keeps about `data.batch_tokens` tokens per side. A batch is
 # `((source, target_in), target_out, sample_weight)`: the decoder reads `<s> y1 … yn` and predicts
-# `y1 … yn </s>`; the weight is 0 on padding.
+# `y1 … yn </s>`; the weight is 0 on padding. `prepare_data` is the step `train` starts with.
 
 # %%
-from t2t_keras.data.batching import make_eval_dataset, make_training_dataset
-from t2t_keras.data.sources import as_dataset
+from t2t_keras.runs import RunDirectory
+from t2t_keras.training.data_setup import prepare_data
 
-d = config.data
-train_data = make_training_dataset(as_dataset(train_pairs), tokenizer, max_length=d.max_length,
-                                   batch_tokens=d.batch_tokens, shuffle_buffer=d.shuffle_buffer,
-                                   seed=config.training.seed).repeat()
-dev_data = make_eval_dataset(as_dataset(dev_pairs), tokenizer, max_length=d.max_length,
-                             batch_tokens=d.batch_tokens).cache()
-dev_steps = sum(1 for _ in dev_data)  # one pass fills the cache
-(source, target_in), target_out, weight = next(iter(train_data))
+run = RunDirectory(RUN_DIR)
+config = run.resolve_config(config)  # writes RUN/config.yaml; a rerun checks model and data did not change
+data = prepare_data(run, config)
+tokenizer = data.tokenizer
+example = dev_pairs[0][0]
+ids = tokenizer.tokenize(tf.constant([example]))[0].numpy()
+print(example)
+print([piece.decode() for piece in tokenizer.id_to_piece(ids).numpy()])
+(source, target_in), target_out, weight = next(iter(data.train))
 print("source", source.shape, "target_in", target_in.shape, "target_out", target_out.shape)
 print("target_in[0] ", target_in[0].numpy())
 print("target_out[0]", target_out[0].numpy())
@@ -159,23 +137,14 @@ print(f"{model.count_params():,} parameters")
 #
 # Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 on the schedule of eq. (3):
 # `lrate = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)`, and cross-entropy against targets
-# smoothed with ε_ls = 0.1. The metrics ignore padding.
+# smoothed with ε_ls = 0.1 (`LabelSmoothedCrossEntropy`). The metrics ignore padding.
+# `training.compile_model` puts them together; this is the learning rate it will follow.
 
 # %%
-from t2t_keras.training.loss import LabelSmoothedCrossEntropy
-from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.schedule import TransformerSchedule
 
 t = config.training
 schedule = TransformerSchedule(config.model.hidden_dim, warmup_steps=t.warmup_steps, scale=t.learning_rate_scale)
-optimizer = keras.optimizers.Adam(schedule, beta_1=t.adam_beta_1, beta_2=t.adam_beta_2, epsilon=t.adam_epsilon)
-model.compile(
-    optimizer=optimizer,
-    loss=LabelSmoothedCrossEntropy(epsilon=t.label_smoothing),
-    metrics=[MaskedAccuracy(), Perplexity(), TokenCount()],
-    jit_compile=t.jit_compile,
-)
-
 steps = np.arange(0, max(STEPS, 2 * t.warmup_steps))
 plt.figure(figsize=(6, 2.5))
 plt.plot(steps + 1, schedule(steps).numpy())
@@ -186,52 +155,26 @@ plt.title("eq. (3)")
 plt.show()
 
 # %% [markdown]
-# ## Callbacks
+# ## Training with `model.fit`
 #
-# * `PeriodicCheckpoint` saves model and optimizer (step, Adam moments, schedule position) as
-#   `tf.train` checkpoints in `RUN/checkpoints`; a rerun of this notebook resumes from the newest.
-# * `keras.callbacks.TensorBoard` writes the epoch curves to `RUN/logs`
-#   (`tensorboard --logdir RUN/logs`).
-# * `AttentionSummary` translates a few dev sentences now and then and writes per-head attention
-#   heatmaps and statistics to `RUN/logs/attention`.
-# * `StopAtStep` stops at exactly `train_steps` updates, also when resuming mid-epoch.
+# `train` compiles the model in a distribution strategy and runs `model.fit`, one Keras epoch being
+# `steps_per_epoch` updates followed by one pass over the dev set, with its callbacks:
+#
+# * checkpoints of model and optimizer (step, Adam moments, schedule position) in `RUN/checkpoints`;
+#   a rerun of this notebook resumes from the newest;
+# * TensorBoard curves in `RUN/logs` (`tensorboard --logdir RUN/logs`);
+# * a stop at exactly `train_steps` updates, also when resuming mid-epoch;
+# * and the callbacks we hand it: `RunAttentionSummary` translates a few dev sentences every
+#   `training.attention_every_steps` and writes per-head attention heatmaps and statistics to
+#   `RUN/logs/attention`.
 
 # %%
-from t2t_keras.inspect.summary import AttentionSummary
-from t2t_keras.training.callbacks import StopAtStep
-from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
+from t2t_keras.inspect.summary import RunAttentionSummary
+from t2t_keras.training.trainer import train
 
-manager = CheckpointManager(run.checkpoint_dir, model, optimizer, keep=t.keep_checkpoints)
-start = manager.restore_latest()
-probes = [source for source, _ in dev_pairs[:t.attention_probes]]
-callbacks = [
-    StopAtStep(t.train_steps),
-    PeriodicCheckpoint(manager, t.checkpoint_every_steps, t.checkpoint_every_minutes),
-    keras.callbacks.TensorBoard(str(run.log_dir), write_graph=False),
-    AttentionSummary(tokenizer, probes, run.log_dir / "attention",
-                     every_steps=t.attention_every_steps or t.train_steps, write_on_train_end=True),
-]
-print(f"starting at step {start} of {t.train_steps}")
-
-# %% [markdown]
-# ## Training
-#
-# One Keras epoch is `steps_per_epoch` updates followed by one pass over the dev set.
-
-# %%
-history = {}
-if start < t.train_steps:
-    history = model.fit(
-        train_data,
-        epochs=-(-t.train_steps // t.steps_per_epoch),
-        initial_epoch=start // t.steps_per_epoch,
-        steps_per_epoch=t.steps_per_epoch,
-        validation_data=dev_data.repeat(),
-        validation_steps=dev_steps,
-        callbacks=callbacks,
-        verbose=2,
-    ).history
-print(f"step {manager.step}; checkpoints: {[os.path.basename(p) for p in manager.manager.checkpoints]}")
+result = train(config, RUN_DIR, callbacks=[RunAttentionSummary(RUN_DIR)], verbose=2)
+model, history = result.model, result.history
+print(f"trained from step {result.start_step} to {result.final_step} in {result.seconds / 60:.1f} min")
 
 # %% [markdown]
 # ## Learning curves
@@ -242,7 +185,7 @@ print(f"step {manager.step}; checkpoints: {[os.path.basename(p) for p in manager
 
 # %%
 if history:
-    epochs = np.arange(1, len(history["loss"]) + 1) + start // t.steps_per_epoch
+    epochs = np.arange(1, len(history["loss"]) + 1) + result.start_step // t.steps_per_epoch
     figure, axes = plt.subplots(1, 3, figsize=(12, 3))
     for ax, name in zip(axes, ("loss", "masked_accuracy", "perplexity")):
         ax.plot(epochs * t.steps_per_epoch, history[name], "o-", label="train")
@@ -288,7 +231,7 @@ print(score(hypotheses, references, config.data.target_lang)["bleu_details"])
 # includes the newest checkpoint.
 
 # %%
-from t2t_keras.training.averaging import average_run
+from t2t_keras.runs import average_run
 
 print(average_run(RUN_DIR))
 print(run.read_json("averaged/averaged.json")["steps"])

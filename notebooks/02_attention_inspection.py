@@ -57,7 +57,7 @@ import numpy as np
 from IPython.display import Image, display
 
 from t2t_keras.evaluation.evaluate_run import load_eval_pairs, run_translator
-from t2t_keras.training.run_directory import RunDirectory
+from t2t_keras.runs import RunDirectory
 
 config = RunDirectory(RUN_DIR).load_config()
 translator = run_translator(RUN_DIR, jit_compile=config.training.jit_compile)  # XLA if the run used it
@@ -70,7 +70,7 @@ for (source, reference), hypothesis in zip(dev_pairs, translator.translate([s fo
 # ## Attention of one sentence
 #
 # `extract_attention` translates the sentence greedily and runs the model over its own translation
-# with `return_attention_scores=True`: weights `(layers, heads, queries, keys)` for each of the three
+# (`encode_with_attention`, `decode_with_attention`): weights `(layers, heads, queries, keys)` for each of the three
 # kinds of attention of §3.2.3. Source pieces end with `</s>`, the decoder input starts with `<s>`.
 
 # %%
@@ -111,8 +111,9 @@ display({"text/html": iframe}, raw=True)
 # positions away (`</s>` aside: heads with nothing to do tend to rest there).
 
 # %%
+from t2t_keras.inspect.heads import head_entropy
 from t2t_keras.inspect.heatmaps import figure_png
-from t2t_keras.notebook_support import attention_lines_figure, head_entropy
+from t2t_keras.notebook_support import attention_lines_figure
 
 encoder = maps.encoder[last]  # (heads, S, S)
 positions = np.arange(len(maps.source_tokens))

@@ -32,16 +32,17 @@ def cmd_describe(args):
 
 
 def cmd_train(args):
+    from t2t_keras.inspect.summary import RunAttentionSummary
     from t2t_keras.training.trainer import train
 
-    result = train(_load(args), args.run_dir, minutes=args.minutes)
+    result = train(_load(args), args.run_dir, minutes=args.minutes, callbacks=[RunAttentionSummary(args.run_dir)])
     print(f"trained {result.run_dir} from step {result.start_step} to {result.final_step} "
           f"in {result.seconds / 60:.1f} min")
     return 0
 
 
 def cmd_average(args):
-    from t2t_keras.training.averaging import average_run
+    from t2t_keras.runs import average_run
 
     print(average_run(args.run_dir, args.last))
     return 0
@@ -88,17 +89,10 @@ def cmd_translate(args):
 
 
 def cmd_baseline(args):
-    from t2t_keras.evaluation.baseline import RetrievalTranslator
-    from t2t_keras.evaluation.bleu import format_scores, score
-    from t2t_keras.evaluation.evaluate_run import load_eval_pairs
-    from t2t_keras.training.run_directory import RunDirectory
+    from t2t_keras.evaluation.bleu import format_scores
+    from t2t_keras.evaluation.evaluate_run import evaluate_baseline
 
-    config = RunDirectory(args.run_dir).load_config()
-    train_pairs = load_eval_pairs(args.run_dir, "train")
-    pairs = load_eval_pairs(args.run_dir, args.split)
-    hypotheses = RetrievalTranslator(train_pairs).translate([s for s, _ in pairs])
-    result = score(hypotheses, [t for _, t in pairs], target_lang=config.data.target_lang)
-    result["baseline"] = "retrieval (target of the most similar training source, TF-IDF cosine)"
+    result = evaluate_baseline(args.run_dir, args.split)
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 

@@ -1,4 +1,4 @@
-"""Configuration: frozen dataclasses, presets in `configs/*.yaml`, strict validation.
+"""Configuration: frozen dataclasses, presets in `t2t_keras/configs/*.yaml` (`configs/`), strict validation.
 
 A config file has up to four sections, `model`, `data`, `training` and
 `decoding`, and may start with `extends: PRESET` to inherit from another file.
@@ -14,9 +14,12 @@ import typing
 
 import yaml
 
+from t2t_keras.architecture import POSITION_CHOICES, TIE_CHOICES, check_choice, head_dims
 from t2t_keras.errors import ConfigError
 
-CONFIG_DIR = pathlib.Path(os.environ.get("T2T_KERAS_CONFIGS", pathlib.Path(__file__).resolve().parents[1] / "configs"))
+# The presets ship inside the package (`configs/` at the top of the repository links here), so an
+# installed wheel finds them too; T2T_KERAS_CONFIGS points to another directory of presets.
+CONFIG_DIR = pathlib.Path(os.environ.get("T2T_KERAS_CONFIGS", pathlib.Path(__file__).resolve().parent / "configs"))
 
 
 def _check_positive(section, obj, *names):
@@ -34,9 +37,7 @@ def _check_rate(section, obj, *names):
 
 
 def _check_choice(section, obj, name, choices):
-    value = getattr(obj, name)
-    if value not in choices:
-        raise ConfigError(f"{section}.{name} must be one of {list(choices)}. Received: {name}={value!r}")
+    check_choice(name, getattr(obj, name), choices, prefix=f"{section}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,21 +66,17 @@ class ModelConfig:
         _check_positive("model", self, "vocab_size", "hidden_dim", "num_layers", "num_decoder_layers", "num_heads",
                         "key_dim", "value_dim", "intermediate_dim", "max_length")
         _check_rate("model", self, "dropout", "attention_dropout", "activation_dropout")
-        _check_choice("model", self, "position_encoding", ("sinusoidal", "learned"))
-        _check_choice("model", self, "tie_embeddings", ("all", "target", "none"))
-        if self.key_dim is None and self.hidden_dim % self.num_heads:
-            raise ConfigError(
-                f"model.hidden_dim={self.hidden_dim} is not divisible by model.num_heads={self.num_heads}: "
-                "set hidden_dim to a multiple of num_heads, or set model.key_dim and model.value_dim explicitly."
-            )
+        _check_choice("model", self, "position_encoding", POSITION_CHOICES)
+        _check_choice("model", self, "tie_embeddings", TIE_CHOICES)
+        head_dims(self.hidden_dim, self.num_heads, self.key_dim, self.value_dim, prefix="model.")
 
     @property
     def head_key_dim(self):
-        return self.key_dim or self.hidden_dim // self.num_heads
+        return head_dims(self.hidden_dim, self.num_heads, self.key_dim, self.value_dim)[0]
 
     @property
     def head_value_dim(self):
-        return self.value_dim or self.head_key_dim
+        return head_dims(self.hidden_dim, self.num_heads, self.key_dim, self.value_dim)[1]
 
     @property
     def decoder_layers(self):
@@ -168,7 +165,6 @@ class Config:
         return dataclasses.asdict(self)
 
 
-SECTIONS = {field.name: field.type for field in dataclasses.fields(Config)}
 SECTION_CLASSES = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig, "decoding": DecodingConfig}
 
 

@@ -7,10 +7,18 @@ re-averaging, re-evaluating and re-exporting.
 
 import json
 import logging
+import sys
 import time
 
+import tensorflow as tf
+
 from t2t_keras import config as config_lib
-from t2t_keras.training.run_directory import RunDirectory
+from t2t_keras.evaluation.evaluate_run import evaluate_baseline, evaluate_run
+from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.export.saved_model import export_run
+from t2t_keras.inspect.summary import RunAttentionSummary
+from t2t_keras.runs import RunDirectory, average_run, checkpoint_step
+from t2t_keras.training.trainer import train
 
 logger = logging.getLogger(__name__)
 
@@ -24,11 +32,9 @@ EXAMPLES = [
 
 
 def _train(config, run_dir, minutes):
-    from t2t_keras.training.trainer import train
-
     if minutes <= 0:
         return None
-    return train(config, run_dir, minutes=minutes)
+    return train(config, run_dir, minutes=minutes, callbacks=[RunAttentionSummary(run_dir)])
 
 
 def _baseline(run, split="test"):
@@ -36,21 +42,13 @@ def _baseline(run, split="test"):
     cached = run.read_json("baseline.json")
     if cached is not None:
         return cached
-    from t2t_keras.evaluation.baseline import RetrievalTranslator
-    from t2t_keras.evaluation.bleu import score
-    from t2t_keras.evaluation.evaluate_run import load_eval_pairs
-
-    train_pairs, pairs = load_eval_pairs(run.path, "train"), load_eval_pairs(run.path, split)
-    hypotheses = RetrievalTranslator(train_pairs).translate([s for s, _ in pairs])
-    result = score(hypotheses, [t for _, t in pairs], run.load_config().data.target_lang)
+    result = evaluate_baseline(run.path, split)
     run.write_json("baseline.json", result)
     return result
 
 
 def _speed(run):
     """Mean target tokens/s over the last logged steps of the run (from TensorBoard scalars)."""
-    import tensorflow as tf
-
     values = []
     for path in sorted((run.log_dir / "train").glob("events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(str(path)):
@@ -59,14 +57,13 @@ def _speed(run):
     return round(sum(recent) / len(recent)) if recent else None
 
 
+def tensorboard_command(log_dir):
+    """The command that shows `log_dir` in TensorBoard, with this Python (the venv's), so it works as printed."""
+    return f"{sys.executable} -m tensorboard.main --logdir {log_dir}"
+
+
 def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(), examples=EXAMPLES):
     """Runs every step and returns the report dict (also written to RUN/report.json)."""
-    from t2t_keras.evaluation.evaluate_run import evaluate_run
-    from t2t_keras.export.loaded import SavedModelTranslator
-    from t2t_keras.export.saved_model import export_run
-    from t2t_keras.training.averaging import average_run
-    from t2t_keras.training.checkpoints import checkpoint_paths
-
     began = time.monotonic()
     run = RunDirectory(run_dir)
     result = _train(config_lib.load_config(config, overrides), run_dir, minutes)
@@ -80,7 +77,7 @@ def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(),
     report = {
         "run_dir": str(run.path),
         "data": {split: (info or {}).get("pairs") for split, info in data.items()} | {"test": scores["sentences"]},
-        "steps": int(checkpoint_paths(run.checkpoint_dir)[-1].rsplit("-", 1)[1]),
+        "steps": checkpoint_step(run.checkpoint_paths()[-1]),
         "steps_this_session": None if result is None else result.final_step - result.start_step,
         "train_minutes_this_session": None if result is None else round(result.seconds / 60, 1),
         "target_tokens_per_second": _speed(run),
@@ -89,7 +86,7 @@ def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(),
         "averaged_model": str(averaged),
         "export": str(export_dir),
         "examples": dict(zip(examples, translations)),
-        "tensorboard": f"tensorboard --logdir {run.log_dir}",
+        "tensorboard": tensorboard_command(run.log_dir),
         "total_minutes": round((time.monotonic() - began) / 60, 1),
     }
     run.write_json("report.json", report)

@@ -1,10 +1,12 @@
 """The Transformer of "Attention Is All You Need" as a subclassed `keras.Model`."""
 
 import dataclasses
+from typing import Any, NamedTuple
 
 import keras
 from keras import ops
 
+from t2t_keras.architecture import POSITION_CHOICES, TIE_CHOICES, check_choice, check_tied_vocabularies
 from t2t_keras.layers import (
     Decoder,
     Encoder,
@@ -13,9 +15,16 @@ from t2t_keras.layers import (
     TokenEmbedding,
     masks,
 )
+from t2t_keras.layers.arguments import constructor_arguments
+from t2t_keras.layers.block import BLOCK_ARGUMENTS
 
-TIE_CHOICES = ("all", "target", "none")
-POSITION_CHOICES = ("sinusoidal", "learned")
+
+class StepOutput(NamedTuple):
+    """`Transformer.decode_step`: float32 logits of the new positions and the updated cache."""
+
+    logits: Any  # (batch, step_len, vocab_size)
+    cache: Any  # per decoder layer, {"self": {"key", "value"}, "cross": {"key", "value"}}
+    cross_weights: Any  # per layer, (batch, heads, step_len, source_len)
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -56,6 +65,11 @@ class Transformer(keras.Model):
     Returns:
         float32 logits `(batch, target_len, vocab_size)`.
 
+    The parts, each with one return shape: `encode` (memory), `decode`
+    (logits), `encode_with_attention` / `decode_with_attention` (the same with
+    every layer's attention weights, for inspection), and `init_cache` +
+    `decode_step` for incremental decoding (`decoding/`).
+
     References:
         Vaswani et al., 2017.
     """
@@ -66,20 +80,9 @@ class Transformer(keras.Model):
                  tie_embeddings="all", source_vocab_size=None, normalize_first=False, layer_norm_epsilon=1e-6,
                  pad_id=0, **kwargs):
         super().__init__(**kwargs)
-        if tie_embeddings not in TIE_CHOICES:
-            raise ValueError(
-                f"tie_embeddings must be one of {TIE_CHOICES}. Received: tie_embeddings={tie_embeddings!r}"
-            )
-        if position_encoding not in POSITION_CHOICES:
-            raise ValueError(
-                f"position_encoding must be one of {POSITION_CHOICES}. "
-                f"Received: position_encoding={position_encoding!r}"
-            )
-        if tie_embeddings == "all" and source_vocab_size not in (None, vocab_size):
-            raise ValueError(
-                "tie_embeddings='all' shares one vocabulary, but source_vocab_size "
-                f"({source_vocab_size}) != vocab_size ({vocab_size}). Use tie_embeddings='target' or one vocabulary."
-            )
+        check_choice("tie_embeddings", tie_embeddings, TIE_CHOICES)
+        check_choice("position_encoding", position_encoding, POSITION_CHOICES)
+        check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size)
         self.vocab_size = vocab_size
         self.hidden_dim = hidden_dim
         self.num_layers = num_layers
@@ -124,18 +127,7 @@ class Transformer(keras.Model):
         self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=policy, name="embedding_dropout")
 
     def _make_stacks(self):
-        block_config = {
-            "num_heads": self.num_heads,
-            "intermediate_dim": self.intermediate_dim,
-            "key_dim": self.key_dim,
-            "value_dim": self.value_dim,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "activation_dropout": self.activation_dropout,
-            "activation": self.activation,
-            "normalize_first": self.normalize_first,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-        }
+        block_config = {name: getattr(self, name) for name in BLOCK_ARGUMENTS}  # the model's own values
         policy = self.dtype_policy
         self.encoder = Encoder(self.num_layers, block_config, dtype=policy, name="encoder")
         decoder_layers = self.num_decoder_layers or self.num_layers
@@ -162,11 +154,14 @@ class Transformer(keras.Model):
         x = position(embedding(token_ids), start_index=start_index)
         return self.embedding_dropout(x, training=training)
 
-    def encode(self, source, training=None, return_attention_scores=False):
-        """Encoder output ("memory") `(batch, source_len, hidden_dim)` for source ids."""
+    def encode_with_attention(self, source, training=None):
+        """`EncoderOutput(output, weights)` for source ids: the encoder output and every layer's weights."""
         x = self._embed(source, self.source_embedding, self.source_position, training=training)
-        return self.encoder(x, self.source_mask(source), return_attention_scores=return_attention_scores,
-                            training=training)
+        return self.encoder(x, self.source_mask(source), training=training)
+
+    def encode(self, source, training=None):
+        """Encoder output ("memory") `(batch, source_len, hidden_dim)` for source ids."""
+        return self.encode_with_attention(source, training=training).output
 
     def project(self, hidden):
         """Pre-softmax projection to float32 logits.
@@ -180,26 +175,31 @@ class Transformer(keras.Model):
             logits = self.output_projection(hidden)
         return ops.cast(logits, "float32")
 
-    def decode(self, target_in, encoder_output, source_mask=None, cache=None, cache_index=None, training=None,
-               return_attention_scores=False):
-        """Float32 logits for `target_in` given the encoder output.
+    def decode_with_attention(self, target_in, memory, source_mask=None, training=None):
+        """`DecoderOutput(output, self_weights, cross_weights)` for `target_in` (teacher forcing),
+        with `output` the float32 logits `(batch, target_len, vocab_size)`."""
+        x = self._embed(target_in, self.target_embedding, self.target_position, training=training)
+        out = self.decoder(x, memory, source_mask, training=training)
+        return out._replace(output=self.project(out.output))
 
-        With `cache` (from `init_cache`) and `cache_index`, `target_in` holds the
-        tokens at positions `cache_index ...` only, and the updated cache is
-        returned after the logits: incremental decoding, used by `decoding/`.
-        Returns `logits`, then the attention weights if asked for, then the cache.
-        """
-        start = 0 if cache_index is None else cache_index
-        x = self._embed(target_in, self.target_embedding, self.target_position, start, training)
-        out = self.decoder(x, encoder_output, source_mask, cache=cache, cache_index=cache_index,
-                           return_attention_scores=return_attention_scores, training=training)
-        if not isinstance(out, tuple):
-            return self.project(out)
-        return (self.project(out[0]),) + tuple(out[1:])
+    def decode(self, target_in, memory, source_mask=None, training=None):
+        """Float32 logits `(batch, target_len, vocab_size)` for `target_in` given the encoder output."""
+        return self.decode_with_attention(target_in, memory, source_mask, training=training).output
 
-    def init_cache(self, encoder_output, max_length):
+    def init_cache(self, memory, max_length):
         """Decoder cache for up to `max_length` steps: self-attention slots and cross-attention keys/values."""
-        return self.decoder.init_cache(encoder_output, max_length)
+        return self.decoder.init_cache(memory, max_length)
+
+    def decode_step(self, tokens, cache, step, source_mask=None, training=False):
+        """Incremental decoding: logits for `tokens` `(batch, step_len)` at positions `step ...`.
+
+        `cache` comes from `init_cache` (or the previous step) and already
+        holds the encoder output's keys/values. Returns a `StepOutput` with the
+        updated cache.
+        """
+        x = self._embed(tokens, self.target_embedding, self.target_position, step, training)
+        hidden, _, cross_weights, cache = self.decoder.decode_step(x, cache, step, source_mask, training=training)
+        return StepOutput(self.project(hidden), cache, cross_weights)
 
     def call(self, inputs, training=None):
         source, target_in = inputs
@@ -208,34 +208,15 @@ class Transformer(keras.Model):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "vocab_size": self.vocab_size,
-                "hidden_dim": self.hidden_dim,
-                "num_layers": self.num_layers,
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "num_decoder_layers": self.num_decoder_layers,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "activation_dropout": self.activation_dropout,
-                "activation": self.activation,
-                "position_encoding": self.position_encoding,
-                "max_length": self.max_length,
-                "tie_embeddings": self.tie_embeddings,
-                "source_vocab_size": self.source_vocab_size,
-                "normalize_first": self.normalize_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "pad_id": self.pad_id,
-            }
-        )
+        config.update({name: getattr(self, name) for name in MODEL_ARGUMENTS})
         return config
 
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+MODEL_ARGUMENTS = constructor_arguments(Transformer)
 
 
 def build_transformer(model_config, dtype=None, name="transformer"):

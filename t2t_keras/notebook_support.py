@@ -1,4 +1,4 @@
-"""Small helpers of the notebooks: attention drawn as in the paper's Figures 3-5, and per-head entropy.
+"""A helper of the notebooks: attention drawn as lines, as in the paper's Figures 3-5.
 
 The figures use matplotlib's object API on the Agg canvas, like `inspect.heatmaps`,
 so they can be saved without a display; in Jupyter, `display(figure)` shows them.
@@ -9,29 +9,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-# One colour per head, as in the paper's figures (matplotlib's tab10, then tab20's lighter shades).
-HEAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-               "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94")
+from t2t_keras.inspect.heads import head_color
+
 MIN_WEIGHT = 0.02  # lines below this weight are not drawn: they would be invisible anyway
 ROW_INCHES = 0.22
-
-
-def head_entropy(weights):
-    """Mean entropy (nats) of each head's attention distributions.
-
-    Args:
-        weights: `(layers, heads, queries, keys)` attention weights of one sentence
-            (an `AttentionMaps.weights(kind)`), each row summing to 1.
-
-    Returns:
-        float64 `(layers, heads)`: the mean over queries of `-Σ_k w log w`. 0 is a head
-        that puts all its weight on one key; `log(keys)` one that attends uniformly.
-    """
-    weights = np.asarray(weights, np.float64)
-    if weights.ndim != 4:
-        raise ValueError(f"weights must be (layers, heads, queries, keys). Received: shape={weights.shape}")
-    logs = np.log(np.where(weights > 0, weights, 1.0))  # 0 · log 0 counts as 0
-    return np.mean(-np.sum(weights * logs, axis=-1), axis=-1)
 
 
 def attention_lines_figure(weights, query_tokens, key_tokens, heads=None, query=None, title="",
@@ -70,7 +51,7 @@ def attention_lines_figure(weights, query_tokens, key_tokens, heads=None, query=
     y_query = _positions(len(query_tokens), rows)
     y_key = _positions(len(key_tokens), rows)
     for h in heads:
-        color = HEAD_COLORS[h % len(HEAD_COLORS)]
+        color = head_color(h)
         for q in queries:
             for k in np.flatnonzero(weights[h, q] >= min_weight):
                 axes.plot([0, 1], [y_query[q], y_key[k]], color=to_rgba(color, min(1.0, weights[h, q, k])),

@@ -1,7 +1,7 @@
 """Runs the unittest suite and ends with one `N passed, N failed, N skipped` line.
 
     python -m tests.runner                      # discover everything under tests/
-    python -m tests.runner tests.test_layers    # named modules
+    python -m tests.runner tests.test_model     # named modules
 """
 
 import sys

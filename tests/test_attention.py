@@ -73,7 +73,7 @@ class MultiHeadAttentionTest(TestCase):
         for dense, w, b in zip((layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense),
                                (wq, wk, wv, wo), biases):
             dense.set_weights([w, b])
-        out, weights = layer(x, memory, return_attention_scores=True)
+        out, weights = layer(x, memory)
 
         q, k, v = x[0] @ wq + biases[0], memory[0] @ wk + biases[1], memory[0] @ wv + biases[2]
         head_outputs = []
@@ -85,11 +85,14 @@ class MultiHeadAttentionTest(TestCase):
         expected = np.concatenate(head_outputs, -1) @ wo + biases[3]
         self.assertAllClose(out[0], expected, atol=1e-4)
 
-    def test_scores_only_when_asked(self):
+    def test_every_call_returns_output_and_weights(self):
         layer = MultiHeadAttention(2, key_dim=4)
-        x = np.ones((1, 3, 8), "float32")
-        self.assertEqual(layer(x).shape, (1, 3, 8))
-        self.assertLen(layer(x, return_attention_scores=True), 2)
+        x, memory = np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32")
+        out = layer(x, memory)
+        self.assertEqual((out.output.shape, out.weights.shape), ((1, 3, 8), (1, 2, 3, 5)))
+        cached = layer.attend_cached(x[:, :1], {"key": tf.zeros((1, 4, 2, 4)), "value": tf.zeros((1, 4, 2, 4))}, 0)
+        self.assertEqual((cached.output.shape, cached.weights.shape), ((1, 1, 8), (1, 2, 1, 4)))
+        self.assertEqual(cached.cache["key"].shape, (1, 4, 2, 4))
 
     def test_independent_key_and_value_dims(self):
         layer = MultiHeadAttention(1, key_dim=16, value_dim=8)
@@ -101,12 +104,12 @@ class MultiHeadAttentionTest(TestCase):
     def test_incremental_cache_equals_full_causal_attention(self):
         layer = MultiHeadAttention(2, key_dim=4)
         x = np.random.default_rng(2).normal(size=(2, 5, 8)).astype("float32")
-        full = layer(x, attention_mask=masks.attention_mask(causal=masks.causal_mask(5)))
+        full = layer(x, attention_mask=masks.attention_mask(causal=masks.causal_mask(5))).output
         cache = {"key": tf.zeros((2, 5, 2, 4)), "value": tf.zeros((2, 5, 2, 4))}
         steps = []
         for t in range(5):
             mask = masks.attention_mask(causal=masks.causal_mask(1, 5, offset=t))
-            out, cache = layer(x[:, t:t + 1], attention_mask=mask, cache=cache, cache_index=t)
+            out, _, cache = layer.attend_cached(x[:, t:t + 1], cache, t, attention_mask=mask)
             steps.append(out)
         self.assertAllClose(tf.concat(steps, 1), full, atol=1e-5)
 
@@ -114,8 +117,9 @@ class MultiHeadAttentionTest(TestCase):
         layer = MultiHeadAttention(2, key_dim=4)
         x, memory = np.ones((1, 2, 8), "float32"), np.arange(24, dtype="float32").reshape(1, 3, 8) / 24
         direct = layer(x, memory)
-        out, _ = layer(x, None, cache=layer.compute_key_value(memory))
-        self.assertAllClose(out, direct)
+        precomputed = layer.attend_precomputed(x, layer.compute_key_value(memory))
+        self.assertAllClose(precomputed.output, direct.output)
+        self.assertAllClose(precomputed.weights, direct.weights)
 
     def test_rejects_bad_sizes(self):
         with self.assertRaisesRegex(ValueError, "num_heads=0"):

@@ -75,12 +75,12 @@ class AttentionExtractionTest(TestCase):
         maps = extract_attention(self.model, self.tokenizer, SHORT, "die Katze")
         source = encode_sources(self.tokenizer, [SHORT])
         target_in = np.array([[BOS_ID] + self.tokenizer.tokenize("die Katze").numpy().tolist()], np.int32)
-        memory, encoder = self.model.encode(source, return_attention_scores=True)
-        _, decoder = self.model.decode(target_in, memory, self.model.source_mask(source), return_attention_scores=True)
+        memory, encoder = self.model.encode_with_attention(source)
+        decoded = self.model.decode_with_attention(target_in, memory, self.model.source_mask(source))
         for layer in range(2):
             self.assertAllClose(maps.encoder[layer], encoder[layer][0])
-            self.assertAllClose(maps.decoder_self[layer], decoder[layer]["self"][0])
-            self.assertAllClose(maps.cross[layer], decoder[layer]["cross"][0])
+            self.assertAllClose(maps.decoder_self[layer], decoded.self_weights[layer][0])
+            self.assertAllClose(maps.cross[layer], decoded.cross_weights[layer][0])
 
     def test_rows_sum_to_one_and_masked_keys_get_exactly_zero(self):
         batch, _ = extract_batch(self.model, self.tokenizer, [SHORT, LONG], max_extra_length=4, extra_padding=2)

@@ -18,7 +18,7 @@ import yaml
 
 from t2t_keras.config import replace
 from t2t_keras.model import build_transformer
-from t2t_keras.training.checkpoints import checkpoint_paths
+from t2t_keras.runs import checkpoint_paths
 from tests.helpers import TestCase, random_ids, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from t2t_keras.data.tokenizer import Tokenizer
 from t2t_keras.decoding import Translator
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_run, export_translator
-from t2t_keras.training.averaging import load_run_model
+from t2t_keras.runs import load_run_model
 from t2t_keras.training.trainer import train
 from tests.helpers import TestCase, toy_config, toy_pairs, write_toy_corpus
 

@@ -41,9 +41,9 @@ class EosBiasedTransformer(Transformer):
     def project(self, hidden):
         return super().project(hidden) + self.eos_bias * tf.one_hot(EOS_ID, self.vocab_size)
 
-    def decode(self, *args, **kwargs):
+    def decode_step(self, *args, **kwargs):
         self.decode_calls += 1
-        return super().decode(*args, **kwargs)
+        return super().decode_step(*args, **kwargs)
 
 
 def decoding_model(eos_bias=1.0):

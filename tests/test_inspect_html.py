@@ -18,7 +18,7 @@ from t2t_keras.inspect.attention import KINDS, AttentionMaps, extract_attention
 from t2t_keras.inspect.html_view import render_html
 from t2t_keras.inspect.inspect_run import image_name, inspect_run
 from t2t_keras.model import build_transformer
-from t2t_keras.training.run_directory import RunDirectory
+from t2t_keras.runs import RunDirectory
 from tests.helpers import TestCase, toy_pairs
 
 SOURCE = "the cat sees a big dog"

@@ -51,19 +51,34 @@ class MainJobTest(TestCase):
         self.assertEqual(self.second_report["steps"], 30)
         self.assertEqual(self.second_report["steps_this_session"], 10)
 
-    def test_report_has_scores_data_sizes_and_paths(self):
+    def test_report_has_data_sizes_and_paths(self):
         report = self.second_report
         self.assertEqual(report["data"]["test"], 40)
         self.assertEqual(report["data"]["train"], 600)
-        for scores in (report["test"], report["retrieval_baseline"]):
-            for name in ("bleu", "chrf"):
-                self.assertTrue(0.0 <= scores[name] <= 100.0, scores)
-        # Toy test sentences are made of training words, so retrieval finds a good part of them.
-        self.assertGreater(report["retrieval_baseline"]["chrf"], 10.0)
         self.assertIn("tok:13a", report["test"]["signature"])
-        self.assertGreater(report["target_tokens_per_second"], 0)
         self.assertTrue((pathlib.Path(report["export"]) / "saved_model.pb").exists())
         self.assertTrue(pathlib.Path(report["averaged_model"]).exists())
+
+    def test_reported_scores_are_those_of_the_run(self):
+        from t2t_keras.evaluation.evaluate_run import evaluate_baseline, evaluate_run
+
+        report = self.second_report
+        test = evaluate_run(self.run_dir, "test")  # the averaged model the report evaluated, decoded again
+        baseline = evaluate_baseline(self.run_dir, "test")
+        for name in ("bleu", "chrf"):
+            self.assertEqual(report["test"][name], test[name])
+            self.assertEqual(report["retrieval_baseline"][name], baseline[name])
+
+    def test_reported_speed_is_the_logged_one(self):
+        import tensorflow as tf
+
+        values = []
+        for path in sorted((self.run_dir / "logs" / "train").glob("events.out.tfevents.*")):
+            for event in tf.compat.v1.train.summary_iterator(str(path)):
+                values += [float(tf.make_ndarray(v.tensor)) for v in event.summary.value
+                           if v.tag == "tokens_per_second"]
+        self.assertTrue(values)
+        self.assertEqual(self.second_report["target_tokens_per_second"], round(sum(values[-20:]) / len(values[-20:])))
 
     def test_examples_are_translated_by_the_export(self):
         examples = self.second_report["examples"]
@@ -76,7 +91,7 @@ class MainJobTest(TestCase):
         self.assertIn("== t2t_keras main job ==", printed)
         self.assertIn(f"sacreBLEU {report['test']['bleu']}, chrF {report['test']['chrf']}", printed)
         self.assertIn("training: 30 steps in total, 10 now in", printed)
-        self.assertIn(f"tensorboard --logdir {self.run_dir / 'logs'}", printed)
+        self.assertIn(f"{sys.executable} -m tensorboard.main --logdir {self.run_dir / 'logs'}", printed)
 
     def test_tensorboard_logs_include_attention_images(self):
         import tensorflow as tf

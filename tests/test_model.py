@@ -47,7 +47,7 @@ class CachedDecodingTest(TestCase):
         cache = model.init_cache(memory, max_length=length)
         steps = []
         for t in range(length):
-            logits, cache = model.decode(target[:, t:t + 1], None, source_mask, cache=cache, cache_index=t)
+            logits, cache, _ = model.decode_step(target[:, t:t + 1], cache, t, source_mask)
             steps.append(logits)
         self.assertAllClose(tf.concat(steps, axis=1), full, atol=1e-4)
 
@@ -66,7 +66,8 @@ class CachedDecodingTest(TestCase):
 
         @tf.function(jit_compile=True)
         def step(token, cache, index):
-            return model.decode(token, None, mask, cache=cache, cache_index=index)
+            out = model.decode_step(token, cache, index, mask)
+            return out.logits, out.cache
 
         cache = model.init_cache(memory, 3)
         outputs = []

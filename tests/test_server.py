@@ -95,28 +95,37 @@ def assert_same_answer(test, got, expected):
         test.assertAllClose(row_got["scores"], row_expected["scores"], atol=1e-4)
 
 
+def toy_export(root, vocab_size=100, max_length=32, max_beam_size=2, max_extra_length=6):
+    """A tiny random model and its tokenizer, exported; returns the export directory."""
+    tokenizer = train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "vocab.model",
+                                    vocab_size=vocab_size)
+    model = tiny_transformer(vocab_size=vocab_size, max_length=max_length)
+    return export_translator(model, tokenizer, root / "export", max_beam_size=max_beam_size,
+                             beam_size=max_beam_size, max_extra_length=max_extra_length)
+
+
+def start_server(app):
+    """Serves `app` on a free loopback port in a thread; returns `(server, thread, base_url)`."""
+    sock = free_socket()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + TIMEOUT
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not server.started:
+        raise RuntimeError("the test server did not start")
+    return server, thread, "http://{}:{}".format(*sock.getsockname())
+
+
 class ServerTest(TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        root = pathlib.Path(cls.tmp.name)
-        tokenizer = train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "vocab.model",
-                                        vocab_size=100)
-        model = tiny_transformer(vocab_size=100, max_length=32)
-        cls.export_dir = export_translator(model, tokenizer, root / "export", max_beam_size=2, beam_size=2,
-                                           max_extra_length=6)
+        cls.export_dir = toy_export(pathlib.Path(cls.tmp.name))
         cls.translator = SavedModelTranslator(cls.export_dir)
-        cls.app = create_app(cls.translator, model_name="toy", max_batch_size=16, max_wait_ms=300, **LIMITS)
-        sock = free_socket()
-        cls.base_url = "http://{}:{}".format(*sock.getsockname())
-        cls.server = uvicorn.Server(uvicorn.Config(cls.app, log_level="warning"))
-        cls.thread = threading.Thread(target=cls.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        cls.thread.start()
-        deadline = time.monotonic() + TIMEOUT
-        while not cls.server.started and cls.thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not cls.server.started:
-            raise RuntimeError("the test server did not start")
+        cls.app = create_app(cls.translator, model_name="toy", max_batch_size=16, max_wait_ms=50, **LIMITS)
+        cls.server, cls.thread, cls.base_url = start_server(cls.app)
 
     @classmethod
     def tearDownClass(cls):
@@ -127,7 +136,7 @@ class ServerTest(TestCase):
     def get(self, path):
         return httpx.get(self.base_url + path, timeout=TIMEOUT)
 
-    def test_a_status_metadata_and_health(self):
+    def test_status_metadata_and_health(self):
         self.assertEqual(self.get("/healthz").json(), {"status": "ok"})
         status = self.get("/v1/models/toy").json()["model_version_status"][0]
         self.assertEqual((status["version"], status["state"]), ("1", "AVAILABLE"))
@@ -140,7 +149,7 @@ class ServerTest(TestCase):
         self.assertEqual(missing.status_code, 404)
         self.assertIn("other", missing.json()["error"])
 
-    def test_b_concurrent_requests_are_batched_and_bad_ones_refused(self):
+    def test_concurrent_requests_are_answered_and_bad_ones_refused(self):
         before = self.get("/statz").json()["batching"]
         bodies = VALID + [body for body, _ in INVALID]
         responses = asyncio.run(post_all(self.base_url, bodies))
@@ -151,26 +160,30 @@ class ServerTest(TestCase):
         for (_, message), response in zip(INVALID, responses[len(VALID):]):
             self.assertEqual(response.status_code, 400, response.text)
             self.assertRegex(response.json()["error"], message)
-        requests = after.get("requests", 0) - before.get("requests", 0)
-        batches = after.get("batches", 0) - before.get("batches", 0)
-        self.assertEqual(requests, len(VALID))
-        self.assertLess(batches, requests)  # several requests shared a model call
-        self.assertGreater(after["largest_batch_requests"], 1)
+        # Which requests share a model call is tested with a fake model in test_batcher.
+        self.assertEqual(after.get("requests", 0) - before.get("requests", 0), len(VALID))
         self.assertEqual(self.get("/healthz").status_code, 200)  # still serving
 
-    def test_c_nbest_answer_shape(self):
+    def test_nbest_answer_shape(self):
         body = {"inputs": {"inputs": SENTENCES[:2], "num_return": 2}}
         outputs = asyncio.run(post_all(self.base_url, [body]))[0].json()["outputs"]
         self.assertEqual([len(row) for row in outputs["translations"]], [2, 2])
         self.assertTrue(all(a >= b for a, b in outputs["scores"]))
 
-    def test_z_stops_cleanly(self):
-        self.server.should_exit = True
-        self.thread.join(TIMEOUT)
-        self.assertFalse(self.thread.is_alive())
-        self.assertFalse(self.app.state.batcher.running)
+
+
+class ServerStopTest(TestCase):
+    def test_stops_cleanly(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            app = create_app(SavedModelTranslator(toy_export(pathlib.Path(tmp), max_beam_size=1)), model_name="toy")
+            server, thread, base_url = start_server(app)
+            self.assertEqual(httpx.get(base_url + "/healthz", timeout=TIMEOUT).status_code, 200)
+            server.should_exit = True
+            thread.join(TIMEOUT)
+        self.assertFalse(thread.is_alive())
+        self.assertFalse(app.state.batcher.running)
         with self.assertRaises(httpx.ConnectError):
-            self.get("/healthz")
+            httpx.get(base_url + "/healthz", timeout=TIMEOUT)
 
 
 class ServeProcessTest(TestCase):

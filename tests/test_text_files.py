@@ -6,6 +6,7 @@ from unittest import mock
 
 import tensorflow as tf
 
+from t2t_keras import files
 from t2t_keras.data import text_files
 from t2t_keras.errors import DataError
 from tests.helpers import TestCase
@@ -134,7 +135,7 @@ class WriteLinesTest(TextFilesTestBase):
 
     def test_failed_write_leaves_old_file_and_no_temp_file(self):
         path = self.write("out.txt", "old\n")
-        with mock.patch.object(text_files.os, "replace", side_effect=OSError("disk full")):
+        with mock.patch.object(files.os, "replace", side_effect=OSError("disk full")):
             with self.assertRaises(OSError):
                 text_files.write_lines(path, ["new"])
         with open(path, encoding="utf-8") as handle:

@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,9 +14,9 @@ import tensorflow as tf
 
 from t2t_keras.config import replace
 from t2t_keras.errors import ConfigError
+from t2t_keras.inspect.summary import RunAttentionSummary
 from t2t_keras.model import build_transformer
-from t2t_keras.training.averaging import average_run, load_run_model
-from t2t_keras.training.checkpoints import checkpoint_paths
+from t2t_keras.runs import average_run, checkpoint_paths, load_run_model
 from t2t_keras.training.trainer import train
 from tests.helpers import TestCase, toy_config, write_toy_corpus
 
@@ -45,7 +46,7 @@ class TrainingRunTest(TestCase):
         cls.files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data")
         cls.config = toy_config(cls.files, attention_every_steps=6, attention_probes=1)
         cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
-        cls.first = train(cls.config, cls.run_dir, verbose=0)
+        cls.first = train(cls.config, cls.run_dir, callbacks=[RunAttentionSummary(cls.run_dir)], verbose=0)
 
     @classmethod
     def tearDownClass(cls):
@@ -99,9 +100,10 @@ class TrainingRunTest(TestCase):
         for got, x, y in zip(averaged, a, b):
             self.assertAllClose(got, (x + y) / 2, atol=1e-6)
 
-    def test_zz_continuing_trains_from_the_last_step(self):
-        longer = replace(self.config, training={"train_steps": 9})
-        result = train(longer, self.run_dir, verbose=0)
+    def test_continuing_trains_from_the_last_step(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = shutil.copytree(self.run_dir, pathlib.Path(tmp) / "run")  # the shared run stays at step 6
+            result = train(replace(self.config, training={"train_steps": 9}), run_dir, verbose=0)
         self.assertEqual((result.start_step, result.final_step), (6, 9))
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import Translator, beam_search, greedy_decode
-from t2t_keras.decoding.translator import pad_batch, plan_batches
+from t2t_keras.decoding.batch_shapes import pad_batch, plan_batches
 from tests.test_greedy import DecodingTestCase, decoding_model
 
 # Ids 4.. stand for these characters; 0-3 are pad/unk/bos/eos.

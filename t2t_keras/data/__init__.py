@@ -1,1 +1,11 @@
-"""Parallel corpora: download, preparation, caching and reading."""
+"""The input side (§5.1): sentence pairs from a corpus to length-bucketed batches of token ids.
+
+    sources      the configured corpus of a split: default corpus, text files, TSV or TFDS
+    libreoffice  the default corpus, the English-German LibreOffice help, prepared and cached
+    help_html    paragraphs with their ids from the help pages' HTML
+    corpus       a prepared parallel corpus on disk (split files and metadata)
+    text_files   strict reading of parallel text and TSV files, line-accurate errors
+    tfds_source  TensorFlow Datasets translation corpora
+    tokenizer    the shared SentencePiece BPE vocabulary, trained in Python, applied in-graph
+    batching     tokenization, length filtering and token-budget length buckets in tf.data
+"""

@@ -17,8 +17,8 @@ from typing import NamedTuple, Optional, Sequence
 import tensorflow as tf
 from tqdm import tqdm
 
-from t2t_keras.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from t2t_keras.errors import ConfigError
+from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 logger = logging.getLogger(__name__)
 

@@ -87,3 +87,12 @@ def sentences_for_vocabulary(pairs, limit=2_000_000):
     for source, target in pairs[: limit // 2]:
         yield source
         yield target
+
+
+def as_string_pairs(pairs, count=None):
+    """The (source, target) pairs as a list of Python strings, the first `count` of them if given."""
+    if isinstance(pairs, tf.data.Dataset):
+        if count is not None:
+            pairs = pairs.take(count)
+        return [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs.as_numpy_iterator()]
+    return list(pairs if count is None else pairs[:count])

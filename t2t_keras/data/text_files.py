@@ -6,11 +6,10 @@ logged.
 """
 
 import logging
-import os
-import tempfile
 from typing import Iterable, Iterator
 
 from t2t_keras.errors import DataError
+from t2t_keras.files import write_bytes_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -86,24 +85,6 @@ def write_lines(path, lines: Iterable[str]) -> None:
             )
         chunks.append(line + "\n")
     write_bytes_atomic(path, "".join(chunks).encode("utf-8"))
-
-
-def write_bytes_atomic(path, data: bytes) -> None:
-    """Writes ``data`` to ``path`` through a temporary file and ``os.replace``."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, temp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp_path, path)
-    except BaseException:
-        if os.path.exists(temp_path):
-            os.remove(temp_path)
-        raise
 
 
 def decode_text(data: bytes, origin) -> list[str]:

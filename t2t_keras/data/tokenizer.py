@@ -6,7 +6,7 @@ learns the BPE merges in Python; ``Tokenizer`` runs them in the TensorFlow
 graph through ``tensorflow_text``, so it works inside ``tf.data``,
 ``tf.function`` and exported SavedModels.
 
-Special ids are fixed: pad=0, unk=1, bos=2, eos=3.
+Special ids are fixed (`t2t_keras.special_ids`): pad=0, unk=1, bos=2, eos=3.
 """
 
 import hashlib
@@ -21,15 +21,11 @@ import tensorflow_text as tf_text
 from tensorflow.python.trackable import resource as trackable_resource
 from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
 
-from t2t_keras.data.text_files import write_bytes_atomic
 from t2t_keras.errors import DataError, VocabularyError
+from t2t_keras.files import write_bytes_atomic
+from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 logger = logging.getLogger(__name__)
-
-PAD_ID = 0
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
 
 _MAX_VOCAB_PATTERN = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 

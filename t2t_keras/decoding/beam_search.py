@@ -35,7 +35,8 @@ import functools
 import tensorflow as tf
 
 from t2t_keras.decoding import common
-from t2t_keras.decoding.length_penalty import check_length_penalty, normalized_score
+from t2t_keras.decoding.length_penalty import normalized_score
+from t2t_keras.decoding.parameters import check_beam_size, check_length_penalty, check_num_return
 
 
 def beam_search(model, source, beam_size=4, alpha=0.6, length_penalty="gnmt", max_extra_length=50,
@@ -86,12 +87,8 @@ def beam_search(model, source, beam_size=4, alpha=0.6, length_penalty="gnmt", ma
 
 
 def _check_options(beam_size, num_return, length_penalty):
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive Python int. Received: beam_size={beam_size!r}")
-    if not isinstance(num_return, int) or not 1 <= num_return <= beam_size:
-        raise ValueError(
-            f"num_return must be a Python int in [1, beam_size={beam_size}]. Received: num_return={num_return!r}"
-        )
+    """`beam_size` and `num_return` fix shapes, so they must be Python ints."""
+    check_num_return(num_return, check_beam_size(beam_size))
     check_length_penalty(length_penalty)
 
 

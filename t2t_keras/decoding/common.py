@@ -1,4 +1,4 @@
-"""Pieces shared by the decoders: special ids, output-length limits, one cached step.
+"""Pieces shared by the decoders: output-length limits, buffer writes, one cached step.
 
 Length conventions used throughout `decoding/`:
 
@@ -14,10 +14,7 @@ Length conventions used throughout `decoding/`:
 
 import tensorflow as tf
 
-PAD_ID = 0
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
+from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = float("-inf")
 
@@ -83,6 +80,5 @@ def next_log_probs(model, tokens, source_mask, cache, step):
 
     `tokens` `(batch,)` are the ids at position `step`.
     """
-    logits, cache = model.decode(tokens[:, None], None, source_mask, cache=cache, cache_index=step,
-                                 training=False)
-    return tf.nn.log_softmax(logits[:, 0]), cache
+    out = model.decode_step(tokens[:, None], cache, step, source_mask)
+    return tf.nn.log_softmax(out.logits[:, 0]), out.cache

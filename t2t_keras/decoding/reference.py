@@ -10,7 +10,7 @@ checks that the early stop of the cached search changes nothing.
 
 import numpy as np
 
-from t2t_keras.decoding.common import BOS_ID, EOS_ID, PAD_ID
+from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 
 def reference_greedy(model, source, max_extra_length=50, max_length=None, min_length=0):

@@ -4,12 +4,11 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
+from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, pad_batch, plan_batches
 from t2t_keras.decoding.beam_search import beam_search
-from t2t_keras.decoding.common import EOS_ID, PAD_ID
 from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.decoding.length_penalty import check_length_penalty
-
-METHODS = ("beam", "greedy")
+from t2t_keras.decoding.parameters import check_beam_size, check_length_penalty, check_method
+from t2t_keras.special_ids import EOS_ID
 
 
 class Translator:
@@ -41,12 +40,10 @@ class Translator:
     """
 
     def __init__(self, model, tokenizer, method="beam", beam_size=4, alpha=0.6, length_penalty="gnmt",
-                 max_extra_length=50, batch_tokens=4096, length_multiple=8, jit_compile=True, progress=None,
-                 progress_threshold=100):
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}. Received: method={method!r}")
-        if not isinstance(beam_size, int) or beam_size < 1:
-            raise ValueError(f"beam_size must be a positive Python int. Received: beam_size={beam_size!r}")
+                 max_extra_length=50, batch_tokens=4096, length_multiple=LENGTH_MULTIPLE, jit_compile=True,
+                 progress=None, progress_threshold=100):
+        check_method(method)
+        beam_size = check_beam_size(beam_size)
         check_length_penalty(length_penalty)
         if batch_tokens < length_multiple:
             raise ValueError(
@@ -100,44 +97,3 @@ class Translator:
         pieces = np.split(ragged.flat_values.numpy(), ragged.row_splits.numpy()[1:-1])
         longest = self.model.max_length - 1
         return [np.append(ids[:longest], EOS_ID).astype(np.int32) for ids in pieces]
-
-
-def plan_batches(lengths, batch_tokens, length_multiple=8):
-    """Index arrays of batches, longest sentences first; zero-length entries are skipped.
-
-    A batch's width is its longest sentence rounded up to `length_multiple`,
-    and rows x width never exceeds `batch_tokens` (a sentence longer than the
-    budget gets a batch of its own).
-    """
-    lengths = np.asarray(lengths)
-    order = np.argsort(-lengths, kind="stable")
-    order = order[lengths[order] > 0]
-    batches, start = [], 0
-    while start < len(order):
-        width = _round_up(lengths[order[start]], length_multiple)
-        rows = max(1, batch_tokens // width)
-        batches.append(order[start:start + rows])
-        start += rows
-    return batches
-
-
-def pad_batch(rows, length_multiple=8, batch_tokens=None):
-    """int32 `(num_rows, width)` array of `rows`, padded with 0.
-
-    The width is the longest row rounded up to `length_multiple`. With
-    `batch_tokens`, the number of rows is rounded up to a power of two as far
-    as the budget allows, and the extra rows repeat the first one.
-    """
-    width = _round_up(max(len(row) for row in rows), length_multiple)
-    num_rows = len(rows)
-    if batch_tokens is not None:
-        num_rows = max(num_rows, min(1 << (num_rows - 1).bit_length(), batch_tokens // width))
-    batch = np.full((num_rows, width), PAD_ID, np.int32)
-    for i in range(num_rows):
-        row = rows[i] if i < len(rows) else rows[0]
-        batch[i, :len(row)] = row
-    return batch
-
-
-def _round_up(value, multiple):
-    return -(-int(value) // multiple) * multiple

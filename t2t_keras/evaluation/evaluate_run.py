@@ -4,26 +4,22 @@ import logging
 import time
 
 from t2t_keras.data import sources
-from t2t_keras.data.text_files import read_parallel_files
-from t2t_keras.data.tokenizer import Tokenizer, check_vocab_size
+from t2t_keras.data.text_files import read_parallel_files, write_lines
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.errors import ConfigError
+from t2t_keras.evaluation.baseline import RetrievalTranslator
 from t2t_keras.evaluation.bleu import score
-from t2t_keras.training.averaging import load_run_model
-from t2t_keras.training.run_directory import RunDirectory
+from t2t_keras.runs import RunDirectory, load_run
 
 logger = logging.getLogger(__name__)
 
 
 def run_translator(run_dir, model_source="auto", **options):
     """A `Translator` over the run's trained model and tokenizer; `options` go to `Translator`."""
-    run = RunDirectory(run_dir)
-    config = run.load_config()
-    decoding = config.decoding
+    decoding = RunDirectory(run_dir).load_config().decoding
     defaults = dict(beam_size=decoding.beam_size, alpha=decoding.alpha, max_extra_length=decoding.extra_length)
     defaults.update({k: v for k, v in options.items() if v is not None})
-    model, tokenizer = load_run_model(run_dir, model_source), Tokenizer.load(run.tokenizer_path)
-    check_vocab_size(tokenizer.vocab_size, model.vocab_size)
+    model, tokenizer = load_run(run_dir, model_source)
     return Translator(model, tokenizer, **defaults)
 
 
@@ -35,9 +31,7 @@ def load_eval_pairs(run_dir, split="test", source=None, reference=None):
         return read_parallel_files(source, reference)
     config = RunDirectory(run_dir).load_config()
     pairs, _ = sources.load_pairs(config.data, split)
-    if not isinstance(pairs, list):
-        pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs.as_numpy_iterator()]
-    return pairs
+    return sources.as_string_pairs(pairs)
 
 
 def evaluate_run(run_dir, split="test", source=None, reference=None, output=None, model_source="auto",
@@ -49,11 +43,22 @@ def evaluate_run(run_dir, split="test", source=None, reference=None, output=None
     hypotheses = translator.translate([s for s, _ in pairs])
     seconds = time.monotonic() - began
     if output:
-        from t2t_keras.data.text_files import write_lines
-
         write_lines(output, hypotheses)
     config = RunDirectory(run_dir).load_config()
     result = score(hypotheses, [t for _, t in pairs], target_lang=config.data.target_lang)
     result.update(split=None if source else split, decode_seconds=round(seconds, 1),
                   method=translator.method, beam_size=translator.beam_size, alpha=translator.alpha)
+    return result
+
+
+BASELINE_DESCRIPTION = "retrieval (target of the most similar training source, TF-IDF cosine)"
+
+
+def evaluate_baseline(run_dir, split="test"):
+    """Scores the retrieval baseline on a split of the run's data; returns the score dict."""
+    train_pairs, pairs = load_eval_pairs(run_dir, "train"), load_eval_pairs(run_dir, split)
+    hypotheses = RetrievalTranslator(train_pairs).translate([s for s, _ in pairs])
+    target_lang = RunDirectory(run_dir).load_config().data.target_lang
+    result = score(hypotheses, [t for _, t in pairs], target_lang=target_lang)
+    result.update(split=split, baseline=BASELINE_DESCRIPTION)
     return result

@@ -93,27 +93,42 @@ class RequestBatcher:
             await self._run(batch)
 
     async def _next_batch(self):
-        """Jobs with the parameters of the oldest waiting job, within the size and wait limits."""
+        """Jobs with the parameters of the oldest waiting job, within the size and wait limits.
+
+        Jobs already waiting (those that arrived during the previous batch)
+        join at once; then the batch waits up to `max_wait` for more.
+        """
         first = self._waiting.popleft() if self._waiting else await self._queue.get()
-        batch, size = [first], len(first.sentences)
+        batch = [first]
         for job in list(self._waiting):
-            if job.params == first.params and size + len(job.sentences) <= self.max_batch_size:
+            if self._fits(batch, job):
                 self._waiting.remove(job)
                 batch.append(job)
-                size += len(job.sentences)
+        while self._size(batch) < self.max_batch_size and not self._queue.empty():
+            self._offer(batch, self._queue.get_nowait())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.max_wait
-        while size < self.max_batch_size and (remaining := deadline - loop.time()) > 0:
+        while self._size(batch) < self.max_batch_size and (remaining := deadline - loop.time()) > 0:
             try:
                 job = await asyncio.wait_for(self._queue.get(), remaining)
             except asyncio.TimeoutError:
                 break
-            if job.params == first.params and size + len(job.sentences) <= self.max_batch_size:
-                batch.append(job)
-                size += len(job.sentences)
-            else:
-                self._waiting.append(job)
+            self._offer(batch, job)
         return batch
+
+    def _fits(self, batch, job):
+        return job.params == batch[0].params and self._size(batch) + len(job.sentences) <= self.max_batch_size
+
+    def _offer(self, batch, job):
+        """Adds `job` to `batch` if it fits, else keeps it, in order, for a later batch."""
+        if self._fits(batch, job):
+            batch.append(job)
+        else:
+            self._waiting.append(job)
+
+    @staticmethod
+    def _size(batch):
+        return sum(len(job.sentences) for job in batch)
 
     async def _run(self, batch):
         """One model call for the whole batch; each job gets its slice of the results (or the error)."""

@@ -6,18 +6,17 @@
 """
 
 import dataclasses
-import math
-import numbers
 import pathlib
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
+from t2t_keras.decoding.batch_shapes import pad_rows_to_power_of_two
+from t2t_keras.decoding.parameters import check_alpha, check_beam_size, check_max_extra_length, check_num_return
 from t2t_keras.errors import T2TError
 
 PARAMETER_NAMES = ("beam_size", "alpha", "max_extra_length", "num_return")
-_INT32_MAX = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,15 +69,11 @@ class SavedModelTranslator:
         Raises:
             T2TError: a value has the wrong type or is out of range.
         """
-        beam_size = _integer("beam_size", self.defaults.beam_size if beam_size is None else beam_size,
-                             1, self.max_beam_size)
-        alpha = self.defaults.alpha if alpha is None else alpha
-        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha < 0:
-            raise T2TError(f"alpha must be a finite number >= 0. Received: alpha={alpha!r}")
-        max_extra_length = _integer("max_extra_length", self.defaults.max_extra_length
-                                    if max_extra_length is None else max_extra_length, 0, _INT32_MAX)
-        num_return = _integer("num_return", 1 if num_return is None else num_return, 1, beam_size,
-                              "beam_size")
+        beam_size = check_beam_size(self.defaults.beam_size if beam_size is None else beam_size, self.max_beam_size)
+        alpha = check_alpha(self.defaults.alpha if alpha is None else alpha)
+        max_extra_length = check_max_extra_length(
+            self.defaults.max_extra_length if max_extra_length is None else max_extra_length)
+        num_return = check_num_return(1 if num_return is None else num_return, beam_size)
         alpha = float(np.float32(alpha))  # the signature's precision, so equal settings compare equal
         return DecodingParams(beam_size, alpha, max_extra_length, num_return)
 
@@ -123,8 +118,7 @@ class SavedModelTranslator:
     def _call(self, sentences, params):
         """One call of the `translate` signature; numpy outputs."""
         if self.jit_compiled:
-            rows = 1 << (len(sentences) - 1).bit_length()
-            sentences = sentences + [sentences[0]] * (rows - len(sentences))
+            sentences = pad_rows_to_power_of_two(sentences)
         out = self._translate(
             inputs=tf.constant(sentences, tf.string),
             beam_size=tf.constant(params.beam_size, tf.int32),
@@ -159,13 +153,6 @@ def _tensor_infos(tensors):
                                 "unknown_rank": False}}
         for name, tensor in sorted(tensors.items())
     }
-
-
-def _integer(name, value, low, high, high_name=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        upper = f"{high_name}={high}" if high_name else str(high)
-        raise T2TError(f"{name} must be an integer in [{low}, {upper}]. Received: {name}={value!r}")
-    return int(value)
 
 
 def _checked_sentences(sentences):

@@ -54,13 +54,19 @@ import functools
 
 import tensorflow as tf
 
+from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
 from t2t_keras.decoding.beam_search import beam_search
-from t2t_keras.decoding.common import EOS_ID, PAD_ID, UNK_ID
 from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.decoding.length_penalty import check_length_penalty
+from t2t_keras.decoding.parameters import (
+    check_alpha,
+    check_beam_size,
+    check_integer,
+    check_length_penalty,
+    check_max_extra_length,
+)
+from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 MAX_BEAM_SIZE = 8
-LENGTH_MULTIPLE = 8  # source widths are rounded up to a multiple of this
 
 PARAMETER_SPECS = (
     tf.TensorSpec([], tf.int32, name="beam_size"),
@@ -260,12 +266,7 @@ def prepare_source(source_ids, max_length, vocab_size):
 
 
 def _check_defaults(max_beam_size, beam_size, alpha, max_extra_length):
-    if not isinstance(max_beam_size, int) or max_beam_size < 1:
-        raise ValueError(f"max_beam_size must be a positive int. Received: max_beam_size={max_beam_size!r}")
-    if not isinstance(beam_size, int) or not 1 <= beam_size <= max_beam_size:
-        raise ValueError(f"beam_size must be an int in [1, max_beam_size={max_beam_size}]. "
-                         f"Received: beam_size={beam_size!r}")
-    if alpha < 0:
-        raise ValueError(f"alpha must be >= 0. Received: alpha={alpha!r}")
-    if not isinstance(max_extra_length, int) or max_extra_length < 0:
-        raise ValueError(f"max_extra_length must be an int >= 0. Received: max_extra_length={max_extra_length!r}")
+    check_integer("max_beam_size", max_beam_size)
+    check_beam_size(beam_size, max_beam_size)
+    check_alpha(alpha)
+    check_max_extra_length(max_extra_length)

@@ -1,7 +1,7 @@
 """Attention weights of every layer and head for a source sentence and its translation.
 
-The weights come from the model's own layers (`encode` / `decode` with
-`return_attention_scores=True`), run in full over the whole target sequence,
+The weights come from the model's own layers (`encode_with_attention` /
+`decode_with_attention`), run in full over the whole target sequence,
 the same computation as teacher-forced training with dropout off.
 
 Axes are labelled with subword pieces: source pieces end with `</s>` (the
@@ -15,8 +15,8 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from t2t_keras.decoding import greedy_decode
+from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 # The three kinds of attention of §3.2.3, in the order they are shown.
 KINDS = ("encoder", "decoder_self", "cross")
@@ -156,9 +156,8 @@ def batch_attention(model, source, target_in):
     """Runs encoder and decoder on a padded batch; returns every layer's weights as `BatchAttention`."""
     source = tf.convert_to_tensor(source, tf.int32)
     target_in = tf.convert_to_tensor(target_in, tf.int32)
-    memory, encoder_weights = model.encode(source, training=False, return_attention_scores=True)
-    _, decoder_weights = model.decode(target_in, memory, model.source_mask(source), training=False,
-                                      return_attention_scores=True)
+    encoded = model.encode_with_attention(source, training=False)
+    decoded = model.decode_with_attention(target_in, encoded.output, model.source_mask(source), training=False)
 
     def stack(weights):  # list over layers of (batch, heads, q, k) -> (batch, layers, heads, q, k)
         return np.stack([np.asarray(w, np.float32) for w in weights], axis=1)
@@ -166,9 +165,9 @@ def batch_attention(model, source, target_in):
     return BatchAttention(
         source=source.numpy(),
         target_in=target_in.numpy(),
-        encoder=stack(encoder_weights),
-        decoder_self=stack([w["self"] for w in decoder_weights]),
-        cross=stack([w["cross"] for w in decoder_weights]),
+        encoder=stack(encoded.weights),
+        decoder_self=stack(decoded.self_weights),
+        cross=stack(decoded.cross_weights),
     )
 
 

@@ -15,6 +15,7 @@ import json
 import numpy as np
 
 from t2t_keras.inspect.attention import KIND_TITLES, KINDS
+from t2t_keras.inspect.heads import HEAD_COLORS
 
 DECIMALS = 4  # weights are stored rounded: the page stays small and the lines look the same
 
@@ -41,8 +42,7 @@ SCRIPT = """
 (function () {
   const data = JSON.parse(document.getElementById("attention-data").textContent);
   const ROW = 22, GAP = 220, MIN_WEIGHT = 0.01;  // lines below MIN_WEIGHT are not drawn
-  const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                  "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"];
+  const COLORS = data.colors;  // one per head, as in the other views (inspect.heads)
   const kindSelect = document.getElementById("kind"), layerSelect = document.getElementById("layer"),
         headSelect = document.getElementById("head");
   const left = document.getElementById("left"), right = document.getElementById("right"),
@@ -185,6 +185,7 @@ def page_data(maps):
         "tokens": {"source": list(maps.source_tokens), "target": list(maps.target_tokens)},
         "order": list(KINDS),
         "num_heads": int(maps.num_heads),
+        "colors": list(HEAD_COLORS),
         "kinds": kinds,
     }
 

@@ -7,6 +7,7 @@ from t2t_keras.errors import T2TError
 from t2t_keras.inspect.attention import extract_attention
 from t2t_keras.inspect.heatmaps import all_layer_pngs
 from t2t_keras.inspect.html_view import write_html
+from t2t_keras.runs import load_export, load_run
 
 HTML_NAME = "attention.html"
 
@@ -31,38 +32,13 @@ def image_name(kind, layer):
     return f"{kind}_layer_{layer}.png"
 
 
-def _load_from_export(saved_model):
-    """The Keras model and tokenizer an export keeps for inspection (see `export.saved_model`)."""
-    import pathlib
-
-    import keras
-
-    from t2t_keras.data.tokenizer import Tokenizer
-    from t2t_keras.export.saved_model import INSPECTION_DIR
-
-    extra = pathlib.Path(saved_model) / INSPECTION_DIR
-    if not (extra / "model.keras").exists():
-        raise T2TError(
-            f"{saved_model} holds no {INSPECTION_DIR}/model.keras: it is not a text export of t2t-keras "
-            "export (ids-only exports carry no model for inspection). Inspect its run directory with --run-dir."
-        )
-    return keras.models.load_model(extra / "model.keras"), Tokenizer.load(extra / "tokenizer.model")
-
-
 def _load_model_and_tokenizer(run_dir, saved_model, checkpoint):
     if (run_dir is None) == (saved_model is None):
         raise T2TError("Give exactly one of run_dir and saved_model. "
                        f"Received: run_dir={run_dir!r}, saved_model={saved_model!r}")
-    from t2t_keras.data.tokenizer import Tokenizer
-
     if saved_model is not None:
-        return _load_from_export(saved_model)
-    from t2t_keras.training.averaging import load_run_model
-    from t2t_keras.training.run_directory import RunDirectory
-
-    run = RunDirectory(run_dir)
-    run.load_config()  # fails with a clear message when run_dir is not a run directory
-    return load_run_model(run_dir, source=checkpoint), Tokenizer.load(run.tokenizer_path)
+        return load_export(saved_model)
+    return load_run(run_dir, source=checkpoint)
 
 
 def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=None, checkpoint="auto",
@@ -84,7 +60,7 @@ def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=N
         out: output directory, created if needed.
         reference: a target sentence to inspect instead of the model's translation.
         checkpoint: which weights of the run: "auto", "averaged" or "latest"
-            (see `load_run_model`).
+            (see `runs.load_run_model`).
         max_extra_length: output limit of the greedy translation (input length + this).
         dpi: resolution of the PNG files.
 

@@ -20,18 +20,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from t2t_keras.data import sources
 from t2t_keras.inspect.attention import KIND_TITLES, KINDS, extract_batch
+from t2t_keras.inspect.heads import entropy
 from t2t_keras.inspect.heatmaps import figure_png, head_grid_figure, layer_title
+from t2t_keras.runs import RunDirectory
+from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 # The special token whose attention share is logged for each kind (keys are source ids except in decoder_self).
 BOUNDARY = {"encoder": ("eos", EOS_ID), "decoder_self": ("bos", BOS_ID), "cross": ("eos", EOS_ID)}
-
-
-def _entropy(weights):
-    """Entropy (nats) of each attention distribution over the last axis; 0 * log 0 counts as 0."""
-    logs = np.log(np.where(weights > 0, weights, 1.0))
-    return -np.sum(weights * logs, axis=-1)
 
 
 def _masked_layer_mean(values, query_real):
@@ -49,7 +46,7 @@ def attention_statistics(batch):
         keys = batch.key_ids(kind)[:, None, None, None, :]  # broadcast over layers, heads, queries
         boundary_name, boundary_id = BOUNDARY[kind]
         per_row = {
-            "attention_entropy": _entropy(weights),
+            "attention_entropy": entropy(weights),
             f"attention_{boundary_name}_share": np.sum(weights * (keys == boundary_id), axis=-1),
             "attention_pad_share": np.sum(weights * (keys == PAD_ID), axis=-1),
         }
@@ -184,3 +181,48 @@ class AttentionSummary(keras.callbacks.Callback):
             self._write()
         self._writer.close()
         self._writer = None
+
+
+class RunAttentionSummary(keras.callbacks.Callback):
+    """The `AttentionSummary` a training run's config asks for (`training.attention_*`), for `train(callbacks=...)`.
+
+    The probes are the run's first dev sentences and the tokenizer is the
+    run's; both are read when training begins, once `train` has written the
+    run's config and vocabulary. Nothing is written when
+    `training.attention_every_steps` is 0 or the run has no dev split.
+    Runs on the chief worker only.
+
+    Args:
+        run_dir: the run directory being trained.
+    """
+
+    chief_only = True
+
+    def __init__(self, run_dir):
+        super().__init__()
+        self.run = RunDirectory(run_dir)
+        self.summary = None
+
+    def on_train_begin(self, logs=None):
+        config = self.run.load_config()
+        t = config.training
+        if not t.attention_every_steps or not sources.has_split(config.data, "dev"):
+            return
+        dev_pairs, _ = sources.load_pairs(config.data, "dev")
+        probes = [source for source, _ in sources.as_string_pairs(dev_pairs, t.attention_probes)]
+        if not probes:
+            return
+        self.summary = AttentionSummary(self.run.load_tokenizer(), probes, self.run.log_dir / "attention",
+                                        every_steps=t.attention_every_steps,
+                                        max_extra_length=t.attention_max_extra_length)
+        self.summary.set_model(self.model)
+        self.summary.on_train_begin(logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.summary is not None:
+            self.summary.on_train_batch_end(batch, logs)
+
+    def on_train_end(self, logs=None):
+        if self.summary is not None:
+            self.summary.on_train_end(logs)
+

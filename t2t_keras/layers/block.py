@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_keras.architecture import head_dims
+from t2t_keras.layers.arguments import constructor_arguments
 from t2t_keras.layers.feed_forward import FeedForward
 from t2t_keras.layers.multi_head_attention import MultiHeadAttention
 from t2t_keras.layers.sublayer_connection import SublayerConnection
@@ -38,17 +40,8 @@ class TransformerBlock(keras.layers.Layer):
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
 
-    def _head_dims(self, hidden_dim):
-        if self.key_dim is None and hidden_dim % self.num_heads:
-            raise ValueError(
-                f"hidden_dim={hidden_dim} is not divisible by num_heads={self.num_heads}: "
-                "choose a multiple, or set key_dim and value_dim explicitly."
-            )
-        key_dim = self.key_dim or hidden_dim // self.num_heads
-        return key_dim, self.value_dim or key_dim
-
     def _attention(self, hidden_dim, name):
-        key_dim, value_dim = self._head_dims(hidden_dim)
+        key_dim, value_dim = head_dims(hidden_dim, self.num_heads, self.key_dim, self.value_dim)
         return MultiHeadAttention(
             self.num_heads, key_dim, value_dim, dropout=self.attention_dropout, dtype=self.dtype_policy, name=name
         )
@@ -64,20 +57,19 @@ class TransformerBlock(keras.layers.Layer):
             self.dropout, self.normalize_first, self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
 
+    def _feed_forward_sublayer(self, x, training):
+        """The position-wise feed-forward network (§3.3) inside its sublayer connection."""
+        connection = self.feed_forward_connection
+        return connection(x, self.feed_forward(connection.normalize(x), training=training), training=training)
+
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "activation_dropout": self.activation_dropout,
-                "activation": self.activation,
-                "normalize_first": self.normalize_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
+        config.update(self.block_config())
         return config
+
+    def block_config(self):
+        """The block hyperparameters (the constructor arguments), e.g. to build a stack of equal blocks."""
+        return {name: getattr(self, name) for name in BLOCK_ARGUMENTS}
+
+
+BLOCK_ARGUMENTS = constructor_arguments(TransformerBlock)

@@ -1,5 +1,7 @@
 """The decoder stack (§3.1), with incremental decoding support."""
 
+from typing import Any, NamedTuple
+
 import keras
 from keras import ops
 
@@ -8,23 +10,35 @@ from t2t_keras.layers.decoder_block import DecoderBlock
 from t2t_keras.layers.stack import TransformerStack
 
 
+class DecoderOutput(NamedTuple):
+    output: Any  # (batch, target_len, hidden_dim)
+    self_weights: Any  # per layer, (batch, heads, target_len, target_len)
+    cross_weights: Any  # per layer, (batch, heads, target_len, source_len)
+
+
+class DecoderStep(NamedTuple):
+    output: Any  # (batch, target_len, hidden_dim)
+    self_weights: Any  # per layer, (batch, heads, target_len, cache_slots)
+    cross_weights: Any  # per layer, (batch, heads, target_len, source_len)
+    cache: Any  # per layer, the updated cache
+
+
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class Decoder(TransformerStack):
     """N `DecoderBlock`s. Arguments: see `TransformerStack`.
 
     Call arguments:
         inputs: embedded target `(batch, target_len, hidden_dim)`.
-        memory: encoder output `(batch, source_len, hidden_dim)`; may be None
-            when decoding with a cache (its keys/values are in the cache).
+        memory: encoder output `(batch, source_len, hidden_dim)`.
         memory_mask: boolean `(batch, source_len)`, True on real source tokens.
-        cache: optional list of per-block caches from `init_cache`.
-        cache_index: position of `inputs[:, 0]`; required with `cache`.
-        return_attention_scores: also return a list of per-layer weight dicts.
         training: whether dropout is active.
 
     Returns:
-        `(batch, target_len, hidden_dim)`; then the weights list if asked for;
-        then the updated cache if one was given.
+        `DecoderOutput(output, self_weights, cross_weights)`; self-attention is causal.
+
+    Incremental decoding: `init_cache(memory, max_length)` projects the memory
+    once, and `decode_step(inputs, cache, cache_index, memory_mask)` runs
+    positions `cache_index ...` against it, returning a `DecoderStep`.
     """
 
     block_class = DecoderBlock
@@ -36,34 +50,33 @@ class Decoder(TransformerStack):
             self.final_norm.build(inputs_shape)
 
     def init_cache(self, memory, max_length):
-        """A cache for decoding up to `max_length` tokens against `memory`."""
+        """A cache for decoding up to `max_length` tokens against `memory`: one dict per block."""
         return [block.init_cache(memory, max_length) for block in self.blocks]
 
-    def call(self, inputs, memory=None, memory_mask=None, cache=None, cache_index=None,
-             return_attention_scores=False, training=None):
-        query_length = ops.shape(inputs)[1]
-        if cache is None:
-            causal = masks.causal_mask(query_length)
-        else:
-            slots = ops.shape(cache[0]["self"]["key"])[1]
-            causal = masks.causal_mask(query_length, slots, offset=cache_index)
+    def call(self, inputs, memory, memory_mask=None, training=None):
+        self_mask = masks.attention_mask(causal=masks.causal_mask(ops.shape(inputs)[1]))
+        cross_mask = masks.attention_mask(key_padding=memory_mask)
+        x, self_weights, cross_weights = inputs, [], []
+        for block in self.blocks:
+            x, layer_self, layer_cross = block(x, memory, self_attention_mask=self_mask,
+                                               cross_attention_mask=cross_mask, training=training)
+            self_weights.append(layer_self)
+            cross_weights.append(layer_cross)
+        return DecoderOutput(self._finish(x), self_weights, cross_weights)
+
+    def decode_step(self, inputs, cache, cache_index, memory_mask=None, training=None):
+        """Positions `cache_index ...` of the target against the cache; returns a `DecoderStep`."""
+        slots = ops.shape(cache[0]["self"]["key"])[1]
+        causal = masks.causal_mask(ops.shape(inputs)[1], slots, offset=cache_index)  # empty slots stay hidden
         self_mask = masks.attention_mask(causal=causal)
         cross_mask = masks.attention_mask(key_padding=memory_mask)
-        x, weights, new_cache = inputs, [], []
-        for i, block in enumerate(self.blocks):
-            out = block(x, memory, self_attention_mask=self_mask, cross_attention_mask=cross_mask,
-                        cache=None if cache is None else cache[i], cache_index=cache_index,
-                        return_attention_scores=True, training=training)
-            x = out[0]
-            weights.append(out[1])
-            if cache is not None:
-                new_cache.append(out[2])
-        outputs = (self._finish(x),)
-        if return_attention_scores:
-            outputs += (weights,)
-        if cache is not None:
-            outputs += (new_cache,)
-        return outputs[0] if len(outputs) == 1 else outputs
-
-    def compute_output_shape(self, inputs_shape, memory_shape=None):
-        return inputs_shape
+        x, self_weights, cross_weights, new_cache = inputs, [], [], []
+        for block, block_cache in zip(self.blocks, cache):
+            x, layer_self, layer_cross, layer_cache = block.decode_step(
+                x, block_cache, cache_index, self_attention_mask=self_mask, cross_attention_mask=cross_mask,
+                training=training,
+            )
+            self_weights.append(layer_self)
+            cross_weights.append(layer_cross)
+            new_cache.append(layer_cache)
+        return DecoderStep(self._finish(x), self_weights, cross_weights, new_cache)

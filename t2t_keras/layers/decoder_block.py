@@ -1,8 +1,23 @@
 """One decoder layer: masked self-attention, encoder-decoder attention, feed-forward (§3.1)."""
 
+from typing import Any, NamedTuple
+
 import keras
 
 from t2t_keras.layers.block import TransformerBlock
+
+
+class DecoderBlockOutput(NamedTuple):
+    output: Any  # (batch, target_len, hidden_dim)
+    self_weights: Any  # (batch, heads, target_len, target_len), or (..., cache_slots) in a step
+    cross_weights: Any  # (batch, heads, target_len, source_len)
+
+
+class DecoderBlockStep(NamedTuple):
+    output: Any  # (batch, target_len, hidden_dim)
+    self_weights: Any  # (batch, heads, target_len, cache_slots)
+    cross_weights: Any  # (batch, heads, target_len, source_len)
+    cache: Any  # the updated {"self": ..., "cross": ...} cache of this block
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -11,19 +26,17 @@ class DecoderBlock(TransformerBlock):
 
     Call arguments:
         inputs: `(batch, target_len, hidden_dim)`.
-        memory: the encoder output `(batch, source_len, hidden_dim)`; may be
-            None when `cache` holds its precomputed keys/values.
-        self_attention_mask: boolean, broadcastable to `(batch, target_len, key_len)`.
+        memory: the encoder output `(batch, source_len, hidden_dim)`.
+        self_attention_mask: boolean, broadcastable to `(batch, target_len, target_len)`;
+            the caller makes it causal (`masks.causal_mask`).
         cross_attention_mask: boolean, broadcastable to `(batch, target_len, source_len)`.
-        cache: optional `{"self": {...}, "cross": {...}}` (see
-            `MultiHeadAttention`) for incremental decoding.
-        cache_index: position of `inputs[:, 0]` in the sequence being decoded.
-        return_attention_scores: also return `{"self": ..., "cross": ...}` weights.
         training: whether dropout is active.
 
     Returns:
-        `(batch, target_len, hidden_dim)`; then the weights dict if asked for;
-        then the updated cache if one was given.
+        `DecoderBlockOutput(output, self_weights, cross_weights)`.
+
+    `decode_step` runs the same layer on positions `cache_index ...` only,
+    against the cache from `init_cache`; it returns a `DecoderBlockStep`.
     """
 
     def build(self, inputs_shape, memory_shape=None):
@@ -55,33 +68,30 @@ class DecoderBlock(TransformerBlock):
             "cross": self.cross_attention.compute_key_value(memory),
         }
 
-    def call(self, inputs, memory=None, self_attention_mask=None, cross_attention_mask=None, cache=None,
-             cache_index=None, return_attention_scores=False, training=None):
-        cached = cache is not None
-        self_cache = cache["self"] if cached else None
-        cross_cache = cache["cross"] if cached else None
-
-        normed = self.self_attention_connection.normalize(inputs)
-        out = self.self_attention(normed, attention_mask=self_attention_mask, cache=self_cache,
-                                  cache_index=cache_index, return_attention_scores=True, training=training)
-        attended, self_weights = out[0], out[1]
-        new_self_cache = out[2] if cached else None
-        x = self.self_attention_connection(inputs, attended, training=training)
-
-        normed = self.cross_attention_connection.normalize(x)
-        out = self.cross_attention(normed, memory, attention_mask=cross_attention_mask, cache=cross_cache,
-                                   return_attention_scores=True, training=training)
-        x = self.cross_attention_connection(x, out[0], training=training)
-
-        x = self.feed_forward_connection(
-            x, self.feed_forward(self.feed_forward_connection.normalize(x), training=training), training=training
+    def call(self, inputs, memory, self_attention_mask=None, cross_attention_mask=None, training=None):
+        attended, self_weights = self.self_attention(
+            self.self_attention_connection.normalize(inputs), attention_mask=self_attention_mask, training=training
         )
-        outputs = (x,)
-        if return_attention_scores:
-            outputs += ({"self": self_weights, "cross": out[1]},)
-        if cached:
-            outputs += ({"self": new_self_cache, "cross": cross_cache},)
-        return outputs[0] if len(outputs) == 1 else outputs
+        x = self.self_attention_connection(inputs, attended, training=training)
+        attended, cross_weights = self.cross_attention(
+            self.cross_attention_connection.normalize(x), memory, attention_mask=cross_attention_mask,
+            training=training,
+        )
+        x = self.cross_attention_connection(x, attended, training=training)
+        return DecoderBlockOutput(self._feed_forward_sublayer(x, training), self_weights, cross_weights)
 
-    def compute_output_shape(self, inputs_shape, memory_shape=None):
-        return inputs_shape
+    def decode_step(self, inputs, cache, cache_index, self_attention_mask=None, cross_attention_mask=None,
+                    training=None):
+        """The layer on positions `cache_index ...` given the cache; returns a `DecoderBlockStep`."""
+        attended, self_weights, self_cache = self.self_attention.attend_cached(
+            self.self_attention_connection.normalize(inputs), cache["self"], cache_index,
+            attention_mask=self_attention_mask, training=training,
+        )
+        x = self.self_attention_connection(inputs, attended, training=training)
+        attended, cross_weights = self.cross_attention.attend_precomputed(
+            self.cross_attention_connection.normalize(x), cache["cross"], attention_mask=cross_attention_mask,
+            training=training,
+        )
+        x = self.cross_attention_connection(x, attended, training=training)
+        output = self._feed_forward_sublayer(x, training)
+        return DecoderBlockStep(output, self_weights, cross_weights, {"self": self_cache, "cross": cache["cross"]})

@@ -1,8 +1,15 @@
 """One encoder layer: self-attention and feed-forward, each wrapped in a sublayer connection (§3.1)."""
 
+from typing import Any, NamedTuple
+
 import keras
 
 from t2t_keras.layers.block import TransformerBlock
+
+
+class EncoderBlockOutput(NamedTuple):
+    output: Any  # (batch, source_len, hidden_dim)
+    weights: Any  # (batch, heads, source_len, source_len) self-attention weights
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -12,12 +19,10 @@ class EncoderBlock(TransformerBlock):
     Call arguments:
         inputs: `(batch, source_len, hidden_dim)`.
         attention_mask: boolean, broadcastable to `(batch, source_len, source_len)`.
-        return_attention_scores: also return the self-attention weights.
         training: whether dropout is active.
 
     Returns:
-        `(batch, source_len, hidden_dim)`, and the `(batch, heads, source_len,
-        source_len)` weights if asked for.
+        `EncoderBlockOutput(output, weights)`.
     """
 
     def build(self, input_shape):
@@ -31,16 +36,9 @@ class EncoderBlock(TransformerBlock):
         for connection in (self.self_attention_connection, self.feed_forward_connection):
             connection.build(input_shape)
 
-    def call(self, inputs, attention_mask=None, return_attention_scores=False, training=None):
-        normed = self.self_attention_connection.normalize(inputs)
+    def call(self, inputs, attention_mask=None, training=None):
         attended, weights = self.self_attention(
-            normed, attention_mask=attention_mask, return_attention_scores=True, training=training
+            self.self_attention_connection.normalize(inputs), attention_mask=attention_mask, training=training
         )
         x = self.self_attention_connection(inputs, attended, training=training)
-        x = self.feed_forward_connection(
-            x, self.feed_forward(self.feed_forward_connection.normalize(x), training=training), training=training
-        )
-        return (x, weights) if return_attention_scores else x
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
+        return EncoderBlockOutput(self._feed_forward_sublayer(x, training), weights)

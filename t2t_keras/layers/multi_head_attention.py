@@ -1,9 +1,26 @@
-"""Multi-head attention (§3.2.2) with an incremental key/value cache."""
+"""Multi-head attention (§3.2.2), with precomputed keys/values and an incremental key/value cache."""
+
+from typing import Any, NamedTuple
 
 import keras
 from keras import ops
 
 from t2t_keras.layers.scaled_dot_product_attention import ScaledDotProductAttention
+
+
+class AttentionOutput(NamedTuple):
+    """What an attention call returns."""
+
+    output: Any  # (batch, query_len, output_dim)
+    weights: Any  # (batch, heads, query_len, key_len), the softmax weights before dropout
+
+
+class CachedAttentionOutput(NamedTuple):
+    """What a cached self-attention step returns."""
+
+    output: Any  # (batch, query_len, output_dim)
+    weights: Any  # (batch, heads, query_len, cache_slots)
+    cache: Any  # {"key": (batch, slots, heads, key_dim), "value": (batch, slots, heads, value_dim)}
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -25,23 +42,20 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Call arguments:
         query: `(batch, query_len, query_dim)`.
-        value: `(batch, key_len, value_dim_in)`; also the key unless `key` is given.
+        value: `(batch, key_len, value_dim_in)`; also the key unless `key` is
+            given; defaults to `query` (self-attention).
         key: optional `(batch, key_len, key_dim_in)`.
-        attention_mask: boolean, broadcastable to `(batch, query_len, key_len)`.
-        cache: optional dict `{"key": (batch, slots, heads, key_dim),
-            "value": (batch, slots, heads, value_dim)}`. With `cache_index`, the
-            keys/values of `value` are written into the cache at that position
-            and attention runs over the whole cache (incremental self-attention);
-            without it, the cache holds precomputed keys/values
-            (see `compute_key_value`) and `value`/`key` are ignored
-            (cross-attention to a fixed encoder output).
-        cache_index: scalar position at which to write the new keys/values.
-        return_attention_scores: also return `(batch, heads, query_len, key_len)` weights.
+        attention_mask: boolean, broadcastable to `(batch, query_len, key_len)`; True = attend.
         training: whether dropout is active.
 
     Returns:
-        The `(batch, query_len, output_dim)` output; followed by the attention
-        weights if asked for, and by the updated cache if one was given.
+        `AttentionOutput(output, weights)`.
+
+    Two more methods serve incremental decoding (`decoding/`), each with one
+    return shape: `attend_precomputed` attends to keys/values projected once by
+    `compute_key_value` (cross-attention to a fixed encoder output), and
+    `attend_cached` writes the step's keys/values into a cache and attends
+    over it (self-attention one position at a time).
 
     References:
         Vaswani et al., 2017, §3.2.2.
@@ -95,34 +109,41 @@ class MultiHeadAttention(keras.layers.Layer):
             "value": self._split_heads(self.value_dense(value), self.value_dim),
         }
 
-    def _update_cache(self, cache, new, cache_index):
-        start = [0, cache_index, 0, 0]
-        return {
-            "key": ops.slice_update(cache["key"], start, ops.cast(new["key"], cache["key"].dtype)),
-            "value": ops.slice_update(cache["value"], start, ops.cast(new["value"], cache["value"].dtype)),
-        }
-
-    def call(self, query, value=None, key=None, attention_mask=None, cache=None, cache_index=None,
-             return_attention_scores=False, training=None):
-        value = query if value is None else value
-        q = self._split_heads(self.query_dense(query), self.key_dim)  # (batch, query_len, heads, key_dim)
-        if cache is None:
-            key_value = self.compute_key_value(value, key)
-        elif cache_index is None:
-            key_value = cache  # precomputed cross-attention keys/values
-        else:
-            key_value = cache = self._update_cache(cache, self.compute_key_value(value, key), cache_index)
+    def _attend(self, query, key_value, attention_mask, training):
+        """Attention of the projected `query` heads over projected keys/values; `AttentionOutput`."""
         heads, weights = self.attention(
-            q, key_value["key"], key_value["value"], attention_mask=attention_mask, training=training
-        )
+            query, key_value["key"], key_value["value"], attention_mask=attention_mask, training=training
+        )  # (batch, query_len, heads, value_dim)
         batch, length = ops.shape(heads)[0], ops.shape(heads)[1]
         output = self.output_dense(ops.reshape(heads, (batch, length, self.num_heads * self.value_dim)))
-        outputs = (output,)
-        if return_attention_scores:
-            outputs += (weights,)
-        if cache is not None:
-            outputs += (cache,)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return AttentionOutput(output, weights)
+
+    def call(self, query, value=None, key=None, attention_mask=None, training=None):
+        value = query if value is None else value
+        q = self._split_heads(self.query_dense(query), self.key_dim)  # (batch, query_len, heads, key_dim)
+        return self._attend(q, self.compute_key_value(value, key), attention_mask, training)
+
+    def attend_precomputed(self, query, key_value, attention_mask=None, training=None):
+        """Attention over keys/values from `compute_key_value`; returns `AttentionOutput`."""
+        q = self._split_heads(self.query_dense(query), self.key_dim)
+        return self._attend(q, key_value, attention_mask, training)
+
+    def attend_cached(self, query, cache, cache_index, attention_mask=None, training=None):
+        """Self-attention of `query` (positions `cache_index ...`) over a key/value cache.
+
+        The keys/values of `query` are written into `cache` at `cache_index`
+        first; `attention_mask` must hide the slots not yet written.
+
+        Returns:
+            `CachedAttentionOutput(output, weights, cache)` with the updated cache.
+        """
+        q = self._split_heads(self.query_dense(query), self.key_dim)
+        new = self.compute_key_value(query)
+        start = [0, cache_index, 0, 0]
+        cache = {name: ops.slice_update(cache[name], start, ops.cast(new[name], cache[name].dtype))
+                 for name in ("key", "value")}
+        output, weights = self._attend(q, cache, attention_mask, training)
+        return CachedAttentionOutput(output, weights, cache)
 
     def get_config(self):
         config = super().get_config()

@@ -1,2 +1,12 @@
-"""Training pieces: the learning-rate schedule and optimizer (§5.3), the label-smoothed loss (§5.4),
-padding-aware metrics and the distribution strategy."""
+"""Training (§5): everything `model.fit` needs, and `train`, which puts it together.
+
+    trainer       `train(config, run_dir)`: compile, restore, `model.fit` in a strategy
+    data_setup    the run's tokenizer and its training and validation datasets
+    schedule      the learning rate of eq. (3) and Adam(0.9, 0.98, 1e-9) (§5.3)
+    loss          label-smoothed cross-entropy that ignores padding (§5.4)
+    metrics       padding-aware accuracy, perplexity and token counts
+    callbacks     stop at a step, time limit, training scalars for TensorBoard
+    checkpoints   periodic checkpoints of model and optimizer, resuming
+    strategy      the distribution strategy from the config (one device, mirrored, multi-worker)
+    multi_worker  what MultiWorkerMirroredStrategy needs on top of Keras
+"""

@@ -1,4 +1,6 @@
-"""Checkpoints of model + optimizer: periodic saving, resuming, and averaging (§6.1).
+"""Checkpoints of model + optimizer during training: periodic saving and resuming.
+
+Listing and averaging a run's checkpoints (§6.1) lives in `t2t_keras.runs`.
 
 tf.train checkpoints are written file by file and only then named in the
 `checkpoint` state file, which is replaced atomically; a run killed while
@@ -10,7 +12,6 @@ import os
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 logger = logging.getLogger(__name__)
@@ -77,27 +78,3 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         path = self.manager.save()
         logger.info("Saved checkpoint %s", path)
         self._last_step, self._last_time = step, time.monotonic()
-
-
-def checkpoint_paths(directory):
-    """All checkpoints in `directory`, oldest first."""
-    state = tf.train.get_checkpoint_state(str(directory))
-    return list(state.all_model_checkpoint_paths) if state else []
-
-
-def average_checkpoints(model, paths):
-    """Loads the element-wise mean of the model weights stored in `paths` into `model`.
-
-    §6.1: the base models average the last 5 checkpoints, the big ones the last 20.
-    Optimizer state is not read.
-    """
-    if not paths:
-        raise ValueError("No checkpoints to average: train first, or check --run-dir.")
-    checkpoint = tf.train.Checkpoint(model=model)
-    total = None
-    for path in paths:
-        checkpoint.restore(path).expect_partial()
-        weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
-        total = weights if total is None else [t + w for t, w in zip(total, weights)]
-    model.set_weights([t / len(paths) for t in total])
-    return model

@@ -16,7 +16,6 @@ class RunData:
     train: object  # tf.data.Dataset of ((source, target_in), target_out, sample_weight), repeated
     dev: object  # the same, finite, or None
     dev_steps: int  # batches in one pass over `dev`
-    dev_sources: list  # the first dev source sentences (attention probes)
     provenance: dict
 
 
@@ -50,13 +49,4 @@ def prepare_data(run, config, num_replicas=1):
         dev = make_eval_dataset(sources.as_dataset(dev_pairs), tokenizer, **batching).cache()
         dev_steps = sum(1 for _ in dev)  # one full pass; also fills the cache
         dev = dev.repeat()  # every validation then reads exactly one pass
-    return RunData(tokenizer, train, dev, dev_steps, _first_sources(dev_pairs),
-                   {"train": train_origin, "dev": dev_origin})
-
-
-def _first_sources(pairs, count=16):
-    if pairs is None:
-        return []
-    if isinstance(pairs, list):
-        return [source for source, _ in pairs[:count]]
-    return [source.decode("utf-8") for source, _ in pairs.take(count).as_numpy_iterator()]
+    return RunData(tokenizer, train, dev, dev_steps, {"train": train_origin, "dev": dev_origin})

@@ -8,13 +8,13 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.model import build_transformer
+from t2t_keras.runs import RunDirectory
 from t2t_keras.training.callbacks import StopAtStep, TimeLimit, TrainingScalars
 from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
 from t2t_keras.training.data_setup import prepare_data
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import patch_for_multi_worker
-from t2t_keras.training.run_directory import RunDirectory
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
 
@@ -32,7 +32,7 @@ class TrainResult:
 
 
 def _use_jit(config, strategy):
-    """XLA unless several replicas share a CPU: XLA cannot place their variables (see STACK notes)."""
+    """XLA unless several replicas share a CPU: XLA cannot place the variables of replicas on logical CPU devices."""
     if not config.training.jit_compile:
         return False
     on_cpu = not tf.config.list_logical_devices("GPU") and not tf.config.list_logical_devices("TPU")
@@ -78,15 +78,8 @@ def compile_model(config, strategy):
     return model
 
 
-def _attention_summary(run, config, data):
-    from t2t_keras.inspect.summary import AttentionSummary
-
-    t = config.training
-    return AttentionSummary(data.tokenizer, data.dev_sources[:t.attention_probes], run.log_dir / "attention",
-                            every_steps=t.attention_every_steps, max_extra_length=t.attention_max_extra_length)
-
-
-def _callbacks(run, config, data, manager, minutes, extra, chief=True, task_id=0):
+def _callbacks(run, config, manager, minutes, extra, chief=True, task_id=0):
+    """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones."""
     t = config.training
     log_dir = run.log_dir if chief else run.log_dir / f".worker-{task_id}"  # one writer per event file
     callbacks = [
@@ -97,9 +90,8 @@ def _callbacks(run, config, data, manager, minutes, extra, chief=True, task_id=0
     ]
     if minutes:
         callbacks.append(TimeLimit(minutes))
-    if chief and config.training.attention_every_steps and data.dev_sources:
-        callbacks.append(_attention_summary(run, config, data))
-    return callbacks + list(extra or [])
+    extra = [callback for callback in extra or () if chief or not getattr(callback, "chief_only", False)]
+    return callbacks + extra
 
 
 def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
@@ -107,6 +99,15 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
 
     Running it again on the same directory resumes from the newest checkpoint
     with step, optimizer moments and schedule position restored.
+
+    Args:
+        config: a `config.Config`; for an existing run only its training and
+            decoding sections may differ from the saved one.
+        run_dir: the run directory (see `t2t_keras.runs`).
+        minutes: stop after this much training time.
+        callbacks: more Keras callbacks (e.g. `inspect.RunAttentionSummary`);
+            those with a true `chief_only` attribute run on the chief worker only.
+        verbose: passed to `model.fit`.
     """
     run = RunDirectory(run_dir)
     config = run.resolve_config(config)
@@ -133,7 +134,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         validation_data=data.dev,
         validation_steps=data.dev_steps or None,
         shuffle=False,  # the dataset is shuffled by the input pipeline
-        callbacks=_callbacks(run, config, data, manager, minutes, callbacks, chief, task_id),
+        callbacks=_callbacks(run, config, manager, minutes, callbacks, chief, task_id),
         verbose=verbose,
     )
     return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)

@@ -1,0 +1,62 @@
+"""Batch shapes for compiled searches: few distinct shapes, so XLA compiles few programs.
+
+Widths are rounded up to a multiple of `LENGTH_MULTIPLE` and row counts to a
+power of two; the extra rows repeat a real one and are dropped afterwards.
+"""
+
+import numpy as np
+
+from t2t_keras.special_ids import PAD_ID
+
+LENGTH_MULTIPLE = 8  # source widths are rounded up to a multiple of this
+
+
+def power_of_two_rows(rows):
+    """The smallest power of two >= `rows` (>= 1)."""
+    return 1 << (max(rows, 1) - 1).bit_length()
+
+
+def pad_rows_to_power_of_two(items):
+    """`items` (a non-empty list) extended to a power-of-two length by repeating its first element."""
+    return items + [items[0]] * (power_of_two_rows(len(items)) - len(items))
+
+
+def plan_batches(lengths, batch_tokens, length_multiple=LENGTH_MULTIPLE):
+    """Index arrays of batches, longest sentences first; zero-length entries are skipped.
+
+    A batch's width is its longest sentence rounded up to `length_multiple`,
+    and rows x width never exceeds `batch_tokens` (a sentence longer than the
+    budget gets a batch of its own).
+    """
+    lengths = np.asarray(lengths)
+    order = np.argsort(-lengths, kind="stable")
+    order = order[lengths[order] > 0]
+    batches, start = [], 0
+    while start < len(order):
+        width = _round_up(lengths[order[start]], length_multiple)
+        rows = max(1, batch_tokens // width)
+        batches.append(order[start:start + rows])
+        start += rows
+    return batches
+
+
+def pad_batch(rows, length_multiple=LENGTH_MULTIPLE, batch_tokens=None):
+    """int32 `(num_rows, width)` array of `rows`, padded with 0.
+
+    The width is the longest row rounded up to `length_multiple`. With
+    `batch_tokens`, the number of rows is rounded up to a power of two as far
+    as the budget allows, and the extra rows repeat the first one.
+    """
+    width = _round_up(max(len(row) for row in rows), length_multiple)
+    num_rows = len(rows)
+    if batch_tokens is not None:
+        num_rows = max(num_rows, min(power_of_two_rows(num_rows), batch_tokens // width))
+    batch = np.full((num_rows, width), PAD_ID, np.int32)
+    for i in range(num_rows):
+        row = rows[i] if i < len(rows) else rows[0]
+        batch[i, :len(row)] = row
+    return batch
+
+
+def _round_up(value, multiple):
+    return -(-int(value) // multiple) * multiple

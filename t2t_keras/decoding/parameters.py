@@ -1,0 +1,57 @@
+"""Checks of decoding parameters, one place for every entry point (Python API, CLI, export, server).
+
+Each check returns the value in canonical form or raises `DecodingParameterError`
+naming the parameter, its allowed range and the value received. The exported
+SavedModel repeats the range checks inside the graph (`export.translator_module`),
+for callers that reach it without Python.
+"""
+
+import math
+import numbers
+
+from t2t_keras.decoding.length_penalty import check_length_penalty
+from t2t_keras.errors import T2TError
+
+METHODS = ("beam", "greedy")
+INT32_MAX = 2**31 - 1
+
+
+class DecodingParameterError(T2TError):
+    """A decoding parameter has the wrong type or is out of range."""
+
+
+def check_integer(name, value, low=1, high=INT32_MAX, high_name=None):
+    """`value` as an int in [low, high]; bools and floats are refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        upper = f"{high_name}={high}" if high_name else str(high)
+        raise DecodingParameterError(f"{name} must be an integer in [{low}, {upper}]. Received: {name}={value!r}")
+    return int(value)
+
+
+def check_beam_size(beam_size, max_beam_size=INT32_MAX):
+    return check_integer("beam_size", beam_size, 1, max_beam_size)
+
+
+def check_num_return(num_return, beam_size):
+    return check_integer("num_return", num_return, 1, beam_size, "beam_size")
+
+
+def check_max_extra_length(max_extra_length):
+    return check_integer("max_extra_length", max_extra_length, 0)
+
+
+def check_alpha(alpha):
+    """The length-penalty exponent as a float >= 0."""
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) or alpha < 0:
+        raise DecodingParameterError(f"alpha must be a finite number >= 0. Received: alpha={alpha!r}")
+    return float(alpha)
+
+
+def check_method(method):
+    if method not in METHODS:
+        raise DecodingParameterError(f"method must be one of {METHODS}. Received: method={method!r}")
+    return method
+
+
+__all__ = ["DecodingParameterError", "METHODS", "check_alpha", "check_beam_size", "check_integer",
+           "check_length_penalty", "check_max_extra_length", "check_method", "check_num_return"]

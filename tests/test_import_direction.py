@@ -1,0 +1,125 @@
+"""The package's imports run one way: layers -> model -> the parts beside it -> cli / main_job.
+
+Every `import` in `t2t_keras/` (also those inside functions) is read with `ast`
+and mapped to the part it comes from and the part it reaches. A part may
+import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
+
+    foundation (errors, special_ids, files, architecture, config)
+      -> layers -> model
+      -> data, decoding                        shared by the parts above them
+      -> runs                                  the run directory, shared by the parts above it
+      -> training, evaluation, export, inspect (none of them imports another)
+      -> cli, main_job, notebook_support
+"""
+
+import ast
+import collections
+import pathlib
+import unittest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
+
+FOUNDATION = {"errors", "special_ids", "files", "architecture", "config"}
+SHARED = FOUNDATION | {"layers", "model", "data", "decoding", "runs"}
+ALLOWED = {
+    "errors": set(),
+    "special_ids": set(),
+    "files": set(),
+    "architecture": {"errors"},
+    "config": {"errors", "architecture"},
+    "layers": FOUNDATION,
+    "model": FOUNDATION | {"layers"},
+    "params": FOUNDATION,
+    "describe": FOUNDATION | {"params", "model"},
+    "data": FOUNDATION,
+    "decoding": FOUNDATION | {"model"},
+    "runs": FOUNDATION | {"model", "data"},
+    "training": SHARED,
+    "evaluation": SHARED,
+    "export": SHARED,
+    "inspect": SHARED,
+    "notebook_support": {"inspect"},
+    "main_job": SHARED | {"training", "evaluation", "export", "inspect"},
+    "cli": SHARED | {"training", "evaluation", "export", "inspect", "main_job", "describe"},
+    "__main__": {"cli"},
+}
+
+
+def part_of(module):
+    """`t2t_keras.training.trainer` -> "training"; `t2t_keras.runs` -> "runs"."""
+    names = module.split(".")
+    return names[1] if len(names) > 1 else names[0]
+
+
+def module_name(path):
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path):
+    """The `t2t_keras` modules imported anywhere in the file, with their line numbers."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module != "t2t_keras":  # `from t2t_keras import config` names the module in the alias
+                found.append((node.module, node.lineno))
+            found += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            found.append((".relative", node.lineno))
+    return [(name, line) for name, line in found if name.startswith(("t2t_keras", ".relative"))]
+
+
+def package_edges():
+    """`{(from_part, to_part): [file:line, ...]}` for every import that crosses parts."""
+    edges = collections.defaultdict(list)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = part_of(module_name(path))
+        for name, line in imported_modules(path):
+            target = "relative import" if name == ".relative" else part_of(name)
+            if target != source:
+                edges[(source, target)].append(f"{path.relative_to(PACKAGE.parent)}:{line}")
+    return edges
+
+
+class ImportDirectionTest(unittest.TestCase):
+    def test_every_part_is_placed(self):
+        parts = {part_of(module_name(path)) for path in PACKAGE.rglob("*.py")} - {"t2t_keras"}
+        self.assertEqual(parts - set(ALLOWED), set(), "add new parts of the package to ALLOWED")
+
+    def test_imports_follow_the_layering(self):
+        wrong = {f"{a} -> {b}": places for (a, b), places in package_edges().items()
+                 if a != "t2t_keras" and b not in ALLOWED.get(a, set())}
+        self.assertEqual(wrong, {}, "imports against the layering (see the module docstring)")
+
+    def test_the_layering_has_no_cycle(self):
+        done, visiting = set(), []
+
+        def visit(part):
+            self.assertNotIn(part, visiting, f"cycle: {' -> '.join(visiting + [part])}")
+            if part in done:
+                return
+            visiting.append(part)
+            for target in ALLOWED[part]:
+                visit(target)
+            visiting.pop()
+            done.add(part)
+
+        for part in ALLOWED:
+            visit(part)
+
+    def test_the_parts_beside_the_model_do_not_import_each_other(self):
+        applications = {"training", "evaluation", "export", "inspect"}
+        for part in applications:
+            self.assertEqual(ALLOWED[part] & applications, set(), part)
+        self.assertFalse({"training", "evaluation", "export", "inspect", "cli", "main_job"} & ALLOWED["runs"])
+
+    def test_the_checker_sees_function_level_imports(self):
+        edges = package_edges()
+        self.assertIn(("cli", "training"), edges)  # cli imports lazily, inside its command functions
+        self.assertTrue(any(":" in place for place in edges[("cli", "training")]))
+
+
+if __name__ == "__main__":
+    unittest.main()
