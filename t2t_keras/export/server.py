@@ -11,6 +11,9 @@ Endpoints (NAME is `model_name`, the served version is 1):
 * `GET /v1/models/NAME`: version status, as TF Serving reports it.
 * `GET /v1/models/NAME/metadata`: the SavedModel's signatures, decoding
   defaults and request limits.
+* `POST /v1/models/NAME:attention`: attention weights of sentences and their
+  translations (format in `attention_api`).
+* `GET /`: a page to try the model in a browser (see `live_page`).
 * `GET /healthz`: 200 `{"status": "ok"}` while the server can translate.
 * `GET /statz`: batching counters (requests, batches, batched_requests, ...).
 
@@ -31,8 +34,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from t2t_keras.errors import T2TError
-from t2t_keras.export import rest_api
+from t2t_keras.export import attention_api, rest_api
 from t2t_keras.export.batcher import RequestBatcher
+from t2t_keras.export.live_page import page_routes
 from t2t_keras.export.loaded import SavedModelTranslator
 
 logger = logging.getLogger(__name__)
@@ -80,6 +84,9 @@ def create_app(translator, model_name="t2t", max_batch_size=32, max_wait_ms=10, 
         Route("/v1/models/{name}/metadata", handlers.metadata, methods=["GET"]),
         Route("/v1/models/{name}:predict", handlers.predict, methods=["POST"]),
         Route("/v1/models/{name}/versions/{version}:predict", handlers.predict, methods=["POST"]),
+        Route("/v1/models/{name}:attention", handlers.attention, methods=["POST"]),
+        Route("/v1/models/{name}/versions/{version}:attention", handlers.attention, methods=["POST"]),
+        *page_routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})
     app.state.batcher = batcher
@@ -94,6 +101,7 @@ class _Handlers:
         self.batcher = batcher
         self.model_name = model_name
         self.limits = limits
+        self.attention_model = attention_api.AttentionModel(translator.path)
 
     async def health(self, request):
         if not self.batcher.running:
@@ -134,6 +142,32 @@ class _Handlers:
             logger.exception("Translation failed.")
             return _error(f"Translation failed: {error}", 500)
         return JSONResponse(rest_api.format_predict_response(result, parsed.columnar, params.num_return))
+
+    async def attention(self, request):
+        self._check_model(request)
+        try:
+            parsed = attention_api.parse_attention_request(await self._body(request), self.limits)
+            targets = await self._translate_missing(parsed.sentences, parsed.targets)
+            maps = await self.batcher.run_in_thread(self.attention_model.maps, parsed.sentences, targets)
+        except attention_api.AttentionUnavailable as error:
+            return _error(str(error), 501)
+        except (T2TError, tf.errors.InvalidArgumentError) as error:
+            return _error(str(error), 400)
+        except Exception as error:  # noqa: BLE001 -- the server answers and keeps serving
+            logger.exception("Attention failed.")
+            return _error(f"Attention failed: {error}", 500)
+        return JSONResponse(attention_api.format_attention_response(maps, parsed.kinds, parsed.sentences))
+
+    async def _translate_missing(self, sentences, targets):
+        """`targets` with each None replaced by the best translation `:predict` gives with the defaults."""
+        missing = [i for i, target in enumerate(targets) if target is None]
+        if not missing:
+            return list(targets)
+        result = await self.batcher.submit([sentences[i] for i in missing], self.translator.defaults)
+        targets = list(targets)
+        for i, nbest in zip(missing, result["translations"]):
+            targets[i] = nbest[0]
+        return targets
 
     def _check_model(self, request):
         name = request.path_params["name"]
