@@ -218,11 +218,25 @@ class LivePageBrowserTest(TestCase):
         """Waits while the page loads or waits for the server; fails if it shows an error."""
         from selenium.webdriver.support.ui import WebDriverWait
 
-        state = WebDriverWait(self.driver, 4 * TIMEOUT, poll_frequency=0.2).until(
-            lambda d: d.execute_script("const s = document.body.dataset.state; return s === 'ready' || s === 'error' ? s : null;"))
+        settled = "const s = document.body.dataset.state; return s === 'ready' || s === 'error' ? s : null;"
+        state = WebDriverWait(self.driver, 4 * TIMEOUT, poll_frequency=0.2).until(lambda d: d.execute_script(settled))
         if state == "error":
             self.fail("the page shows an error: " + self.driver.find_element("id", "error").text)
         self.assertEqual(state, "ready")
+
+    def heatmap(self, attention):
+        """The heatmap's weights `(outputs, sources)`, after checking its labels against `attention`."""
+        heatmap = self.driver.find_element("id", "heatmap")
+        columns = [th.get_attribute("textContent") for th in heatmap.find_elements("css selector", "thead th")]
+        self.assertEqual(columns, [""] + attention["tokens"]["source"])
+        rows = heatmap.find_elements("css selector", "tbody tr")
+        self.assertEqual([row.find_element("tag name", "th").get_attribute("textContent") for row in rows],
+                         attention["output_tokens"])
+        cells = np.array([[float(td.get_attribute("data-weight")) for td in row.find_elements("tag name", "td")]
+                          for row in rows])
+        # one cell per (output token, source token) pair
+        self.assertEqual(cells.shape, (len(attention["output_tokens"]), len(attention["tokens"]["source"])))
+        return cells
 
     def test_typed_sentence_shows_translation_nbest_and_heatmap(self):
         from selenium.webdriver.support.ui import Select
@@ -248,18 +262,19 @@ class LivePageBrowserTest(TestCase):
 
         attention = self.rest("/v1/models/toy:attention",
                               {"instances": [{"inputs": sentence, "targets": served["translations"][0]}]})
+        weights = np.array(attention["kinds"]["cross"]["weights"])  # (layers, heads, outputs, sources)
+        self.assertAllClose(self.heatmap(attention), weights[-1].mean(axis=0), atol=1e-6)  # last layer, mean
         Select(driver.find_element("id", "layer")).select_by_value("0")
         Select(driver.find_element("id", "head")).select_by_value("1")
-        heatmap = driver.find_element("id", "heatmap")
-        columns = [th.get_attribute("textContent") for th in heatmap.find_elements("css selector", "thead th")]
-        self.assertEqual(columns, [""] + attention["tokens"]["source"])
-        body_rows = heatmap.find_elements("css selector", "tbody tr")
-        self.assertEqual([r.find_element("tag name", "th").get_attribute("textContent") for r in body_rows],
-                         attention["output_tokens"])
-        cells = [[float(td.get_attribute("data-weight")) for td in r.find_elements("tag name", "td")]
-                 for r in body_rows]  # one per (output token, source token) pair
-        self.assertEqual(np.array(cells).shape, (len(attention["output_tokens"]), len(attention["tokens"]["source"])))
-        self.assertAllClose(cells, attention["kinds"]["cross"]["weights"][0][1], atol=1e-6)
+        self.assertAllClose(self.heatmap(attention), weights[0, 1], atol=1e-6)
+
+        rows[1].click()  # the second hypothesis of the n-best list
+        self.wait_until_ready()
+        second = self.rest("/v1/models/toy:attention",
+                           {"instances": [{"inputs": sentence, "targets": served["translations"][1]}]})
+        self.assertEqual(driver.find_element("css selector", "#nbest tr.selected td:nth-child(2)").text,
+                         served["translations"][1])
+        self.assertAllClose(self.heatmap(second), np.array(second["kinds"]["cross"]["weights"])[0, 1], atol=1e-6)
 
         screenshot = self.tmp / "live_page.png"
         self.assertTrue(driver.save_screenshot(str(screenshot)))
