@@ -214,15 +214,40 @@ class LivePageBrowserTest(TestCase):
         self.assertEqual(response.status_code, 200, response.text)
         return response.json()["predictions"][0]
 
-    def wait_until_ready(self):
-        """Waits while the page loads or waits for the server; fails if it shows an error."""
+    def wait_until_settled(self):
+        """Waits while the page loads or waits for the server; returns its state, "ready" or "error"."""
         from selenium.webdriver.support.ui import WebDriverWait
 
         settled = "const s = document.body.dataset.state; return s === 'ready' || s === 'error' ? s : null;"
-        state = WebDriverWait(self.driver, 4 * TIMEOUT, poll_frequency=0.2).until(lambda d: d.execute_script(settled))
-        if state == "error":
+        return WebDriverWait(self.driver, 4 * TIMEOUT, poll_frequency=0.2).until(lambda d: d.execute_script(settled))
+
+    def wait_until_ready(self):
+        """Waits until the page is ready; fails if it shows an error."""
+        if self.wait_until_settled() == "error":
             self.fail("the page shows an error: " + self.driver.find_element("id", "error").text)
-        self.assertEqual(state, "ready")
+
+    def test_pasted_lines_each_translated_and_server_errors_shown(self):
+        driver = self.driver
+        driver.get(self.base_url + "/")
+        self.wait_until_ready()
+        source = driver.find_element("id", "source")
+        source.send_keys(SENTENCES[0] + "\n\n" + SENTENCES[1] + "\n")  # the empty line is left out
+        driver.find_element("id", "translate").click()
+        self.wait_until_ready()
+        items = driver.find_elements("css selector", "#translations li")
+        self.assertEqual([li.text for li in items], SHARED["translator"].translate(SENTENCES[:2]))
+        items[1].click()
+        self.wait_until_ready()
+        self.assertEqual(driver.find_element("id", "nbest-of").text, "of sentence 2")
+        attention = self.rest("/v1/models/toy:attention", {"instances": [{"inputs": SENTENCES[1],
+                                                                          "targets": items[1].text}]})
+        self.assertEqual(self.heatmap(attention).shape[1], len(attention["tokens"]["source"]))
+
+        source.clear()
+        source.send_keys("x" * 201)  # over the server's max_sentence_chars
+        driver.find_element("id", "translate").click()
+        self.assertEqual(self.wait_until_settled(), "error")
+        self.assertIn("has 201 characters; the limit is 200", driver.find_element("id", "error").text)
 
     def heatmap(self, attention):
         """The heatmap's weights `(outputs, sources)`, after checking its labels against `attention`."""

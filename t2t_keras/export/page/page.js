@@ -84,7 +84,7 @@
       li.className = "translation";
       li.textContent = result.translations[0];
       if (result.truncated) li.title = "The input was cut to the model's longest input.";
-      li.addEventListener("click", () => run(choose(i, 0)));
+      clickable(li, () => choose(i, 0));
       list.appendChild(li);
     });
   }
@@ -100,7 +100,7 @@
       score.className = "score";
       score.textContent = result.scores[k] === null ? "-inf" : result.scores[k].toFixed(4);
       tr.classList.toggle("selected", k === state.hypothesis);
-      tr.addEventListener("click", () => run(choose(state.sentence, k)));
+      clickable(tr, () => choose(state.sentence, k));
     });
     Array.from($("translations").children).forEach((li, i) => li.classList.toggle("selected", i === state.sentence));
   }
@@ -171,6 +171,14 @@
   // Runs an async action, reporting its failure on the page.
   function run(promise) {
     promise.catch((error) => showError(error.message));
+  }
+  // Click or Enter runs `action` (a list item or table row that chooses what the heatmap shows).
+  function clickable(element, action) {
+    element.tabIndex = 0;
+    element.addEventListener("click", () => run(action()));
+    element.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") run(action());
+    });
   }
 
   $("form").addEventListener("submit", (event) => {
