@@ -28,6 +28,7 @@ from tests.helpers import TestCase, tiny_transformer, toy_pairs
 from tests.test_server import HOST, TIMEOUT, free_socket
 
 SENTENCES = [pair[0] for pair in toy_pairs(4, seed=5)]
+LONG = " ".join(pair[0] for pair in toy_pairs(6))[:200]  # more pieces than the model's max_length of 32
 LIMITS = dict(max_request_bytes=4096, max_instances=4, max_sentence_chars=200)
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -108,6 +109,8 @@ class AttentionEndpointTest(TestCase):
             ({"instances": ["x" * 201]}, 400, "has 201 characters; the limit is 200"),
             ({"instances": ["a"], "params": {"kinds": ["self"]}}, 400, '"kinds" must be a non-empty list'),
             ({"instances": ["a"], "params": {"layer": 1}}, 400, 'Unknown attention parameter "layer"'),
+            ({"instances": [LONG]}, 400, '\\["inputs"\\] has \\d+ pieces; the model reads at most 31'),
+            ({"instances": [{"inputs": "a", "targets": LONG}]}, 400, '\\["targets"\\] has \\d+ pieces'),
         ]
         for body, status, message in cases:
             response = post_attention(self.client, body)

@@ -23,7 +23,10 @@ starting with `<s>`), `"kinds"` (per kind: `"weights"` as `[layer][head][query]
 
 The weights come from the Keras model and tokenizer a text export keeps in
 `assets.extra/` (see `export.saved_model.write_inspection_files`), loaded at
-the first request; the forward pass is `inspect.extract_attention`'s.
+the first request; the forward pass is `inspect.extract_attention`'s. A source
+or target longer than the model reads (`max_length` - 1 pieces) is refused
+with HTTP 400 rather than cut: `:predict` would have translated a shortened
+source, and the map would not show what the model read.
 """
 
 import dataclasses
@@ -105,6 +108,8 @@ class AttentionModel:
         if any(target is None for target in targets):
             raise ValueError("Every sentence needs its target text: translate the others first.")
         model, tokenizer = self._load()
+        _check_lengths(model.max_length, tokenizer, sentences, "inputs")
+        _check_lengths(model.max_length, tokenizer, targets, "targets")
         return [extract_attention(model, tokenizer, source, target) for source, target in zip(sentences, targets)]
 
     def _load(self):
@@ -121,6 +126,16 @@ class AttentionModel:
                 except T2TError as error:
                     raise AttentionUnavailable(f"This server cannot show attention: {error}") from None
             return self._loaded
+
+
+def _check_lengths(max_length, tokenizer, texts, field):
+    """Refuses texts longer than the model reads: the translation would have seen a shortened source."""
+    import tensorflow as tf
+
+    for index, ids in enumerate(tokenizer.tokenize(tf.constant(list(texts), tf.string)).to_list()):
+        if len(ids) + 1 > max_length:  # + EOS (source) or BOS (target)
+            raise BadRequest(f'instances[{index}]["{field}"] has {len(ids)} pieces; the model reads at most '
+                             f"{max_length - 1}: shorten it to see its attention.")
 
 
 def _instances(instances, limits):
