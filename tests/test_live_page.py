@@ -133,10 +133,27 @@ class AttentionEndpointTest(TestCase):
         with self.assertRaisesRegex(attention_api.AttentionUnavailable, "serves no SavedModel"):
             attention_api.AttentionModel(None).maps(["a"], ["b"])
 
+    def test_inspect_view_of_a_sentence_pair(self):
+        target = "die Katze"
+        response = self.client.get("/attention", params={"inputs": SENTENCES[0], "targets": target})
+        self.assertEqual(response.status_code, 200, response.text)
+        self.assertIn("<title>Attention of toy</title>", response.text)
+        data = json.loads(response.text.split('id="attention-data">')[1].split("</script>")[0])
+        expected = html_view.page_data(extract_attention(SHARED["model"], SHARED["tokenizer"], SENTENCES[0], target))
+        self.assertEqual(data["tokens"], expected["tokens"])
+        for kind in expected["order"]:
+            self.assertAllClose(data["kinds"][kind]["weights"], expected["kinds"][kind]["weights"], atol=1e-3)
+        for query, message in (({}, 'must hold "inputs"'),
+                               ({"inputs": "a", "layer": "1"}, "found \\['inputs', 'layer'\\]"),
+                               ({"inputs": LONG}, "pieces; the model reads at most 31")):
+            refused = self.client.get("/attention", params=query)
+            self.assertEqual(refused.status_code, 400)
+            self.assertRegex(refused.text, message)
+
     def test_the_page_and_its_files_are_served(self):
         page = self.client.get("/")
         self.assertEqual(page.status_code, 200)
-        self.assertIn('<script src="/static/page.js">', page.text)
+        self.assertIn('<script src="static/page.js">', page.text)
         for name, kind in (("page.js", "javascript"), ("page.css", "text/css")):
             response = self.client.get("/static/" + name)
             self.assertEqual(response.status_code, 200)
@@ -304,11 +321,18 @@ class LivePageBrowserTest(TestCase):
                          served["translations"][1])
         self.assertAllClose(self.heatmap(second), np.array(second["kinds"]["cross"]["weights"])[0, 1], atol=1e-6)
 
+        link = driver.find_element("id", "inspect-link").get_attribute("href")
         screenshot = self.tmp / "live_page.png"
         self.assertTrue(driver.save_screenshot(str(screenshot)))
         self.assertGreater(screenshot.stat().st_size, 10_000)
         if os.environ.get("LIVE_PAGE_SCREENSHOT"):  # keep a copy to look at (the temporary directory is removed)
             shutil.copy(screenshot, os.environ["LIVE_PAGE_SCREENSHOT"])
+
+        driver.get(link)  # inspect's view of the chosen pair: encoder self-attention first, all heads
+        self.assertEqual(driver.title, "Attention of toy")
+        source_tokens = attention["tokens"]["source"]
+        self.assertEqual(len(driver.find_elements("css selector", "#heatmap tbody tr")), len(source_tokens))
+        self.assertGreater(len(driver.find_elements("css selector", "#lines line")), 0)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ import threading
 
 from t2t_keras.errors import T2TError
 from t2t_keras.export.rest_api import BadRequest, Limits, too_large_message
-from t2t_keras.inspect.attention import KINDS
+from t2t_keras.inspect.attention import KINDS, extract_attention
+from t2t_keras.inspect.html_view import page_data
 
 DEFAULT_KINDS = ("cross",)
 TOP_LEVEL_FIELDS = ("instances", "params")
@@ -72,10 +73,18 @@ def parse_attention_request(body, limits=Limits()):
     return AttentionRequest(sentences, targets, _kinds(request.get("params", {})))
 
 
+def parse_attention_query(query, limits=Limits()):
+    """An `AttentionRequest` of every kind for one sentence pair given as URL query parameters.
+
+    `query` maps "inputs" (the source sentence) and optionally "targets" to
+    strings, e.g. Starlette's `request.query_params`.
+    """
+    sentences, targets = _instances([dict(query)], limits)
+    return AttentionRequest(sentences, targets, KINDS)
+
+
 def format_attention_response(maps_list, kinds, inputs):
     """The JSON-ready answer: `{"predictions": [...]}`, one `page_data` object per `AttentionMaps`."""
-    from t2t_keras.inspect.html_view import page_data
-
     predictions = []
     for maps, source in zip(maps_list, inputs):
         data = page_data(maps)
@@ -103,8 +112,6 @@ class AttentionModel:
 
     def maps(self, sentences, targets):
         """`AttentionMaps` of each sentence against its target text (call from the model thread)."""
-        from t2t_keras.inspect.attention import extract_attention
-
         if any(target is None for target in targets):
             raise ValueError("Every sentence needs its target text: translate the others first.")
         model, tokenizer = self._load()

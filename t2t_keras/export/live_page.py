@@ -13,7 +13,9 @@ package: no build step, no CDN) talks to the server only through its REST API:
   tokens.
 
 The heatmap uses the style sheet of `inspect`'s HTML view (served as
-`/static/inspect.css`), so both pages draw attention alike.
+`/static/inspect.css`), so both pages draw attention alike; a link opens that
+view itself for the chosen pair (`GET /attention`, see `server`). URLs in the
+page are relative, so a proxy may serve it under a path prefix.
 """
 
 import importlib.resources

@@ -1,5 +1,6 @@
 // The live page of `t2t-keras serve`: translations, n-best lists and attention, all from the REST API.
-// No framework and no build step. `document.body.dataset.state` is "loading", "busy", "ready" or "error".
+// No framework and no build step; URLs are relative to the page, so a proxy may serve it under a prefix.
+// `document.body.dataset.state` is "loading", "busy", "ready" or "error".
 (function () {
   "use strict";
   const $ = (id) => document.getElementById(id);
@@ -35,10 +36,10 @@
     if (!response.ok) throw new Error(data.error || path + " answered HTTP " + response.status + ".");
     return data;
   }
-  const modelPath = (suffix) => "/v1/models/" + encodeURIComponent(state.model) + suffix;
+  const modelPath = (suffix) => "v1/models/" + encodeURIComponent(state.model) + suffix;
 
   async function start() {
-    state.model = (await call("/statz")).model_name;
+    state.model = (await call("statz")).model_name;
     $("model-name").textContent = state.model;
     const decoding = (await call(modelPath("/metadata"))).metadata.decoding;
     for (let b = 1; b <= decoding.max_beam_size; b++) option($("beam-size"), b, b);
@@ -111,10 +112,10 @@
     state.sentence = i;
     state.hypothesis = k;
     showNbest();
+    const pair = {inputs: state.sentences[i], targets: state.results[i].translations[k]};
+    $("inspect-link").href = "attention?" + new URLSearchParams(pair);
     setState("busy", "Computing attention…");
-    const answer = await call(modelPath(":attention"), {
-      instances: [{inputs: state.sentences[i], targets: state.results[i].translations[k]}],
-    });
+    const answer = await call(modelPath(":attention"), {instances: [pair]});
     if (request !== state.request) return;
     state.attention = answer.predictions[0];
     fillLayersAndHeads();
