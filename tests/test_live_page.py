@@ -25,7 +25,7 @@ from t2t_keras.export.server import create_app
 from t2t_keras.inspect import html_view
 from t2t_keras.inspect.attention import extract_attention
 from tests.helpers import TestCase, tiny_transformer, toy_pairs
-from tests.test_server import HOST, TIMEOUT, free_socket
+from tests.test_server import TIMEOUT, free_socket  # the server tests bind 127.0.0.1 only
 
 SENTENCES = [pair[0] for pair in toy_pairs(4, seed=5)]
 LONG = " ".join(pair[0] for pair in toy_pairs(6))[:200]  # more pieces than the model's max_length of 32
