@@ -124,7 +124,7 @@ print("same as the standalone process:", same(in_process, standalone))
 # %% [markdown]
 # ## The REST server
 #
-# `t2t_keras.export.server.serve` speaks TensorFlow Serving's REST API: `POST
+# `t2t_keras.serving.server.serve` speaks TensorFlow Serving's REST API: `POST
 # /v1/models/NAME:predict` with `{"instances": [...]}`, plus `GET /v1/models/NAME`, `.../metadata`
 # and `/healthz`. It runs here as a subprocess on a free port of 127.0.0.1, and stops at the end of
 # the notebook.
@@ -134,7 +134,7 @@ import socket
 import urllib.error
 import urllib.request
 
-SERVE = "import sys; from t2t_keras.export.server import serve; serve(sys.argv[1], port=int(sys.argv[2]))"
+SERVE = "import sys; from t2t_keras.serving.server import serve; serve(sys.argv[1], port=int(sys.argv[2]))"
 
 with socket.socket() as probe:
     probe.bind(("127.0.0.1", 0))

@@ -108,7 +108,7 @@ def cmd_export(args):
 
 
 def cmd_serve(args):
-    from t2t_keras.export.server import serve
+    from t2t_keras.serving.server import serve
 
     serve(args.saved_model, host=args.host, port=args.port, model_name=args.model_name,
           max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)

@@ -8,7 +8,7 @@ import asyncio
 import threading
 import unittest
 
-from t2t_keras.export.batcher import SHUTTING_DOWN, RequestBatcher
+from t2t_keras.serving.batcher import SHUTTING_DOWN, RequestBatcher
 
 
 class FakeModel:

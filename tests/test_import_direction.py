@@ -9,6 +9,7 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
       -> training, evaluation, export, inspect (none of them imports another)
+      -> serving                               the HTTP server: exports, with inspect's views
       -> cli, main_job, notebook_support
 """
 
@@ -38,9 +39,10 @@ ALLOWED = {
     "evaluation": SHARED,
     "export": SHARED,
     "inspect": SHARED,
+    "serving": SHARED | {"export", "inspect"},
     "notebook_support": {"inspect"},
     "main_job": SHARED | {"training", "evaluation", "export", "inspect"},
-    "cli": SHARED | {"training", "evaluation", "export", "inspect", "main_job", "describe"},
+    "cli": SHARED | {"training", "evaluation", "export", "inspect", "serving", "main_job", "describe"},
     "__main__": {"cli"},
 }
 
@@ -113,7 +115,7 @@ class ImportDirectionTest(unittest.TestCase):
         applications = {"training", "evaluation", "export", "inspect"}
         for part in applications:
             self.assertEqual(ALLOWED[part] & applications, set(), part)
-        self.assertFalse({"training", "evaluation", "export", "inspect", "cli", "main_job"} & ALLOWED["runs"])
+        self.assertFalse({"training", "evaluation", "export", "inspect", "serving", "cli", "main_job"} & ALLOWED["runs"])
 
     def test_the_checker_sees_function_level_imports(self):
         edges = package_edges()

@@ -18,10 +18,10 @@ import tensorflow as tf
 import uvicorn
 
 from t2t_keras.data.tokenizer import train_sentencepiece
-from t2t_keras.export import rest_api
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_translator
-from t2t_keras.export.server import create_app
+from t2t_keras.serving import rest_api
+from t2t_keras.serving.server import create_app
 from tests.helpers import TestCase, tiny_transformer, toy_pairs
 
 HOST = "127.0.0.1"  # the tests only ever connect here
@@ -196,7 +196,7 @@ class ServeProcessTest(TestCase):
             export_dir = export_translator(tiny_transformer(vocab_size=80, max_length=16), tokenizer,
                                            pathlib.Path(tmp) / "export", max_beam_size=1, beam_size=1,
                                            max_extra_length=4)
-            code = ("import sys; from t2t_keras.export.server import serve; "
+            code = ("import sys; from t2t_keras.serving.server import serve; "
                     f"serve(sys.argv[1], host='{HOST}', port=0, model_name='toy', max_wait_ms=1)")
             process = subprocess.Popen([sys.executable, "-c", code, str(export_dir)], stderr=subprocess.PIPE,
                                        stdout=subprocess.DEVNULL, text=True,

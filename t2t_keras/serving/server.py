@@ -11,6 +11,11 @@ Endpoints (NAME is `model_name`, the served version is 1):
 * `GET /v1/models/NAME`: version status, as TF Serving reports it.
 * `GET /v1/models/NAME/metadata`: the SavedModel's signatures, decoding
   defaults and request limits.
+* `POST /v1/models/NAME:attention`: attention weights of sentences and their
+  translations (format in `attention_api`).
+* `GET /`: a page to try the model in a browser (see `live_page`), and
+  `GET /attention?inputs=...&targets=...`: `inspect`'s HTML view of one
+  sentence pair (every attention kind, layer and head).
 * `GET /healthz`: 200 `{"status": "ok"}` while the server can translate.
 * `GET /statz`: batching counters (requests, batches, batched_requests, ...).
 
@@ -27,13 +32,15 @@ import tensorflow as tf
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from t2t_keras.errors import T2TError
-from t2t_keras.export import rest_api
-from t2t_keras.export.batcher import RequestBatcher
 from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.inspect.html_view import render_html
+from t2t_keras.serving import attention_api, rest_api
+from t2t_keras.serving.batcher import RequestBatcher
+from t2t_keras.serving.live_page import page_routes
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +87,10 @@ def create_app(translator, model_name="t2t", max_batch_size=32, max_wait_ms=10, 
         Route("/v1/models/{name}/metadata", handlers.metadata, methods=["GET"]),
         Route("/v1/models/{name}:predict", handlers.predict, methods=["POST"]),
         Route("/v1/models/{name}/versions/{version}:predict", handlers.predict, methods=["POST"]),
+        Route("/v1/models/{name}:attention", handlers.attention, methods=["POST"]),
+        Route("/v1/models/{name}/versions/{version}:attention", handlers.attention, methods=["POST"]),
+        Route("/attention", handlers.attention_page, methods=["GET"]),
+        *page_routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})
     app.state.batcher = batcher
@@ -94,6 +105,7 @@ class _Handlers:
         self.batcher = batcher
         self.model_name = model_name
         self.limits = limits
+        self.attention_model = attention_api.AttentionModel(translator.path)
 
     async def health(self, request):
         if not self.batcher.running:
@@ -135,6 +147,40 @@ class _Handlers:
             return _error(f"Translation failed: {error}", 500)
         return JSONResponse(rest_api.format_predict_response(result, parsed.columnar, params.num_return))
 
+    async def attention(self, request):
+        self._check_model(request)
+        try:
+            parsed = attention_api.parse_attention_request(await self._body(request), self.limits)
+            maps = await self._attention_maps(parsed)
+        except Exception as error:  # noqa: BLE001 -- the server answers and keeps serving
+            return _error(*_attention_failure(error))
+        return JSONResponse(attention_api.format_attention_response(maps, parsed.kinds, parsed.sentences))
+
+    async def attention_page(self, request):
+        """`GET /attention?inputs=...&targets=...`: `inspect`'s interactive page of one sentence pair."""
+        try:
+            maps = await self._attention_maps(attention_api.parse_attention_query(request.query_params, self.limits))
+        except Exception as error:  # noqa: BLE001 -- the server answers and keeps serving
+            message, status = _attention_failure(error)
+            return PlainTextResponse(message, status_code=status)
+        return HTMLResponse(render_html(maps[0], title=f"Attention of {self.model_name}"))
+
+    async def _attention_maps(self, parsed):
+        """The `AttentionMaps` of a parsed attention request, computed in the model thread."""
+        targets = await self._translate_missing(parsed.sentences, parsed.targets)
+        return await self.batcher.run_in_thread(self.attention_model.maps, parsed.sentences, targets)
+
+    async def _translate_missing(self, sentences, targets):
+        """`targets` with each None replaced by the best translation `:predict` gives with the defaults."""
+        missing = [i for i, target in enumerate(targets) if target is None]
+        if not missing:
+            return list(targets)
+        result = await self.batcher.submit([sentences[i] for i in missing], self.translator.defaults)
+        targets = list(targets)
+        for i, nbest in zip(missing, result["translations"]):
+            targets[i] = nbest[0]
+        return targets
+
     def _check_model(self, request):
         name = request.path_params["name"]
         version = request.path_params.get("version", MODEL_VERSION)
@@ -155,6 +201,16 @@ class _Handlers:
                 raise rest_api.BadRequest(rest_api.too_large_message(size, limit))
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def _attention_failure(error):
+    """`(message, HTTP status)` for an error of the attention endpoints."""
+    if isinstance(error, attention_api.AttentionUnavailable):
+        return str(error), 501
+    if isinstance(error, (T2TError, tf.errors.InvalidArgumentError)):
+        return str(error), 400
+    logger.error("Attention failed.", exc_info=error)
+    return f"Attention failed: {error}", 500
 
 
 async def _http_error(request, error):

@@ -1,0 +1,8 @@
+"""Serving an export over HTTP, as TensorFlow Serving's REST API does, plus a page to try it.
+
+* `rest_api`: parsing and formatting TF Serving's request and response bodies.
+* `batcher`: groups concurrent requests into one model call.
+* `server`: the Starlette application and `serve` (`t2t-keras serve`).
+* `attention_api`: the `:attention` endpoint (attention weights of a sentence and a translation).
+* `live_page`: the page at `GET /` (files in `page/`).
+"""
