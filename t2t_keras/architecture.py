@@ -7,6 +7,9 @@ the values come from a config file.
 
 from t2t_keras.errors import ConfigError
 
+# The encoder-decoder of the paper, and the two single-stack models built from its layers
+# (GPT-style causal language model, BERT-style masked language model).
+ARCHITECTURE_CHOICES = ("encoder_decoder", "decoder_only", "encoder_only")
 TIE_CHOICES = ("all", "target", "none")  # §3.4 shares one matrix between both embeddings and the projection
 POSITION_CHOICES = ("sinusoidal", "learned")  # §3.5, and Table 3 row (E)
 

@@ -14,7 +14,7 @@ import typing
 
 import yaml
 
-from t2t_keras.architecture import POSITION_CHOICES, TIE_CHOICES, check_choice, head_dims
+from t2t_keras.architecture import ARCHITECTURE_CHOICES, POSITION_CHOICES, TIE_CHOICES, check_choice, head_dims
 from t2t_keras.errors import ConfigError
 
 # The presets ship inside the package (`configs/` at the top of the repository links here), so an
@@ -44,6 +44,7 @@ def _check_choice(section, obj, name, choices):
 class ModelConfig:
     """Architecture (§3, Table 3). Paper names in brackets."""
 
+    architecture: str = "encoder_decoder"  # the paper's; or "decoder_only" (causal LM), "encoder_only" (masked LM)
     vocab_size: typing.Optional[int] = None  # shared vocabulary; defaults to data.vocab_size
     hidden_dim: int = 512  # [d_model]
     num_layers: int = 6  # [N] encoder layers (and decoder layers unless num_decoder_layers)
@@ -58,7 +59,7 @@ class ModelConfig:
     activation_dropout: float = 0.0  # dropout inside the feed-forward network (not in the paper)
     position_encoding: str = "sinusoidal"  # "sinusoidal" (§3.5) or "learned" (Table 3 E)
     max_length: int = 1024  # longest sequence in tokens; sizes learned position tables
-    tie_embeddings: str = "all"  # "all" (§3.4), "target" or "none"
+    tie_embeddings: str = "all"  # "all" (§3.4), "target" or "none"; single-stack models: tied unless "none"
     normalize_first: bool = False  # pre-LN instead of the paper's post-LN
     layer_norm_epsilon: float = 1e-6
 
@@ -68,6 +69,10 @@ class ModelConfig:
         _check_rate("model", self, "dropout", "attention_dropout", "activation_dropout")
         _check_choice("model", self, "position_encoding", POSITION_CHOICES)
         _check_choice("model", self, "tie_embeddings", TIE_CHOICES)
+        _check_choice("model", self, "architecture", ARCHITECTURE_CHOICES)
+        if self.architecture != "encoder_decoder" and self.num_decoder_layers is not None:
+            raise ConfigError(f"model.num_decoder_layers is for the encoder-decoder; a {self.architecture} model has "
+                              "one stack of model.num_layers blocks. Remove num_decoder_layers.")
         head_dims(self.hidden_dim, self.num_heads, self.key_dim, self.value_dim, prefix="model.")
 
     @property

@@ -8,12 +8,13 @@ def describe(config, sequence_length=32):
     m = config.model
     counts = count_parameters(m)
     return {
+        "architecture": m.architecture,
         "params": counts["total"],
         "params_by_part": {k: v for k, v in counts.items() if k != "total"},
         "vocab_size": m.vocab_size,
         "hidden_dim": m.hidden_dim,
         "num_layers": m.num_layers,
-        "num_decoder_layers": m.decoder_layers,
+        "num_decoder_layers": m.decoder_layers if m.architecture == "encoder_decoder" else None,
         "num_heads": m.num_heads,
         "key_dim": m.head_key_dim,
         "value_dim": m.head_value_dim,
@@ -32,9 +33,12 @@ def format_description(info):
     """Human-readable lines for `describe()`'s dict."""
     norm = "pre-LN" if info["normalize_first"] else "post-LN (paper)"
     parts = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in info["params_by_part"].items() if v)
+    stacks = {"encoder_decoder": f"N={info['num_layers']} encoder / {info['num_decoder_layers']} decoder layers",
+              "decoder_only": f"decoder-only (causal LM), N={info['num_layers']} layers",
+              "encoder_only": f"encoder-only (masked LM), N={info['num_layers']} layers"}[info["architecture"]]
     return "\n".join(
         [
-            f"Transformer: N={info['num_layers']} encoder / {info['num_decoder_layers']} decoder layers, "
+            f"Transformer: {stacks}, "
             f"d_model={info['hidden_dim']}, d_ff={info['intermediate_dim']}, h={info['num_heads']}, "
             f"d_k={info['key_dim']}, d_v={info['value_dim']}",
             f"  P_drop={info['dropout']}, eps_ls={info['label_smoothing']}, {info['position_encoding']} positions, "

@@ -18,6 +18,7 @@ def write_bytes_atomic(path, data: bytes) -> None:
     os.makedirs(directory, exist_ok=True)
     fd, temp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
     try:
+        os.chmod(temp_path, 0o644)  # mkstemp makes it private; the file replaces a readable one
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

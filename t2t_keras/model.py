@@ -7,6 +7,7 @@ import keras
 from keras import ops
 
 from t2t_keras.architecture import POSITION_CHOICES, TIE_CHOICES, check_choice, check_tied_vocabularies
+from t2t_keras.errors import ConfigError
 from t2t_keras.layers import (
     Decoder,
     Encoder,
@@ -221,4 +222,10 @@ MODEL_ARGUMENTS = constructor_arguments(Transformer)
 
 def build_transformer(model_config, dtype=None, name="transformer"):
     """A `Transformer` from a `config.ModelConfig`; `dtype` may be a mixed-precision policy name."""
-    return Transformer(**dataclasses.asdict(model_config), dtype=dtype, name=name)
+    arguments = dataclasses.asdict(model_config)
+    architecture = arguments.pop("architecture")
+    if architecture != "encoder_decoder":
+        raise ConfigError(f"model.architecture={architecture!r} is not the encoder-decoder Transformer: build it "
+                          "with t2t_keras.build.build_model. Training it with `t2t-keras train` is not supported "
+                          "yet; set model.architecture=encoder_decoder to train a translation model.")
+    return Transformer(**arguments, dtype=dtype, name=name)

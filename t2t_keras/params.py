@@ -19,35 +19,52 @@ def feed_forward_params(model_dim, intermediate_dim):
 
 
 def count_parameters(model_config):
-    """Parameter counts by part, and `total`, for a `ModelConfig`."""
+    """Parameter counts by part, and `total`, for a `ModelConfig` of any `architecture`."""
     c = model_config
     d = c.hidden_dim
     attention = attention_params(d, c.head_key_dim, c.head_value_dim, c.num_heads)
     feed_forward = feed_forward_params(d, c.intermediate_dim)
     norm = 2 * d
     final_norm = norm if c.normalize_first else 0
-    counts = {
-        "encoder": c.num_layers * (attention + feed_forward + 2 * norm) + final_norm,
-        "decoder": c.decoder_layers * (2 * attention + feed_forward + 3 * norm) + final_norm,
-        "embeddings": c.vocab_size * d * {"all": 1, "target": 2, "none": 3}[c.tie_embeddings],
-        "positions": 2 * c.max_length * d if c.position_encoding == "learned" else 0,
-    }
+    self_attention_stack = c.num_layers * (attention + feed_forward + 2 * norm) + final_norm
+    positions = c.max_length * d if c.position_encoding == "learned" else 0
+    if c.architecture == "encoder_decoder":
+        counts = {
+            "encoder": self_attention_stack,
+            "decoder": c.decoder_layers * (2 * attention + feed_forward + 3 * norm) + final_norm,
+            "embeddings": c.vocab_size * d * {"all": 1, "target": 2, "none": 3}[c.tie_embeddings],
+            "positions": 2 * positions,
+        }
+    else:
+        stack = "decoder" if c.architecture == "decoder_only" else "encoder"
+        counts = {
+            stack: self_attention_stack,
+            "embeddings": c.vocab_size * d * (2 if c.tie_embeddings == "none" else 1),
+            "positions": positions,
+        }
+        if c.architecture == "encoder_only":
+            counts["heads"] = (d * d + d + norm) + (d * d + d)  # masked-LM transform + LayerNorm, pooler
     counts["total"] = sum(counts.values())
     return counts
 
 
 def training_flops_per_target_token(model_config, source_length=32, target_length=32):
-    """Training FLOPs (3 x forward) per target token, matmuls only.
+    """Training FLOPs (3 x forward) per target (predicted) token, matmuls only.
 
     Same accounting as the peer benchmark harness: attention and FFN
     projections, the QK^T and AV products over full (unmasked) lengths and the
     output projection; embeddings, softmax, LayerNorm and loss are not counted.
+    Single-stack models predict every position of one sequence of `target_length`.
     """
     c = model_config
     d, ratio = c.hidden_dim, source_length / target_length
     hk, hv = c.num_heads * c.head_key_dim, c.num_heads * c.head_value_dim
     self_projections = 2 * d * (2 * hk + 2 * hv)  # Q, K, V, output: 2 FLOPs per multiply-add
     ffn = 4 * d * c.intermediate_dim
+    output = 2 * d * c.vocab_size
+    if c.architecture != "encoder_decoder":
+        head = 2 * d * d if c.architecture == "encoder_only" else 0
+        return 3 * (c.num_layers * (self_projections + ffn + 2 * target_length * (hk + hv)) + head + output)
     encoder = c.num_layers * (self_projections + ffn + 2 * source_length * (hk + hv))
     cross_query_out = 2 * d * (hk + hv)
     cross_key_value = 2 * d * (hk + hv)
@@ -55,5 +72,5 @@ def training_flops_per_target_token(model_config, source_length=32, target_lengt
         self_projections + ffn + 2 * target_length * (hk + hv)
         + cross_query_out + ratio * cross_key_value + 2 * source_length * (hk + hv)
     )
-    forward = ratio * encoder + decoder + 2 * d * c.vocab_size
+    forward = ratio * encoder + decoder + output
     return 3 * forward

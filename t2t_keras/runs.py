@@ -27,7 +27,7 @@ from t2t_keras import config as config_lib
 from t2t_keras.data.tokenizer import Tokenizer, check_vocab_size
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.files import save_keras_model_atomic, write_text_atomic
-from t2t_keras.model import build_transformer
+from t2t_keras.build import build_model
 
 logger = logging.getLogger(__name__)
 
@@ -113,9 +113,7 @@ def checkpoint_step(path):
 
 
 def _new_model(config):
-    model = build_transformer(config.model)
-    model.build()
-    return model
+    return build_model(config.model)
 
 
 def load_run_model(run_dir, source="auto"):

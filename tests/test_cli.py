@@ -1,8 +1,10 @@
 """The `t2t-keras` command line."""
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 import tensorflow as tf
 
@@ -28,6 +30,24 @@ class DescribeTest(TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("h=8", result.stdout)
         self.assertIn("parameters:", result.stdout)
+
+    def test_every_architecture(self):
+        from t2t_keras.config import load_config
+        from t2t_keras.params import count_parameters
+
+        for architecture in ("encoder_decoder", "decoder_only", "encoder_only"):
+            with self.subTest(architecture=architecture):
+                result = run_cli("describe", "--config", "tiny", "--set", f"model.architecture={architecture}",
+                                 "--json")
+                self.assertEqual(result.returncode, 0, result.stderr)
+                info = json.loads(result.stdout)
+                expected = count_parameters(load_config("tiny", [f"model.architecture={architecture}"]).model)
+                self.assertEqual((info["architecture"], info["params"]), (architecture, expected["total"]))
+        with tempfile.TemporaryDirectory() as tmp:
+            training = run_cli("train", "--config", "lm-mini", "--run-dir", f"{tmp}/run")
+            self.assertEqual(training.returncode, 2)
+            self.assertIn("not supported yet", training.stderr)
+            self.assertFalse(os.path.exists(f"{tmp}/run"))  # refused before writing anything
 
     def test_bad_config_is_a_clear_error(self):
         result = run_cli("describe", "--config", "base", "--set", "model.hidden_dim=500")

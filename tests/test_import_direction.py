@@ -5,7 +5,7 @@ and mapped to the part it comes from and the part it reaches. A part may
 import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
 
     foundation (errors, special_ids, files, architecture, config)
-      -> layers -> model
+      -> layers -> model, language_models -> build
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
       -> training, evaluation, export, inspect (none of them imports another)
@@ -21,7 +21,8 @@ import unittest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
 FOUNDATION = {"errors", "special_ids", "files", "architecture", "config"}
-SHARED = FOUNDATION | {"layers", "model", "data", "decoding", "runs"}
+MODELS = {"layers", "model", "language_models", "build"}
+SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs"}
 ALLOWED = {
     "errors": set(),
     "special_ids": set(),
@@ -30,11 +31,13 @@ ALLOWED = {
     "config": {"errors", "architecture"},
     "layers": FOUNDATION,
     "model": FOUNDATION | {"layers"},
+    "language_models": FOUNDATION | {"layers", "model"},
+    "build": FOUNDATION | {"model", "language_models"},
     "params": FOUNDATION,
     "describe": FOUNDATION | {"params", "model"},
     "data": FOUNDATION,
     "decoding": FOUNDATION | {"model"},
-    "runs": FOUNDATION | {"model", "data"},
+    "runs": FOUNDATION | MODELS | {"data"},
     "training": SHARED,
     "evaluation": SHARED,
     "export": SHARED,

@@ -40,7 +40,7 @@ from t2t_keras.decoding.parameters import check_beam_size, check_length_penalty,
 
 
 def beam_search(model, source, beam_size=4, alpha=0.6, length_penalty="gnmt", max_extra_length=50,
-                max_length=None, min_length=0, num_return=1):
+                max_length=None, min_length=0, num_return=1, forced_prefix=None):
     """The `num_return` best translations of each source sentence.
 
     Args:
@@ -55,6 +55,9 @@ def beam_search(model, source, beam_size=4, alpha=0.6, length_penalty="gnmt", ma
             to the padded source width + `max_extra_length`.
         min_length: EOS is forbidden until this many tokens exist.
         num_return: size of the n-best list, at most `beam_size`.
+        forced_prefix: optional int `(batch, width)` ids, 0-padded, that every
+            hypothesis starts with (a language model's prompt; see
+            `common.force_prefix`).
 
     Returns:
         dict with `tokens`: int32 `(batch, num_return, bound)`, each ending with
@@ -70,10 +73,12 @@ def beam_search(model, source, beam_size=4, alpha=0.6, length_penalty="gnmt", ma
     source_mask = tile(model.source_mask(source))
     cache = tf.nest.map_structure(tile, model.init_cache(model.encode(source, training=False), bound))
     state = _initial_state(tf.shape(source)[0], beam_size, bound, cache)
+    if forced_prefix is not None:
+        forced_prefix = tile(tf.convert_to_tensor(forced_prefix, tf.int32))
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
 
     def step(state):
-        return (_beam_step(model, state, source_mask, limits, min_length, scoring, num_return),)
+        return (_beam_step(model, state, source_mask, limits, min_length, scoring, num_return, forced_prefix),)
 
     def not_done(state):
         return tf.logical_not(tf.reduce_all(state["done"]))
@@ -109,12 +114,14 @@ def _initial_state(batch, beam_size, bound, cache):
     }
 
 
-def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return):
+def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return, forced_prefix=None):
     """Extends the alive hypotheses by one token and updates both sets."""
     step = state["step"]
     inputs = tf.reshape(common.previous_tokens(state["alive_seq"], step), (-1,))  # (batch * beam,)
     log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step)
     log_probs = common.mask_special_tokens(log_probs, step, min_length)
+    if forced_prefix is not None:
+        log_probs = common.force_prefix(log_probs, step, forced_prefix)
     candidates = _top_candidates(state["alive_seq"], state["alive_log_probs"], log_probs, step)
     ending = tf.equal(candidates["tokens"], common.EOS_ID) | (step + 1 >= limits[:, None])  # (batch, 2 * beam)
     alive = _next_alive(candidates, ending)
@@ -199,4 +206,4 @@ def _reorder_cache(cache, beams):
     batch, beam_size = tf.shape(beams)[0], beams.shape[1]
     rows = tf.reshape(tf.range(batch)[:, None] * beam_size + beams, (-1,))  # (batch * beam,)
     gather = functools.partial(tf.gather, indices=rows, axis=0)
-    return [{"self": tf.nest.map_structure(gather, layer["self"]), "cross": layer["cross"]} for layer in cache]
+    return [{**layer, "self": tf.nest.map_structure(gather, layer["self"])} for layer in cache]

@@ -75,6 +75,21 @@ def mask_special_tokens(log_probs, step, min_length=0):
     return tf.where(forbidden, tf.constant(NEG_INF, log_probs.dtype), log_probs)
 
 
+def force_prefix(log_probs, step, prefix):
+    """Rows whose `prefix` has a token at `step` may only emit that token, with log-probability 0.
+
+    `prefix` int `(batch, width)` is padded with PAD_ID. A language model's
+    prompt is fed this way through the same search loops; the forced tokens
+    add nothing to the scores, which then measure the continuation alone.
+    """
+    width = tf.shape(prefix)[1]
+    column = tf.gather(prefix, tf.minimum(step, width - 1), axis=1)  # (batch,)
+    forced = (step < width) & tf.not_equal(column, PAD_ID)
+    vocab = tf.range(tf.shape(log_probs)[-1])
+    only = tf.where(tf.equal(vocab[None, :], column[:, None]), 0.0, NEG_INF)
+    return tf.where(forced[:, None], tf.cast(only, log_probs.dtype), log_probs)
+
+
 def next_log_probs(model, tokens, source_mask, cache, step):
     """One cached decoder step: float32 log-probabilities `(batch, vocab)` and the new cache.
 

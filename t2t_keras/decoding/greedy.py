@@ -12,7 +12,7 @@ from t2t_keras.decoding import common, sampling
 
 
 def greedy_decode(model, source, max_extra_length=50, max_length=None, min_length=0, temperature=0.0, top_k=0,
-                  seed=None):
+                  seed=None, forced_prefix=None):
     """Decodes `source` one token at a time, choosing the argmax (or a sample) at each step.
 
     Args:
@@ -29,6 +29,9 @@ def greedy_decode(model, source, max_extra_length=50, max_length=None, min_lengt
             means argmax.
         top_k: when sampling, only the k most likely tokens are candidates; 0 keeps all.
         seed: int seed of the stateless sampler; None draws one.
+        forced_prefix: optional int `(batch, width)` ids, 0-padded, emitted
+            first whatever the model prefers (a language model's prompt; see
+            `common.force_prefix`).
 
     Returns:
         dict with `tokens`: int32 `(batch, bound)`, each row ending with EOS
@@ -51,7 +54,7 @@ def greedy_decode(model, source, max_extra_length=50, max_length=None, min_lengt
     }
 
     def step(state):
-        return (_greedy_step(model, state, source_mask, limits, min_length, choose),)
+        return (_greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix),)
 
     def not_done(state):
         return tf.logical_not(tf.reduce_all(state["finished"]))
@@ -72,12 +75,14 @@ def _chooser(temperature, top_k, seed):
     return choose
 
 
-def _greedy_step(model, state, source_mask, limits, min_length, choose):
+def _greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix=None):
     """Feeds the previous token, picks the next one and marks finished sentences."""
     step, finished = state["step"], state["finished"]
     inputs = common.previous_tokens(state["tokens"], step)
     log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step)
     log_probs = common.mask_special_tokens(log_probs, step, min_length)
+    if forced_prefix is not None:
+        log_probs = common.force_prefix(log_probs, step, forced_prefix)
     token = tf.where(finished, common.PAD_ID, choose(log_probs, step))
     token_log_prob = tf.gather(log_probs, token, batch_dims=1)
     finished = finished | tf.equal(token, common.EOS_ID) | (step + 1 >= limits)

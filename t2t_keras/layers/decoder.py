@@ -13,7 +13,7 @@ from t2t_keras.layers.stack import TransformerStack
 class DecoderOutput(NamedTuple):
     output: Any  # (batch, target_len, hidden_dim)
     self_weights: Any  # per layer, (batch, heads, target_len, target_len)
-    cross_weights: Any  # per layer, (batch, heads, target_len, source_len)
+    cross_weights: Any  # per layer, (batch, heads, target_len, source_len); None without cross-attention
 
 
 class DecoderStep(NamedTuple):
@@ -25,11 +25,12 @@ class DecoderStep(NamedTuple):
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class Decoder(TransformerStack):
-    """N `DecoderBlock`s. Arguments: see `TransformerStack`.
+    """N `DecoderBlock`s. Arguments: see `TransformerStack`; `block_config` may hold
+    `use_cross_attention=False` for a decoder-only language model.
 
     Call arguments:
         inputs: embedded target `(batch, target_len, hidden_dim)`.
-        memory: encoder output `(batch, source_len, hidden_dim)`.
+        memory: encoder output `(batch, source_len, hidden_dim)`; None without cross-attention.
         memory_mask: boolean `(batch, source_len)`, True on real source tokens.
         training: whether dropout is active.
 
@@ -49,11 +50,12 @@ class Decoder(TransformerStack):
         if self.final_norm is not None:
             self.final_norm.build(inputs_shape)
 
-    def init_cache(self, memory, max_length):
-        """A cache for decoding up to `max_length` tokens against `memory`: one dict per block."""
-        return [block.init_cache(memory, max_length) for block in self.blocks]
+    def init_cache(self, memory, max_length, batch_size=None):
+        """A cache for decoding up to `max_length` tokens against `memory` (or, without
+        cross-attention, for `batch_size` rows): one dict per block."""
+        return [block.init_cache(memory, max_length, batch_size) for block in self.blocks]
 
-    def call(self, inputs, memory, memory_mask=None, training=None):
+    def call(self, inputs, memory=None, memory_mask=None, training=None):
         self_mask = masks.attention_mask(causal=masks.causal_mask(ops.shape(inputs)[1]))
         cross_mask = masks.attention_mask(key_padding=memory_mask)
         x, self_weights, cross_weights = inputs, [], []

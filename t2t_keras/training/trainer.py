@@ -109,6 +109,8 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
             those with a true `chief_only` attribute run on the chief worker only.
         verbose: passed to `model.fit`.
     """
+    if config.model.architecture != "encoder_decoder":  # before anything is written or downloaded
+        build_transformer(config.model)  # raises the error that says what to do instead
     run = RunDirectory(run_dir)
     config = run.resolve_config(config)
     keras.utils.set_random_seed(config.training.seed)
