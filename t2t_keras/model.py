@@ -16,7 +16,7 @@ from t2t_keras.layers import (
     TokenEmbedding,
     masks,
 )
-from t2t_keras.layers.arguments import constructor_arguments
+from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.block import BLOCK_ARGUMENTS
 
 
@@ -84,25 +84,7 @@ class Transformer(keras.Model):
         check_choice("tie_embeddings", tie_embeddings, TIE_CHOICES)
         check_choice("position_encoding", position_encoding, POSITION_CHOICES)
         check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size)
-        self.vocab_size = vocab_size
-        self.hidden_dim = hidden_dim
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.num_decoder_layers = num_decoder_layers
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.position_encoding = position_encoding
-        self.max_length = max_length
-        self.tie_embeddings = tie_embeddings
-        self.source_vocab_size = source_vocab_size
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.pad_id = pad_id
+        store_arguments(self, Transformer, locals())
         self._make_embeddings()
         self._make_stacks()
 

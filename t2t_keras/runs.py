@@ -24,10 +24,10 @@ import tensorflow as tf
 import yaml
 
 from t2t_keras import config as config_lib
+from t2t_keras.build import build_model
 from t2t_keras.data.tokenizer import Tokenizer, check_vocab_size
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.files import save_keras_model_atomic, write_text_atomic
-from t2t_keras.build import build_model
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from keras import ops
 
 from t2t_keras.architecture import POSITION_CHOICES, check_choice
 from t2t_keras.layers import LearnedPositionEmbedding, SinusoidalPositionEncoding, TokenEmbedding, masks
-from t2t_keras.layers.arguments import constructor_arguments
+from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.block import BLOCK_ARGUMENTS
 
 
@@ -27,23 +27,7 @@ class SingleStackModel(keras.Model):
                  layer_norm_epsilon=1e-6, pad_id=0, **kwargs):
         super().__init__(**kwargs)
         check_choice("position_encoding", position_encoding, POSITION_CHOICES)
-        self.vocab_size = vocab_size
-        self.hidden_dim = hidden_dim
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.position_encoding = position_encoding
-        self.max_length = max_length
-        self.tie_embeddings = tie_embeddings
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.pad_id = pad_id
+        store_arguments(self, SingleStackModel, locals())
         policy = self.dtype_policy
         self.token_embedding = TokenEmbedding(vocab_size, hidden_dim, dtype=policy, name="token_embedding")
         if position_encoding == "learned":

@@ -3,7 +3,7 @@
 import keras
 
 from t2t_keras.architecture import head_dims
-from t2t_keras.layers.arguments import constructor_arguments
+from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.feed_forward import FeedForward
 from t2t_keras.layers.multi_head_attention import MultiHeadAttention
 from t2t_keras.layers.sublayer_connection import SublayerConnection
@@ -29,16 +29,7 @@ class TransformerBlock(keras.layers.Layer):
                  attention_dropout=0.0, activation_dropout=0.0, activation="relu", normalize_first=False,
                  layer_norm_epsilon=1e-6, **kwargs):
         super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.intermediate_dim = intermediate_dim
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation = activation
-        self.normalize_first = normalize_first
-        self.layer_norm_epsilon = layer_norm_epsilon
+        store_arguments(self, TransformerBlock, locals())
 
     def _attention(self, hidden_dim, name):
         key_dim, value_dim = head_dims(hidden_dim, self.num_heads, self.key_dim, self.value_dim)

@@ -30,14 +30,13 @@ source, and the map would not show what the model read.
 """
 
 import dataclasses
-import json
 import threading
 
 from t2t_keras.errors import T2TError
 from t2t_keras.inspect.attention import KINDS, extract_attention
 from t2t_keras.inspect.html_view import page_data
 from t2t_keras.runs import load_export
-from t2t_keras.serving.rest_api import BadRequest, Limits, too_large_message
+from t2t_keras.serving.rest_api import BadRequest, Limits, parse_json_body
 
 DEFAULT_KINDS = ("cross",)
 TOP_LEVEL_FIELDS = ("instances", "params")
@@ -58,12 +57,7 @@ class AttentionRequest:
 
 def parse_attention_request(body, limits=Limits()):
     """An `AttentionRequest` from a JSON body (bytes); raises `BadRequest` naming what is wrong."""
-    if len(body) > limits.max_request_bytes:
-        raise BadRequest(too_large_message(len(body), limits.max_request_bytes))
-    try:
-        request = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise BadRequest(f"The request body is not valid JSON ({error}): send a JSON object.") from None
+    request = parse_json_body(body, limits)
     if not isinstance(request, dict) or "instances" not in request:
         raise BadRequest('The request must be a JSON object with "instances", e.g. '
                          '{"instances": [{"inputs": "A sentence.", "targets": "Ein Satz."}]}.')

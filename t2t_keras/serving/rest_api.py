@@ -51,14 +51,19 @@ class PredictRequest:
     columnar: bool
 
 
-def parse_predict_request(body, limits=Limits()):
-    """A `PredictRequest` from a JSON body (bytes); raises `BadRequest` naming what is wrong."""
+def parse_json_body(body, limits=Limits()):
+    """The decoded JSON of a request body (bytes) within the size limit; raises `BadRequest` otherwise."""
     if len(body) > limits.max_request_bytes:
         raise BadRequest(too_large_message(len(body), limits.max_request_bytes))
     try:
-        request = json.loads(body)
+        return json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadRequest(f"The request body is not valid JSON ({error}): send a JSON object.") from None
+
+
+def parse_predict_request(body, limits=Limits()):
+    """A `PredictRequest` from a JSON body (bytes); raises `BadRequest` naming what is wrong."""
+    request = parse_json_body(body, limits)
     if not isinstance(request, dict):
         raise BadRequest('The request must be a JSON object with "instances" or "inputs".')
     for field in request:
