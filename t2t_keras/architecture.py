@@ -10,7 +10,8 @@ from t2t_keras.errors import ConfigError
 # The encoder-decoder of the paper, and the two single-stack models built from its layers
 # (GPT-style causal language model, BERT-style masked language model).
 ARCHITECTURE_CHOICES = ("encoder_decoder", "decoder_only", "encoder_only")
-TIE_CHOICES = ("all", "target", "none")  # §3.4 shares one matrix between both embeddings and the projection
+TIE_CHOICES = ("all", "target", "none")
+SOFTMAX_CHOICES = ("full", "adaptive")  # adaptive: Grave et al., 2017 (layers.AdaptiveSoftmax)  # §3.4 shares one matrix between both embeddings and the projection
 POSITION_CHOICES = ("sinusoidal", "learned")  # §3.5, and Table 3 row (E)
 
 
@@ -29,6 +30,17 @@ def head_dims(hidden_dim, num_heads, key_dim=None, value_dim=None, prefix=""):
         )
     key_dim = key_dim or hidden_dim // num_heads
     return key_dim, value_dim or key_dim
+
+
+def check_softmax(softmax, tie_embeddings, prefix=""):
+    """The adaptive softmax cannot be the transposed embedding: its tail clusters have fewer dimensions."""
+    check_choice("softmax", softmax, SOFTMAX_CHOICES, prefix)
+    if softmax == "adaptive" and tie_embeddings == "target":
+        raise ConfigError(
+            f"{prefix}tie_embeddings='target' ties the target embedding to the output layer, but the adaptive "
+            "softmax's tail clusters project to fewer than d_model dimensions, so no (vocab x d_model) matrix "
+            f"can serve both. Use {prefix}tie_embeddings='all' (source and target embeddings shared) or 'none'."
+        )
 
 
 def check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size):

@@ -19,7 +19,7 @@ def build_model(model_config, dtype=None, name=None):
         model = build_transformer(model_config, dtype=dtype, name=name or "transformer")
     else:
         arguments = dataclasses.asdict(model_config)
-        for field in ("architecture", "num_decoder_layers"):
+        for field in ("architecture", "num_decoder_layers", "softmax", "adaptive_cutoffs"):
             arguments.pop(field)
         arguments["tie_embeddings"] = arguments["tie_embeddings"] != "none"
         cls = SINGLE_STACK[model_config.architecture]

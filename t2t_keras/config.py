@@ -14,7 +14,14 @@ import typing
 
 import yaml
 
-from t2t_keras.architecture import ARCHITECTURE_CHOICES, POSITION_CHOICES, TIE_CHOICES, check_choice, head_dims
+from t2t_keras.architecture import (
+    ARCHITECTURE_CHOICES,
+    POSITION_CHOICES,
+    TIE_CHOICES,
+    check_choice,
+    check_softmax,
+    head_dims,
+)
 from t2t_keras.errors import ConfigError
 
 # The presets ship inside the package (`configs/` at the top of the repository links here), so an
@@ -60,6 +67,8 @@ class ModelConfig:
     position_encoding: str = "sinusoidal"  # "sinusoidal" (§3.5) or "learned" (Table 3 E)
     max_length: int = 1024  # longest sequence in tokens; sizes learned position tables
     tie_embeddings: str = "all"  # "all" (§3.4), "target" or "none"; single-stack models: tied unless "none"
+    softmax: str = "full"  # "full", or "adaptive" (Grave et al., 2017; encoder-decoder only)
+    adaptive_cutoffs: typing.Optional[typing.List[int]] = None  # ids where the adaptive softmax's tail clusters start
     normalize_first: bool = False  # pre-LN instead of the paper's post-LN
     layer_norm_epsilon: float = 1e-6
 
@@ -70,6 +79,13 @@ class ModelConfig:
         _check_choice("model", self, "position_encoding", POSITION_CHOICES)
         _check_choice("model", self, "tie_embeddings", TIE_CHOICES)
         _check_choice("model", self, "architecture", ARCHITECTURE_CHOICES)
+        check_softmax(self.softmax, self.tie_embeddings, prefix="model.")
+        if self.softmax == "adaptive" and self.architecture != "encoder_decoder":
+            raise ConfigError("model.softmax=adaptive is implemented for the encoder-decoder: set "
+                              "model.softmax=full for a single-stack model.")
+        if self.adaptive_cutoffs and self.softmax != "adaptive":
+            raise ConfigError("model.adaptive_cutoffs is set but model.softmax is 'full': set model.softmax=adaptive "
+                              "or remove the cutoffs.")
         if self.architecture != "encoder_decoder" and self.num_decoder_layers is not None:
             raise ConfigError(f"model.num_decoder_layers is for the encoder-decoder; a {self.architecture} model has "
                               "one stack of model.num_layers blocks. Remove num_decoder_layers.")

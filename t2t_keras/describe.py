@@ -23,6 +23,8 @@ def describe(config, sequence_length=32):
         "label_smoothing": config.training.label_smoothing,
         "position_encoding": m.position_encoding,
         "tie_embeddings": m.tie_embeddings,
+        "softmax": m.softmax,
+        "adaptive_cutoffs": m.adaptive_cutoffs,
         "normalize_first": m.normalize_first,
         "train_flops_per_target_token": training_flops_per_target_token(m, sequence_length, sequence_length),
         "flops_sequence_length": sequence_length,

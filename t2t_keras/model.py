@@ -6,9 +6,10 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from t2t_keras.architecture import POSITION_CHOICES, TIE_CHOICES, check_choice, check_tied_vocabularies
+from t2t_keras.architecture import POSITION_CHOICES, TIE_CHOICES, check_choice, check_softmax, check_tied_vocabularies
 from t2t_keras.errors import ConfigError
 from t2t_keras.layers import (
+    AdaptiveSoftmax,
     Decoder,
     Encoder,
     LearnedPositionEmbedding,
@@ -57,6 +58,10 @@ class Transformer(keras.Model):
         normalize_first: pre-LN blocks and a final LayerNorm per stack.
         layer_norm_epsilon: LayerNorm epsilon.
         pad_id: id of the padding token, masked everywhere.
+        softmax: "full" (§3.4) or "adaptive" (`AdaptiveSoftmax`, Grave et al.,
+            2017), which cannot be tied to the embedding: with it "all" ties
+            only the source and target embeddings, and "target" is refused.
+        adaptive_cutoffs: where the adaptive softmax's tail clusters start.
 
     Call arguments:
         inputs: `(source, target_in)`, integer `(batch, source_len)` and
@@ -79,11 +84,12 @@ class Transformer(keras.Model):
                  key_dim=None, value_dim=None, num_decoder_layers=None, dropout=0.1, attention_dropout=0.0,
                  activation_dropout=0.0, activation="relu", position_encoding="sinusoidal", max_length=1024,
                  tie_embeddings="all", source_vocab_size=None, normalize_first=False, layer_norm_epsilon=1e-6,
-                 pad_id=0, **kwargs):
+                 pad_id=0, softmax="full", adaptive_cutoffs=None, **kwargs):
         super().__init__(**kwargs)
         check_choice("tie_embeddings", tie_embeddings, TIE_CHOICES)
         check_choice("position_encoding", position_encoding, POSITION_CHOICES)
         check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size)
+        check_softmax(softmax, tie_embeddings)
         store_arguments(self, Transformer, locals())
         self._make_embeddings()
         self._make_stacks()
@@ -98,7 +104,10 @@ class Transformer(keras.Model):
                 self.source_vocab_size or self.vocab_size, self.hidden_dim, dtype=policy, name="source_embedding"
             )
         self.output_projection = None
-        if self.tie_embeddings == "none":
+        if self.softmax == "adaptive":
+            self.output_projection = AdaptiveSoftmax(self.vocab_size, self.adaptive_cutoffs or (), dtype=policy,
+                                                     name="adaptive_softmax")
+        elif self.tie_embeddings == "none":
             self.output_projection = keras.layers.Dense(
                 self.vocab_size, use_bias=False, dtype=policy, name="output_projection"
             )
@@ -150,7 +159,9 @@ class Transformer(keras.Model):
         """Pre-softmax projection to float32 logits.
 
         Logits are cast to float32 so the softmax and the loss are computed in
-        full precision under mixed-precision policies.
+        full precision under mixed-precision policies. With the adaptive
+        softmax they are already log-probabilities, which the log-softmax of
+        the loss and of the decoders leaves unchanged.
         """
         if self.output_projection is None:
             logits = self.target_embedding.project(hidden)

@@ -18,6 +18,16 @@ def feed_forward_params(model_dim, intermediate_dim):
     return 2 * model_dim * intermediate_dim + intermediate_dim + model_dim
 
 
+def adaptive_softmax_params(model_dim, vocab_size, cutoffs, tail_factor=4):
+    """Head (shortlist + one entry per cluster) and, per tail cluster, its projection and output."""
+    bounds = list(cutoffs) + [vocab_size]
+    total = model_dim * (bounds[0] + len(cutoffs))
+    for i, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
+        width = max(1, model_dim // tail_factor ** (i + 1))
+        total += model_dim * width + width * (end - start)
+    return total
+
+
 def count_parameters(model_config):
     """Parameter counts by part, and `total`, for a `ModelConfig` of any `architecture`."""
     c = model_config
@@ -35,6 +45,9 @@ def count_parameters(model_config):
             "embeddings": c.vocab_size * d * {"all": 1, "target": 2, "none": 3}[c.tie_embeddings],
             "positions": 2 * positions,
         }
+        if c.softmax == "adaptive":  # its own output layer instead of the tied or separate projection
+            counts["embeddings"] -= c.vocab_size * d if c.tie_embeddings == "none" else 0
+            counts["adaptive_softmax"] = adaptive_softmax_params(d, c.vocab_size, c.adaptive_cutoffs or [])
     else:
         stack = "decoder" if c.architecture == "decoder_only" else "encoder"
         counts = {
@@ -62,6 +75,8 @@ def training_flops_per_target_token(model_config, source_length=32, target_lengt
     self_projections = 2 * d * (2 * hk + 2 * hv)  # Q, K, V, output: 2 FLOPs per multiply-add
     ffn = 4 * d * c.intermediate_dim
     output = 2 * d * c.vocab_size
+    if c.softmax == "adaptive":
+        output = 2 * adaptive_softmax_params(d, c.vocab_size, c.adaptive_cutoffs or [])
     if c.architecture != "encoder_decoder":
         head = 2 * d * d if c.architecture == "encoder_only" else 0
         return 3 * (c.num_layers * (self_projections + ffn + 2 * target_length * (hk + hv)) + head + output)

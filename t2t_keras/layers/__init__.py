@@ -1,5 +1,6 @@
 """Keras layers of the Transformer (§3), each serializable."""
 
+from t2t_keras.layers.adaptive_softmax import AdaptiveSoftmax
 from t2t_keras.layers.decoder import Decoder
 from t2t_keras.layers.decoder_block import DecoderBlock
 from t2t_keras.layers.encoder import Encoder
@@ -13,6 +14,7 @@ from t2t_keras.layers.sublayer_connection import SublayerConnection
 from t2t_keras.layers.token_embedding import TokenEmbedding
 
 __all__ = [
+    "AdaptiveSoftmax",
     "Decoder",
     "DecoderBlock",
     "Encoder",
