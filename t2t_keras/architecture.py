@@ -10,8 +10,8 @@ from t2t_keras.errors import ConfigError
 # The encoder-decoder of the paper, and the two single-stack models built from its layers
 # (GPT-style causal language model, BERT-style masked language model).
 ARCHITECTURE_CHOICES = ("encoder_decoder", "decoder_only", "encoder_only")
-TIE_CHOICES = ("all", "target", "none")
-SOFTMAX_CHOICES = ("full", "adaptive")  # adaptive: Grave et al., 2017 (layers.AdaptiveSoftmax)  # §3.4 shares one matrix between both embeddings and the projection
+TIE_CHOICES = ("all", "target", "none")  # §3.4 shares one matrix between both embeddings and the projection
+SOFTMAX_CHOICES = ("full", "adaptive")  # adaptive: Grave et al., 2017 (layers.AdaptiveSoftmax)
 POSITION_CHOICES = ("sinusoidal", "learned")  # §3.5, and Table 3 row (E)
 
 
