@@ -119,10 +119,37 @@ class DataConfig:
     max_length: int = 128  # training pairs longer than this (tokens, EOS included) are dropped and counted
     batch_tokens: int = 4096  # tokens per side per step (the paper: ~25,000)
     shuffle_buffer: int = 20000
+    # Several corpora in one run, e.g. [{source: tfds, tfds_name: ..., weight: 0.7}, {source: text, train_files:
+    # [a, b], weight: 0.3}]: training draws from them by weight; dev and test come from the first one.
+    sources: typing.Optional[typing.List[dict]] = None
 
     def __post_init__(self):
         _check_choice("data", self, "source", ("libreoffice", "text", "tsv", "tfds"))
         _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer")
+        for index, entry in enumerate(self.sources or ()):
+            _check_source_entry(self, index, entry)
+
+
+SOURCE_ENTRY_KEYS = ("source", "train_files", "dev_files", "test_files", "tfds_name", "weight")
+
+
+def _check_source_entry(data_config, index, entry):
+    """One corpus of `data.sources`: a mapping of SOURCE_ENTRY_KEYS with a positive weight, itself valid."""
+    where = f"data.sources[{index}]"
+    if not isinstance(entry, dict) or "source" not in entry:
+        raise ConfigError(f"{where} must be a mapping with a 'source' (and its files or tfds_name, and a weight). "
+                          f"Received: {entry!r}")
+    unknown = sorted(set(entry) - set(SOURCE_ENTRY_KEYS))
+    if unknown:
+        raise ConfigError(f"{where} has unknown keys {unknown}. Allowed: {', '.join(SOURCE_ENTRY_KEYS)}.")
+    weight = entry.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+        raise ConfigError(f"{where}.weight must be a positive number. Received: weight={weight!r}")
+    fields = {key: value for key, value in entry.items() if key != "weight"}
+    try:
+        dataclasses.replace(data_config, sources=None, **fields)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
 
 
 @dataclasses.dataclass(frozen=True)

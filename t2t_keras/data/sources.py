@@ -1,7 +1,15 @@
-"""Sentence pairs of a split from the configured source: default corpus, text files, TSV or TFDS."""
+"""Sentence pairs of a split from the configured source: default corpus, text files, TSV or TFDS.
 
+`data.sources` lists several corpora for one run, each with a `weight`: the
+training stream draws from them in those proportions (deterministic for a
+seed), the training split for other uses (the retrieval baseline) is their
+concatenation, and dev and test come from the first one listed.
+"""
+
+import dataclasses
 import logging
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_keras.data.corpus import ParallelCorpus
@@ -38,12 +46,63 @@ def _configured_files(data_config, split):
 
 
 def has_split(data_config, split):
-    """Whether the configured source provides `split` (text and TSV sources name their files)."""
+    """Whether the configured source (the first of `data.sources`) provides `split`."""
+    data_config = components(data_config)[0][0]
     return data_config.source in ("tfds", "libreoffice") or bool(getattr(data_config, f"{split}_files"))
 
 
-def load_pairs(data_config, split):
-    """`(pairs, provenance)`: a list of (source, target) strings, or a tf.data.Dataset for TFDS."""
+def components(data_config):
+    """`[(DataConfig, weight)]`: the corpora of a run, one per entry of `data.sources` (or the config itself)."""
+    if not data_config.sources:
+        return [(data_config, 1.0)]
+    parts = []
+    for entry in data_config.sources:
+        entry = dict(entry)
+        weight = entry.pop("weight", 1.0)
+        parts.append((dataclasses.replace(data_config, sources=None, **entry), float(weight)))
+    return parts
+
+
+def load_pairs(data_config, split, seed=None):
+    """`(pairs, provenance)`: a list of (source, target) strings, or a tf.data.Dataset for TFDS.
+
+    With `data.sources`, the training split is every corpus's, concatenated,
+    and dev and test are the first corpus's. `seed` shuffles the order in
+    which TFDS reads its training files (a shuffle buffer alone mixes only
+    neighbouring examples); None reads them in order.
+    """
+    parts = components(data_config)
+    if split != "train" or len(parts) == 1:
+        return _load_single(parts[0][0], split, seed if split == "train" else None)
+    loaded = [_load_single(config, split, seed) for config, _ in parts]
+    dataset = loaded[0][0] if isinstance(loaded[0][0], tf.data.Dataset) else as_dataset(loaded[0][0])
+    for pairs, _ in loaded[1:]:
+        dataset = dataset.concatenate(as_dataset(pairs))
+    return dataset, {"sources": [provenance for _, provenance in loaded]}
+
+
+def training_pairs(data_config, seed):
+    """`(pairs, provenance)`: the training pairs, drawn from the corpora of `data.sources` by weight.
+
+    The mixture repeats each corpus and samples among them with the weights
+    (normalised), deterministically for `seed`; each corpus's share is logged.
+    A single corpus is returned as `load_pairs` gives it.
+    """
+    parts = components(data_config)
+    if len(parts) == 1:
+        return load_pairs(data_config, "train", seed)
+    loaded = [_load_single(config, "train", seed) for config, _ in parts]
+    shares = np.array([weight for _, weight in parts]) / sum(weight for _, weight in parts)
+    for (config, _), (_, provenance), share in zip(parts, loaded, shares):
+        logger.info("Training mixture: %.1f%% from %s (%s pairs).", 100 * share, config.source,
+                    provenance.get("pairs", "unknown"))
+    streams = [as_dataset(pairs).repeat() for pairs, _ in loaded]
+    mixed = tf.data.Dataset.sample_from_datasets(streams, weights=shares.tolist(), seed=seed)
+    sources = [dict(provenance, share=float(share)) for (_, provenance), share in zip(loaded, shares)]
+    return mixed, {"sources": sources}
+
+
+def _load_single(data_config, split, seed=None):
     from t2t_keras.data.text_files import read_parallel_files, read_tsv
 
     kind = data_config.source
@@ -51,7 +110,7 @@ def load_pairs(data_config, split):
         from t2t_keras.data.tfds_source import load_tfds_pairs
 
         dataset = load_tfds_pairs(data_config.tfds_name, TFDS_SPLITS[split], data_config.source_lang,
-                                  data_config.target_lang)
+                                  data_config.target_lang, shuffle_files=seed is not None, seed=seed)
         return dataset, {"source": "tfds", "name": data_config.tfds_name, "split": TFDS_SPLITS[split]}
     provenance = {"source": kind}
     if kind == "libreoffice":
@@ -77,16 +136,44 @@ def as_dataset(pairs):
     return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
 
 
-def sentences_for_vocabulary(pairs, limit=2_000_000):
-    """Source and target sentences (interleaved) for training the shared vocabulary."""
+def sentences_for_vocabulary(pairs, limit=2_000_000, seed=0):
+    """Source and target sentences (interleaved) of a uniform sample of at most `limit / 2` pairs.
+
+    The sample is drawn from the whole split, not its first lines, so a corpus
+    sorted by origin or date gives a representative vocabulary; it is the same
+    for the same seed. A dataset of unknown size is read once; an infinite one
+    (a weighted mixture, itself random) gives its first pairs.
+    """
+    count = limit // 2
     if isinstance(pairs, tf.data.Dataset):
-        for source, target in pairs.take(limit // 2).as_numpy_iterator():
+        chosen = _uniform_dataset_sample(pairs, count, seed)
+        for source, target in chosen.as_numpy_iterator():
             yield source.decode("utf-8")
             yield target.decode("utf-8")
         return
-    for source, target in pairs[: limit // 2]:
-        yield source
-        yield target
+    indices = range(len(pairs))
+    if len(pairs) > count:
+        indices = np.sort(np.random.default_rng(seed).choice(len(pairs), size=count, replace=False))
+    for i in indices:
+        yield pairs[i][0]
+        yield pairs[i][1]
+
+
+def _uniform_dataset_sample(pairs, count, seed):
+    """About `count` pairs of `pairs`, each kept with the same probability (in-graph, one pass)."""
+    size = int(pairs.cardinality())
+    if size == tf.data.INFINITE_CARDINALITY:
+        return pairs.take(count)
+    if size == tf.data.UNKNOWN_CARDINALITY:
+        size = int(pairs.reduce(np.int64(0), lambda total, _: total + 1))
+    if size <= count:
+        return pairs
+    keep = count / size
+
+    def kept(index, pair):
+        return tf.random.stateless_uniform([], tf.stack([tf.cast(seed, tf.int64), index])) < keep
+
+    return pairs.enumerate().filter(kept).map(lambda index, pair: pair)
 
 
 def as_string_pairs(pairs, count=None):

@@ -25,7 +25,8 @@ def prepare_tokenizer(run, config, train_pairs):
         tokenizer = Tokenizer.load(run.tokenizer_path)
     else:
         logger.info("Training a %d-piece shared BPE vocabulary on the training split.", config.data.vocab_size)
-        tokenizer = train_sentencepiece(sources.sentences_for_vocabulary(train_pairs), run.tokenizer_path,
+        sentences = sources.sentences_for_vocabulary(train_pairs, seed=config.training.seed)
+        tokenizer = train_sentencepiece(sentences, run.tokenizer_path,
                                         config.data.vocab_size, seed=config.training.seed)
     check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
     return tokenizer
@@ -34,7 +35,7 @@ def prepare_tokenizer(run, config, train_pairs):
 def prepare_data(run, config, num_replicas=1):
     """Loads the splits, prepares the tokenizer and builds the training and validation datasets."""
     data = config.data
-    train_pairs, train_origin = sources.load_pairs(data, "train")
+    train_pairs, train_origin = sources.training_pairs(data, seed=config.training.seed)
     dev_pairs, dev_origin = None, None
     if sources.has_split(data, "dev"):
         dev_pairs, dev_origin = sources.load_pairs(data, "dev")
