@@ -77,6 +77,41 @@ class RunCommandsTest(TestCase):
         self.assertEqual(again.returncode, 2)  # no silent overwrite
         self.assertIn("exists", again.stderr.decode())
 
+    def test_ctranslate2_export_then_translate(self):
+        sentences = b"the cat sees a dog\nthe man eats bread\n\n"
+        from_run = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "1", stdin=sentences)
+        for quantization in ("float32", "int8"):
+            out = pathlib.Path(self.tmp.name) / f"ct2-{quantization}"
+            result = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--format", "ctranslate2",
+                             "--quantization", quantization, "--beam", "1")
+            self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+            for name in ("model.bin", "config.json", "shared_vocabulary.json", "tokenizer.model", "t2t_keras.json"):
+                self.assertTrue((out / name).exists(), name)
+            from_ct2 = run_cli("translate", "--ctranslate2", str(out), stdin=sentences)
+            self.assertEqual(from_ct2.returncode, 0, from_ct2.stderr[-2000:])
+            if quantization == "float32":  # greedy search, as the run's own
+                self.assertEqual(from_ct2.stdout, from_run.stdout)
+            self.assertEqual(len(from_ct2.stdout.decode().split("\n")), 4)
+
+    def test_ctranslate2_export_without_tokenizer_is_a_clear_error(self):
+        broken = pathlib.Path(self.tmp.name) / "no-tokenizer"
+        shutil.copytree(self.run_dir, broken)
+        (broken / "tokenizer.model").unlink()
+        exports = pathlib.Path(self.tmp.name) / "failed-exports"
+        exports.mkdir()
+        result = run_cli("export", "--run-dir", str(broken), "--out", str(exports / "ct2"), "--format", "ctranslate2")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("tokenizer.model is missing", result.stderr.decode())
+        self.assertEqual(list(exports.iterdir()), [])
+
+    def test_ids_only_export(self):
+        out = pathlib.Path(self.tmp.name) / "ids-only"
+        result = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--ids-only",
+                         "--max-beam-size", "1", "--beam", "1")
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        signatures = tf.saved_model.load(str(out)).signatures
+        self.assertEqual(sorted(signatures), ["serving_default", "translate_ids"])
+
     def test_baseline(self):
         result = run_cli("baseline", "--run-dir", str(self.run_dir), "--json")
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
