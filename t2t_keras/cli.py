@@ -139,11 +139,12 @@ def cmd_export(args):
         return 0
     from t2t_keras.export.saved_model import export_run
 
-    if args.quantization is not None:
-        raise T2TError("--quantization applies to --format ctranslate2.")
+    if args.quantization not in (None, "int8"):
+        raise T2TError(f"--quantization {args.quantization} applies to --format ctranslate2; a SavedModel "
+                       "takes --quantization int8 (int8 Dense weights).")
     out = export_run(args.run_dir, args.out, average_last=args.average_last, beam_size=args.beam,
                      alpha=args.alpha, max_extra_length=args.extra_length, max_beam_size=args.max_beam_size,
-                     overwrite=args.overwrite, text_signatures=not args.ids_only)
+                     overwrite=args.overwrite, text_signatures=not args.ids_only, quantization=args.quantization)
     print(out)
     return 0
 
@@ -253,7 +254,8 @@ def build_parser():
     p.add_argument("--format", default="saved_model", choices=("saved_model", "ctranslate2"),
                    help="a TensorFlow SavedModel, or a CTranslate2 model directory with the SentencePiece model")
     p.add_argument("--quantization", choices=("float32", "int8_float32", "int8"),
-                   help="CTranslate2 weight type (default float32)")
+                   help="weight type: CTranslate2 float32 (default), int8_float32 or int8; SavedModel int8 "
+                        "(int8 Dense weights; default float32)")
     p.add_argument("--ids-only", action="store_true",
                    help="SavedModel on token ids only (core TensorFlow ops; loads in stock TF Serving)")
     p.add_argument("--average-last", type=int, help="average the last N checkpoints first")

@@ -112,6 +112,32 @@ class RunCommandsTest(TestCase):
         signatures = tf.saved_model.load(str(out)).signatures
         self.assertEqual(sorted(signatures), ["serving_default", "translate_ids"])
 
+    def test_score_with_the_run_and_the_saved_model(self):
+        root = pathlib.Path(self.tmp.name)
+        pairs = toy_pairs(30, seed=11)
+        (root / "score.en").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+        (root / "score.de").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+        files = ["--source", str(root / "score.en"), "--target", str(root / "score.de")]
+        from_run = run_cli("score", "--run-dir", str(self.run_dir), "--json", "--token-level", *files)
+        self.assertEqual(from_run.returncode, 0, from_run.stderr[-2000:])
+        records = [json.loads(line) for line in from_run.stdout.decode().splitlines()]
+        self.assertEqual(len(records), 30)
+        for record in records:
+            self.assertAlmostEqual(record["nll"], sum(record["token_nll"]), places=3)
+            self.assertEqual(record["tokens"], len(record["token_nll"]))
+        export = root / "score-export"
+        self.assertEqual(run_cli("export", "--run-dir", str(self.run_dir), "--out", str(export),
+                                 "--max-beam-size", "1", "--beam", "1").returncode, 0)
+        from_export = run_cli("score", "--saved-model", str(export), *files)
+        self.assertEqual(from_export.returncode, 0, from_export.stderr[-2000:])
+        lines = [line.split("\t") for line in from_export.stdout.decode().splitlines()]
+        self.assertAllClose([float(f[0]) for f in lines], [r["nll"] for r in records], atol=2e-3)
+        (root / "short.de").write_text("".join(t + "\n" for _, t in pairs[:-1]), encoding="utf-8")
+        mismatched = run_cli("score", "--run-dir", str(self.run_dir), "--source", str(root / "score.en"),
+                             "--target", str(root / "short.de"))
+        self.assertEqual(mismatched.returncode, 2)
+        self.assertIn("has 30 lines but", mismatched.stderr.decode())
+
     def test_baseline(self):
         result = run_cli("baseline", "--run-dir", str(self.run_dir), "--json")
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])

@@ -1,4 +1,4 @@
-"""CTranslate2 export: the converted model computes what ours computes, searches find the same tokens, errors are clear."""
+"""CTranslate2 export: the converted model computes what ours does, searches agree, errors are clear."""
 
 import json
 import pathlib
@@ -22,7 +22,8 @@ if ctranslate2 is not None:
     from t2t_keras.data.tokenizer import EOS_ID, train_sentencepiece
     from t2t_keras.decoding import beam_search, greedy_decode
     from t2t_keras.errors import T2TError
-    from t2t_keras.export.ctranslate2_export import UnsupportedModelError, export_ctranslate2
+    from t2t_keras.export.ctranslate2_converter import UnsupportedModelError
+    from t2t_keras.export.ctranslate2_export import export_ctranslate2
     from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
     from t2t_keras.export.server import create_app
 
