@@ -229,10 +229,11 @@ def build_parser():
     _add_decoding_args(p)
     p.set_defaults(handler=cmd_translate)
 
-    p = commands.add_parser("score", help="forced decoding: the negative log-likelihood of given translations")
+    p = commands.add_parser("score", help="forced decoding: negative log-likelihood of given translations")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--run-dir")
     where.add_argument("--saved-model", help="an exported SavedModel directory (its 'score' signature)")
+    where.add_argument("--ctranslate2", metavar="DIR", help="a CTranslate2 export (its score_batch)")
     p.add_argument("--source", required=True, help="source sentences, one per line")
     p.add_argument("--target", required=True, help="their translations, line by line")
     p.add_argument("--token-level", action="store_true", help="also print the negative log-likelihood of each token")
@@ -240,7 +241,7 @@ def build_parser():
     p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch")
     p.add_argument("--model", default="auto", choices=("auto", "averaged", "latest"),
                    help="which weights of the run (with --run-dir)")
-    p.set_defaults(handler=cmd_score, ctranslate2=None)
+    p.set_defaults(handler=cmd_score)
 
     p = commands.add_parser("baseline", help="score the retrieval baseline on a split of the run's data")
     p.add_argument("--run-dir", required=True)

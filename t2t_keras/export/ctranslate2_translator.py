@@ -28,6 +28,8 @@ Decoding follows the SavedModel's conventions (see `translator_module`):
 import json
 import pathlib
 
+import numpy as np
+
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_export import METADATA_FILE, SPECIAL_PIECES, TOKENIZER_FILE
 from t2t_keras.export.loaded import DecodingParams, TranslatorBase, _checked_sentences
@@ -78,7 +80,7 @@ class CTranslate2Translator(TranslatorBase):
         """n-best translations with scores and truncation flags, as `SavedModelTranslator.predict`."""
         sentences = _checked_sentences(sentences)
         params = params or self.defaults
-        pieces = [self.pieces.encode(sentence, out_type=str) for sentence in sentences]
+        pieces = self.pieces.encode(sentences, out_type=str) if sentences else []
         truncated = [len(p) > self.max_source_length for p in pieces]
         pieces = [p[:self.max_source_length] for p in pieces]
         # Output limit: input length (EOS included) + max_extra_length, within the model's max_length.
@@ -90,6 +92,18 @@ class CTranslate2Translator(TranslatorBase):
                  for i in range(len(sentences))]
         return {"translations": [n["translations"] for n in nbest], "scores": [n["scores"] for n in nbest],
                 "truncated": truncated}
+
+    def piece_lengths(self, sentences):
+        """Piece counts of `sentences` (no EOS), for `evaluation.scoring`."""
+        return [len(p) for p in self.pieces.encode(sentences)] if sentences else []
+
+    def score_batch(self, sources, targets):
+        """Forced decoding (CTranslate2's `score_batch`): sums `(n,)` and per-token NLL arrays, EOS included."""
+        results = self.translator.score_batch(self.pieces.encode(sources, out_type=str),
+                                              self.pieces.encode(targets, out_type=str),
+                                              max_batch_size=self.batch_size, max_input_length=0)
+        token_nll = [-np.asarray(r.log_probs, np.float32) for r in results]
+        return np.array([t.sum() for t in token_nll]), token_nll
 
     def signature_defs(self):
         """A description of the inputs and outputs in TF Serving's metadata format (no SavedModel here)."""
