@@ -132,6 +132,13 @@ class RunCommandsTest(TestCase):
         self.assertEqual(from_export.returncode, 0, from_export.stderr[-2000:])
         lines = [line.split("\t") for line in from_export.stdout.decode().splitlines()]
         self.assertAllClose([float(f[0]) for f in lines], [r["nll"] for r in records], atol=2e-3)
+        ct2 = root / "score-ct2"
+        self.assertEqual(run_cli("export", "--run-dir", str(self.run_dir), "--out", str(ct2), "--format",
+                                 "ctranslate2").returncode, 0)
+        from_ct2 = run_cli("score", "--ctranslate2", str(ct2), "--json", *files)
+        self.assertEqual(from_ct2.returncode, 0, from_ct2.stderr[-2000:])
+        self.assertAllClose([json.loads(line)["nll"] for line in from_ct2.stdout.decode().splitlines()],
+                            [r["nll"] for r in records], atol=2e-3)
         (root / "short.de").write_text("".join(t + "\n" for _, t in pairs[:-1]), encoding="utf-8")
         mismatched = run_cli("score", "--run-dir", str(self.run_dir), "--source", str(root / "score.en"),
                              "--target", str(root / "short.de"))
