@@ -151,8 +151,9 @@ def report(rows, bleu):
     ]
     lines += [format_row(r) for r in rows]
     if bleu:
-        lines += ["", "| engine | test BLEU (beam 4) |", "|---|---|"]
-        lines += [f"| {engine} | {value:.2f} |" for engine, value in bleu.items()]
+        reference = next(iter(bleu.values()))  # the first engine's, float32 unless --engines says otherwise
+        lines += ["", "| engine | test BLEU (beam 4) | difference to the first |", "|---|---|---|"]
+        lines += [f"| {engine} | {value:.2f} | {value - reference:+.2f} |" for engine, value in bleu.items()]
     lines += ["", "## Machine", "", machine_description(), ""]
     return "\n".join(lines)
 
