@@ -200,6 +200,12 @@ class UnsupportedTest(TestCase):
         self.assert_fails_cleanly(UnsupportedModelError, "no feed-forward activation 'elu'",
                                   tiny_transformer(vocab_size=100, activation="elu"))
 
+    def test_an_already_quantized_model(self):
+        from t2t_keras.export.quantization import quantized_copy
+
+        self.assert_fails_cleanly(UnsupportedModelError, "already has int8 weights",
+                                  quantized_copy(tiny_transformer(vocab_size=100)))
+
     def test_missing_tokenizer(self):
         self.assert_fails_cleanly(T2TError, "needs the model's tokenizer", tokenizer=None)
 

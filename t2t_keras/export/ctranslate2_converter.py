@@ -91,7 +91,7 @@ class TransformerConverter:
         if model.output_projection is None:
             spec.projection.weight = _numpy(model.target_embedding.embeddings)  # tied: (vocab, d_model)
         else:
-            spec.projection.weight = _numpy(model.output_projection.kernel).T
+            spec.projection.weight = np.ascontiguousarray(_numpy(model.output_projection.kernel).T)
 
     def _positions(self, layer):
         """`(max_length, d_model)` table added to position 0, 1, ...: learned rows or the §3.5 sinusoid."""
@@ -131,6 +131,9 @@ def _check_supported(model):
             f"The model's source vocabulary ({model.source_vocab_size}) differs from its target vocabulary "
             f"({model.vocab_size}), but the run has one shared SentencePiece model: export a model trained "
             "with one vocabulary.")
+    if any(weight.dtype == "int8" for weight in model.weights):
+        raise UnsupportedModelError("The model already has int8 weights (Model.quantize): convert the float32 "
+                                    "model and choose CTranslate2's own quantization instead.")
     if not model.built:
         raise UnsupportedModelError("The model is not built: call model.build() or load trained weights first.")
     return key_dim
