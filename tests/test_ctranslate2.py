@@ -179,6 +179,41 @@ class ConversionTest(TestCase):
             metadata = client.get("/v1/models/default/metadata").json()["metadata"]
             self.assertEqual(metadata["decoding"]["defaults"]["beam_size"], 4)
 
+    def test_serve_command_answers_and_stops(self):
+        """`t2t-keras serve --ctranslate2 DIR` on port 0: TF Serving's default model name, clean exit on SIGINT."""
+        import os
+        import re
+        import signal
+        import subprocess
+        import sys
+
+        import httpx
+
+        command = [sys.executable, "-m", "t2t_keras", "serve", "--ctranslate2", str(self.export(next(iter(VARIANTS)))),
+                   "--port", "0", "--max-wait-ms", "1"]
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                                   cwd=pathlib.Path(__file__).resolve().parents[1])
+        try:
+            port = None
+            for line in process.stderr:
+                match = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", line)
+                if match:
+                    port = int(match.group(1))
+                    break
+            self.assertIsNotNone(port, "the server did not start")
+            answer = httpx.post(f"http://127.0.0.1:{port}/v1/models/default:predict",
+                                json={"instances": self.sentences[:2] + [""]}, timeout=120)
+            self.assertEqual(answer.status_code, 200)
+            self.assertEqual(answer.json()["predictions"][2]["translations"], "")
+            process.send_signal(signal.SIGINT)
+            self.assertEqual(process.wait(timeout=120), 0)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            process.stderr.close()
+
 
 @unittest.skipIf(ctranslate2 is None, "ctranslate2 is not installed: pip install ctranslate2==4.8.5")
 class UnsupportedTest(TestCase):
