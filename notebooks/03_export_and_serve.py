@@ -169,10 +169,10 @@ while True:
             raise
     time.sleep(0.5)
 print(f"serving at {URL}")
-print(call("/v1/models/t2t"))
+print(call("/v1/models/default"))
 
 # %%
-status, answer = call("/v1/models/t2t:predict", {"instances": sentences})
+status, answer = call("/v1/models/default:predict", {"instances": sentences})
 print("HTTP", status)
 print(json.dumps(answer, ensure_ascii=False, indent=1)[:1500])
 rest = {"translations": [p["translations"] for p in answer["predictions"]],
@@ -183,8 +183,8 @@ print("same as in process:", same(rest, in_process))
 # Decoding parameters can change per request, and bad requests get a 400 that says what is wrong:
 
 # %%
-print(call("/v1/models/t2t:predict", {"instances": sentences[:1], "params": {"beam_size": 2, "num_return": 2}}))
-print(call("/v1/models/t2t:predict", {"instances": [42]}))
+print(call("/v1/models/default:predict", {"instances": sentences[:1], "params": {"beam_size": 2, "num_return": 2}}))
+print(call("/v1/models/default:predict", {"instances": [42]}))
 
 # %% [markdown]
 # ## Timing a batch
@@ -196,7 +196,7 @@ print(call("/v1/models/t2t:predict", {"instances": [42]}))
 batch = [source for source, _ in load_eval_pairs(RUN_DIR, "test")[:BATCH]]
 routes = {
     "in process": lambda: translator.translate(batch),
-    "REST": lambda: call("/v1/models/t2t:predict", {"instances": batch}),
+    "REST": lambda: call("/v1/models/default:predict", {"instances": batch}),
 }
 for name, route in routes.items():
     route()

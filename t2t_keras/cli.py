@@ -72,19 +72,43 @@ def _read_input(path):
     return decode_text(sys.stdin.buffer.read(), "<stdin>")
 
 
-def cmd_translate(args):
-    lines = _read_input(args.input)
+def _export_translator(args):
+    """The translator of `--saved-model` or `--ctranslate2`, or None (a run directory)."""
     if args.saved_model:
         from t2t_keras.export.loaded import SavedModelTranslator
 
+        return SavedModelTranslator(args.saved_model)
+    if args.ctranslate2:
+        from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
+
+        return CTranslate2Translator(args.ctranslate2)
+    return None
+
+
+def cmd_translate(args):
+    lines = _read_input(args.input)
+    translator = _export_translator(args)
+    if translator is not None:
         options = {k: v for k, v in _decoding_options(args).items() if v is not None and k != "method"}
-        translations = SavedModelTranslator(args.saved_model).translate(lines, **options)
+        if args.method == "greedy":
+            options["beam_size"] = 1
+        translations = translator.translate(lines, **options)
     else:
         from t2t_keras.evaluation.evaluate_run import run_translator
 
         translations = run_translator(args.run_dir, args.model, **_decoding_options(args)).translate(lines)
     for line in translations:
         print(line)
+    return 0
+
+
+def cmd_score(args):
+    from t2t_keras.evaluation.scoring import RunScorer, format_score, read_score_pairs, score_pairs
+
+    scorer = RunScorer(args.run_dir, args.model) if args.run_dir else _export_translator(args)
+    pairs = read_score_pairs(args.source, args.target, scorer.max_length, scorer.piece_lengths)
+    for score in score_pairs(scorer, pairs, batch_tokens=args.batch_tokens):
+        print(format_score(score, args.token_level, args.json))
     return 0
 
 
@@ -98,11 +122,23 @@ def cmd_baseline(args):
 
 
 def cmd_export(args):
+    if args.format == "ctranslate2":
+        from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
+
+        if args.ids_only:
+            raise T2TError("--ids-only applies to --format saved_model: a CTranslate2 export always takes text.")
+        print(export_ctranslate2_run(args.run_dir, args.out, quantization=args.quantization or "float32",
+                                     average_last=args.average_last, overwrite=args.overwrite,
+                                     beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length))
+        return 0
     from t2t_keras.export.saved_model import export_run
 
+    if args.quantization not in (None, "int8"):
+        raise T2TError(f"--quantization {args.quantization} applies to --format ctranslate2; a SavedModel "
+                       "takes --quantization int8 (int8 Dense weights).")
     out = export_run(args.run_dir, args.out, average_last=args.average_last, beam_size=args.beam,
                      alpha=args.alpha, max_extra_length=args.extra_length, max_beam_size=args.max_beam_size,
-                     overwrite=args.overwrite)
+                     overwrite=args.overwrite, text_signatures=not args.ids_only, quantization=args.quantization)
     print(out)
     return 0
 
@@ -110,8 +146,13 @@ def cmd_export(args):
 def cmd_serve(args):
     from t2t_keras.serving.server import serve
 
-    serve(args.saved_model, host=args.host, port=args.port, model_name=args.model_name,
-          max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
+    options = {}
+    if args.ctranslate2:
+        from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
+
+        options["translator_class"] = CTranslate2Translator
+    serve(args.saved_model or args.ctranslate2, host=args.host, port=args.port, model_name=args.model_name,
+          max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms, **options)
     return 0
 
 
@@ -177,9 +218,24 @@ def build_parser():
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--run-dir")
     where.add_argument("--saved-model", help="an exported SavedModel directory")
+    where.add_argument("--ctranslate2", metavar="DIR", help="a CTranslate2 export (export --format ctranslate2)")
     p.add_argument("--input", help="file to translate (default: stdin)")
     _add_decoding_args(p)
     p.set_defaults(handler=cmd_translate)
+
+    p = commands.add_parser("score", help="forced decoding: negative log-likelihood of given translations")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir")
+    where.add_argument("--saved-model", help="an exported SavedModel directory (its 'score' signature)")
+    where.add_argument("--ctranslate2", metavar="DIR", help="a CTranslate2 export (its score_batch)")
+    p.add_argument("--source", required=True, help="source sentences, one per line")
+    p.add_argument("--target", required=True, help="their translations, line by line")
+    p.add_argument("--token-level", action="store_true", help="also print the negative log-likelihood of each token")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch")
+    p.add_argument("--model", default="auto", choices=("auto", "averaged", "latest"),
+                   help="which weights of the run (with --run-dir)")
+    p.set_defaults(handler=cmd_score)
 
     p = commands.add_parser("baseline", help="score the retrieval baseline on a split of the run's data")
     p.add_argument("--run-dir", required=True)
@@ -187,9 +243,16 @@ def build_parser():
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_baseline)
 
-    p = commands.add_parser("export", help="write a SavedModel: strings in, translations out")
+    p = commands.add_parser("export", help="write a SavedModel (strings in, translations out) or a CTranslate2 model")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--out", required=True, help="export directory (written atomically)")
+    p.add_argument("--format", default="saved_model", choices=("saved_model", "ctranslate2"),
+                   help="a TensorFlow SavedModel, or a CTranslate2 model directory with the SentencePiece model")
+    p.add_argument("--quantization", choices=("float32", "int8_float32", "int8"),
+                   help="weight type: CTranslate2 float32 (default), int8_float32 or int8; SavedModel int8 "
+                        "(int8 Dense weights; default float32)")
+    p.add_argument("--ids-only", action="store_true",
+                   help="SavedModel on token ids only (core TensorFlow ops; loads in stock TF Serving)")
     p.add_argument("--average-last", type=int, help="average the last N checkpoints first")
     p.add_argument("--beam", type=int, help="default beam size of serving_default (decoding.beam_size)")
     p.add_argument("--alpha", type=float, help="default length penalty (decoding.alpha)")
@@ -198,11 +261,14 @@ def build_parser():
     p.add_argument("--overwrite", action="store_true", help="replace an existing export")
     p.set_defaults(handler=cmd_export)
 
-    p = commands.add_parser("serve", help="serve a SavedModel over TensorFlow Serving's REST API")
-    p.add_argument("--saved-model", required=True)
+    p = commands.add_parser("serve", help="serve a SavedModel or CTranslate2 export over TensorFlow Serving's REST API")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--saved-model", help="an exported SavedModel directory")
+    where.add_argument("--ctranslate2", metavar="DIR", help="a CTranslate2 export (same API, batching and limits)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8501)
-    p.add_argument("--model-name", default="t2t", help="NAME in /v1/models/NAME:predict")
+    p.add_argument("--model-name", default="default",
+                   help="NAME in /v1/models/NAME:predict (TF Serving's default: default)")
     p.add_argument("--max-batch-size", type=int, default=32, help="sentences batched together at most")
     p.add_argument("--max-wait-ms", type=float, default=10, help="how long a request may wait for others")
     p.set_defaults(handler=cmd_serve)

@@ -73,3 +73,33 @@ def toy_config(files, **training):
     }
     overrides.update({f"training.{k}": v for k, v in training.items()})
     return load_config("tiny", [f"{k}={v!r}" if isinstance(v, list) else f"{k}={v}" for k, v in overrides.items()])
+
+
+def padded_ids(rows, width):
+    """int32 `(len(rows), width)` array of id lists, right-padded with 0."""
+    array = np.zeros((len(rows), width), np.int32)
+    for i, row in enumerate(rows):
+        array[i, :len(row)] = row
+    return array
+
+
+def train_toy_model(pieces, pairs, epochs=15, seed=1, **overrides):
+    """A tiny model (d_model=32, max_length=64) fitted to toy `pairs` for `epochs` (about 200 steps).
+
+    Brief training gives searches clear winners, so comparisons of two
+    decoders need no near-ties. `pieces` is a `sentencepiece.SentencePieceProcessor`.
+    """
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    kwargs = dict(vocab_size=pieces.get_piece_size(), max_length=64, hidden_dim=32, intermediate_dim=64)
+    kwargs.update(overrides)
+    model = tiny_transformer(**kwargs)
+    sources = [pieces.encode(s) + [3] for s, _ in pairs]
+    targets = [pieces.encode(t) for _, t in pairs]
+    width = max(len(r) for r in sources + targets) + 1
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+    model.compile(keras.optimizers.Adam(3e-3), loss, jit_compile=False)
+    model.fit((padded_ids(sources, width), padded_ids([[2] + t for t in targets], width)),
+              padded_ids([t + [3] for t in targets], width), batch_size=32, epochs=epochs, verbose=0)
+    return model

@@ -5,7 +5,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.data.tokenizer import BOS_ID, EOS_ID, train_sentencepiece
+from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding import greedy_decode
 from t2t_keras.inspect.attention import (
     KINDS,
@@ -15,6 +15,7 @@ from t2t_keras.inspect.attention import (
     extract_batch,
     pieces,
 )
+from t2t_keras.special_ids import BOS_ID, EOS_ID
 from tests.helpers import TestCase, tiny_transformer, toy_pairs
 
 SHORT, LONG = "the cat sees a dog", "a big old man eats bread under the green tree"

@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.data import batching
-from t2t_keras.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from t2t_keras.errors import ConfigError
+from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 from tests.helpers import TestCase
 from tests.test_tokenizer import synthetic_corpus, train_test_tokenizer
 

@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import beam_search, greedy_decode, length_penalty, reference_beam_search
-from t2t_keras.decoding.common import EOS_ID
+from t2t_keras.special_ids import EOS_ID
 from tests.test_greedy import (
     EXTRA,
     SOURCE,

@@ -77,6 +77,74 @@ class RunCommandsTest(TestCase):
         self.assertEqual(again.returncode, 2)  # no silent overwrite
         self.assertIn("exists", again.stderr.decode())
 
+    def test_ctranslate2_export_then_translate(self):
+        sentences = b"the cat sees a dog\nthe man eats bread\n\n"
+        from_run = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "1", stdin=sentences)
+        for quantization in ("float32", "int8"):
+            out = pathlib.Path(self.tmp.name) / f"ct2-{quantization}"
+            result = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--format", "ctranslate2",
+                             "--quantization", quantization, "--beam", "1")
+            self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+            for name in ("model.bin", "config.json", "shared_vocabulary.json", "tokenizer.model", "t2t_keras.json"):
+                self.assertTrue((out / name).exists(), name)
+            from_ct2 = run_cli("translate", "--ctranslate2", str(out), stdin=sentences)
+            self.assertEqual(from_ct2.returncode, 0, from_ct2.stderr[-2000:])
+            if quantization == "float32":  # greedy search, as the run's own
+                self.assertEqual(from_ct2.stdout, from_run.stdout)
+            self.assertEqual(len(from_ct2.stdout.decode().split("\n")), 4)
+
+    def test_ctranslate2_export_without_tokenizer_is_a_clear_error(self):
+        broken = pathlib.Path(self.tmp.name) / "no-tokenizer"
+        shutil.copytree(self.run_dir, broken)
+        (broken / "tokenizer.model").unlink()
+        exports = pathlib.Path(self.tmp.name) / "failed-exports"
+        exports.mkdir()
+        result = run_cli("export", "--run-dir", str(broken), "--out", str(exports / "ct2"), "--format", "ctranslate2")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("tokenizer.model is missing", result.stderr.decode())
+        self.assertEqual(list(exports.iterdir()), [])
+
+    def test_ids_only_export(self):
+        out = pathlib.Path(self.tmp.name) / "ids-only"
+        result = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--ids-only",
+                         "--max-beam-size", "1", "--beam", "1")
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        signatures = tf.saved_model.load(str(out)).signatures
+        self.assertEqual(sorted(signatures), ["serving_default", "translate_ids"])
+
+    def test_score_with_the_run_and_the_saved_model(self):
+        root = pathlib.Path(self.tmp.name)
+        pairs = toy_pairs(30, seed=11)
+        (root / "score.en").write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+        (root / "score.de").write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+        files = ["--source", str(root / "score.en"), "--target", str(root / "score.de")]
+        from_run = run_cli("score", "--run-dir", str(self.run_dir), "--json", "--token-level", *files)
+        self.assertEqual(from_run.returncode, 0, from_run.stderr[-2000:])
+        records = [json.loads(line) for line in from_run.stdout.decode().splitlines()]
+        self.assertEqual(len(records), 30)
+        for record in records:
+            self.assertAlmostEqual(record["nll"], sum(record["token_nll"]), places=3)
+            self.assertEqual(record["tokens"], len(record["token_nll"]))
+        export = root / "score-export"
+        self.assertEqual(run_cli("export", "--run-dir", str(self.run_dir), "--out", str(export),
+                                 "--max-beam-size", "1", "--beam", "1").returncode, 0)
+        from_export = run_cli("score", "--saved-model", str(export), *files)
+        self.assertEqual(from_export.returncode, 0, from_export.stderr[-2000:])
+        lines = [line.split("\t") for line in from_export.stdout.decode().splitlines()]
+        self.assertAllClose([float(f[0]) for f in lines], [r["nll"] for r in records], atol=2e-3)
+        ct2 = root / "score-ct2"
+        self.assertEqual(run_cli("export", "--run-dir", str(self.run_dir), "--out", str(ct2), "--format",
+                                 "ctranslate2").returncode, 0)
+        from_ct2 = run_cli("score", "--ctranslate2", str(ct2), "--json", *files)
+        self.assertEqual(from_ct2.returncode, 0, from_ct2.stderr[-2000:])
+        self.assertAllClose([json.loads(line)["nll"] for line in from_ct2.stdout.decode().splitlines()],
+                            [r["nll"] for r in records], atol=2e-3)
+        (root / "short.de").write_text("".join(t + "\n" for _, t in pairs[:-1]), encoding="utf-8")
+        mismatched = run_cli("score", "--run-dir", str(self.run_dir), "--source", str(root / "score.en"),
+                             "--target", str(root / "short.de"))
+        self.assertEqual(mismatched.returncode, 2)
+        self.assertIn("has 30 lines but", mismatched.stderr.decode())
+
     def test_baseline(self):
         result = run_cli("baseline", "--run-dir", str(self.run_dir), "--json")
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])

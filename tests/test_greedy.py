@@ -7,9 +7,9 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import greedy_decode, reference_greedy
-from t2t_keras.decoding.common import EOS_ID
 from t2t_keras.decoding.sampling import top_k_filter
 from t2t_keras.model import Transformer
+from t2t_keras.special_ids import EOS_ID
 from tests.helpers import TINY, TestCase
 
 # Four sources of real lengths 7, 4, 2 and 7 (EOS included), padded with 0.

@@ -142,7 +142,7 @@ class ServerTest(TestCase):
         self.assertEqual((status["version"], status["state"]), ("1", "AVAILABLE"))
         metadata = self.get("/v1/models/toy/metadata").json()
         signatures = metadata["metadata"]["signature_def"]["signature_def"]
-        self.assertEqual(sorted(signatures), ["serving_default", "translate", "translate_ids"])
+        self.assertEqual(sorted(signatures), ["score", "serving_default", "translate", "translate_ids"])
         self.assertEqual(signatures["serving_default"]["inputs"]["inputs"]["dtype"], "DT_STRING")
         self.assertEqual(metadata["metadata"]["decoding"]["defaults"]["beam_size"], 2)
         missing = self.get("/v1/models/other")
@@ -197,13 +197,13 @@ class ServeProcessTest(TestCase):
                                            pathlib.Path(tmp) / "export", max_beam_size=1, beam_size=1,
                                            max_extra_length=4)
             code = ("import sys; from t2t_keras.serving.server import serve; "
-                    f"serve(sys.argv[1], host='{HOST}', port=0, model_name='toy', max_wait_ms=1)")
+                    f"serve(sys.argv[1], host='{HOST}', port=0, max_wait_ms=1)")  # TF Serving's default name
             process = subprocess.Popen([sys.executable, "-c", code, str(export_dir)], stderr=subprocess.PIPE,
                                        stdout=subprocess.DEVNULL, text=True,
                                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
             try:
                 port = self.wait_for_port(process)
-                answer = httpx.post(f"http://{HOST}:{port}/v1/models/toy:predict",
+                answer = httpx.post(f"http://{HOST}:{port}/v1/models/default:predict",
                                     json={"instances": ["the cat", ""]}, timeout=TIMEOUT)
                 self.assertEqual(answer.status_code, 200)
                 self.assertEqual(answer.json()["predictions"][1]["translations"], "")

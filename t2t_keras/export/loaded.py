@@ -29,7 +29,35 @@ class DecodingParams:
     num_return: int = 1
 
 
-class SavedModelTranslator:
+class TranslatorBase:
+    """What the REST server needs of a translator, whatever runs the model.
+
+    Subclasses set `path`, `defaults` (`DecodingParams`), `max_beam_size` and
+    `max_source_length`, and implement `predict(sentences, params)` and
+    `signature_defs()`; checking parameters and `translate` are shared here.
+    """
+
+    def decoding_params(self, beam_size=None, alpha=None, max_extra_length=None, num_return=None):
+        """`DecodingParams` with None replaced by the export's defaults, after checking every value.
+
+        Raises:
+            T2TError: a value has the wrong type or is out of range.
+        """
+        beam_size = check_beam_size(self.defaults.beam_size if beam_size is None else beam_size, self.max_beam_size)
+        alpha = check_alpha(self.defaults.alpha if alpha is None else alpha)
+        max_extra_length = check_max_extra_length(
+            self.defaults.max_extra_length if max_extra_length is None else max_extra_length)
+        num_return = check_num_return(1 if num_return is None else num_return, beam_size)
+        alpha = float(np.float32(alpha))  # the signature's precision, so equal settings compare equal
+        return DecodingParams(beam_size, alpha, max_extra_length, num_return)
+
+    def translate(self, sentences, beam_size=None, alpha=None, max_extra_length=None):
+        """The best translation of each sentence (a list of str), in input order."""
+        params = self.decoding_params(beam_size, alpha, max_extra_length)
+        return [nbest[0] for nbest in self.predict(sentences, params)["translations"]]
+
+
+class SavedModelTranslator(TranslatorBase):
     """Translates lists of strings with a SavedModel written by `export_run`.
 
     Loads the export with `tf.saved_model.load` (after importing
@@ -56,31 +84,13 @@ class SavedModelTranslator:
         self.batch_size = batch_size
         loaded = _load(self.path)
         self.saved_model = loaded
+        self._tokenizer = None  # loaded when scoring needs piece counts
         self._translate = loaded.signatures["translate"]
         self.max_beam_size = int(loaded.max_beam_size.numpy())
         self.max_source_length = int(loaded.max_source_length.numpy())
         self.jit_compiled = bool(loaded.jit_compiled.numpy())
         self.defaults = DecodingParams(int(loaded.default_beam_size.numpy()), float(loaded.default_alpha.numpy()),
                                        int(loaded.default_max_extra_length.numpy()))
-
-    def decoding_params(self, beam_size=None, alpha=None, max_extra_length=None, num_return=None):
-        """`DecodingParams` with None replaced by the export's defaults, after checking every value.
-
-        Raises:
-            T2TError: a value has the wrong type or is out of range.
-        """
-        beam_size = check_beam_size(self.defaults.beam_size if beam_size is None else beam_size, self.max_beam_size)
-        alpha = check_alpha(self.defaults.alpha if alpha is None else alpha)
-        max_extra_length = check_max_extra_length(
-            self.defaults.max_extra_length if max_extra_length is None else max_extra_length)
-        num_return = check_num_return(1 if num_return is None else num_return, beam_size)
-        alpha = float(np.float32(alpha))  # the signature's precision, so equal settings compare equal
-        return DecodingParams(beam_size, alpha, max_extra_length, num_return)
-
-    def translate(self, sentences, beam_size=None, alpha=None, max_extra_length=None):
-        """The best translation of each sentence (a list of str), in input order."""
-        params = self.decoding_params(beam_size, alpha, max_extra_length)
-        return [nbest[0] for nbest in self.predict(sentences, params)["translations"]]
 
     def predict(self, sentences, params=None):
         """n-best translations with scores and truncation flags.
@@ -105,6 +115,33 @@ class SavedModelTranslator:
             result["scores"] += out["scores"][:len(chunk)].tolist()
             result["truncated"] += out["truncated"][:len(chunk)].tolist()
         return result
+
+    @property
+    def max_length(self):
+        """The model's limit in tokens, EOS included."""
+        return self.max_source_length + 1
+
+    def piece_lengths(self, sentences):
+        """Piece counts of `sentences`, from the tokenizer saved beside the export."""
+        if self._tokenizer is None:
+            from t2t_keras.data.tokenizer import Tokenizer
+
+            path = self.path / "assets.extra" / "tokenizer.model"
+            if not path.exists():
+                raise T2TError(f"{path} is missing: export the run again with export_run.")
+            self._tokenizer = Tokenizer.load(path)
+        if not sentences:
+            return []
+        return self._tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy().tolist()
+
+    def score_batch(self, sources, targets):
+        """Forced decoding with the `score` signature: sums `(n,)` and per-token NLL arrays of `n` pairs."""
+        if "score" not in self.saved_model.signatures:
+            raise T2TError(f"{self.path} has no 'score' signature: export the run again with this version.")
+        out = self.saved_model.signatures["score"](inputs=tf.constant(sources, tf.string),
+                                                   targets=tf.constant(targets, tf.string))
+        nll, lengths = out["token_nll"].numpy(), out["target_length"].numpy()
+        return out["nll"].numpy(), [row[:n] for row, n in zip(nll, lengths)]
 
     def signature_defs(self):
         """The export's signatures as TF Serving's metadata lists them: inputs and outputs with dtype and shape."""

@@ -17,6 +17,7 @@ import pathlib
 import tensorflow as tf
 
 from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
 from t2t_keras.files import check_can_write, staged_directory
 from t2t_keras.runs import RunDirectory, average_run, load_run, write_inspection_files
@@ -38,7 +39,8 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
         beam_size, alpha, max_extra_length: defaults of `serving_default`; None
             takes the run config's `decoding` section.
         **options: passed to `export_translator` (`max_beam_size`,
-            `length_penalty`, `text_signatures`, `jit_compile`, `overwrite`).
+            `length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
+            `quantization`).
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -60,7 +62,7 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
                       max_extra_length=50, length_penalty="gnmt", text_signatures=True, jit_compile=False,
-                      overwrite=False):
+                      overwrite=False, quantization=None):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -75,6 +77,8 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
             TF-Text, e.g. in stock TensorFlow Serving.
         jit_compile: compile the searches with XLA (see `TranslatorModule`).
         overwrite: replace an existing export at `out_dir`.
+        quantization: None, or "int8" for int8 Dense weights (see
+            `export.quantization`; the inspection files keep float32).
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -85,7 +89,8 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
     out_dir = pathlib.Path(out_dir)
     check_can_write(out_dir, overwrite)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
-    module = TranslatorModule(model, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
+    searched = model if quantization is None else quantized_copy(model, quantization)
+    module = TranslatorModule(searched, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
                               beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
                               length_penalty=length_penalty, jit_compile=jit_compile)
     with staged_directory(out_dir, overwrite) as staging:

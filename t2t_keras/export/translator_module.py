@@ -9,6 +9,11 @@ Signatures (all batch-major, any batch size, including 0):
   with every decoding parameter an explicit scalar input; returns the n-best
   lists `translations` `(N, num_return)`, `scores` `(N, num_return)` (best
   first) and `truncated` `(N,)`.
+* `score(inputs, targets)`: forced decoding (see `decoding.forced`): the
+  negative log-likelihood of each `targets` sentence as the translation of
+  `inputs`, returned as `nll` float32 `(N,)` (the sum), `token_nll` float32
+  `(N, T)` (per token, EOS included, then 0s), `target_length` int32 `(N,)`
+  and `truncated` bool `(N,)` (either side cut to `max_length - 1` pieces).
 * `translate_ids(source_ids, beam_size, alpha, max_extra_length, num_return)`:
   int32 `(N, L)` SentencePiece ids in, `tokens` int32 `(N, num_return, T)`
   (each ending with EOS=3 unless cut at its limit, then 0s), `scores` and
@@ -56,6 +61,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
 from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.forced import teacher_forcing_targets, token_nll
 from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.decoding.parameters import (
     check_alpha,
@@ -76,6 +82,7 @@ PARAMETER_SPECS = (
 )
 STRINGS_SPEC = tf.TensorSpec([None], tf.string, name="inputs")
 IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+TARGETS_SPEC = tf.TensorSpec([None], tf.string, name="targets")
 
 
 class TranslatorModule(tf.Module):
@@ -121,6 +128,7 @@ class TranslatorModule(tf.Module):
                       "translate_ids": self.translate_ids.get_concrete_function()}
         if self.tokenizer is not None:
             signatures["translate"] = self.translate.get_concrete_function()
+            signatures["score"] = self.score.get_concrete_function()
         return signatures
 
     def _make_functions(self):
@@ -135,6 +143,7 @@ class TranslatorModule(tf.Module):
             return
         self.translate = tf.function(self._translate, input_signature=(STRINGS_SPEC,) + PARAMETER_SPECS)
         self.serve = tf.function(self._serve_text, input_signature=(STRINGS_SPEC,))
+        self.score = tf.function(self._score, input_signature=(STRINGS_SPEC, TARGETS_SPEC))
 
     def _translate_ids(self, source_ids, beam_size, alpha, max_extra_length, num_return):
         """n-best output ids of source piece ids; see the module docstring."""
@@ -158,6 +167,18 @@ class TranslatorModule(tf.Module):
             "scores": out["scores"],
             "truncated": out["truncated"],
         }
+
+    def _score(self, inputs, targets):
+        """Forced-decoding negative log-likelihood of `targets`; see the module docstring."""
+        source_ids = self.tokenizer.tokenize(inputs).to_tensor(default_value=PAD_ID)
+        source, source_truncated, _ = prepare_source(source_ids, self.model.max_length, self.model.vocab_size)
+        pieces = self.tokenizer.tokenize(targets)
+        kept = pieces[:, :self.model.max_length - 1]
+        target_in, target_out = teacher_forcing_targets(kept)
+        nll = token_nll(self.model, source, target_in, target_out)  # (batch, target_len)
+        return {"nll": tf.reduce_sum(nll, axis=1), "token_nll": nll,
+                "target_length": tf.cast(kept.row_lengths() + 1, tf.int32),
+                "truncated": source_truncated | (pieces.row_lengths() > kept.row_lengths())}
 
     def _serve_text(self, inputs):
         """Best translation of each sentence with the export's default parameters."""

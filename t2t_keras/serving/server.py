@@ -2,7 +2,8 @@
 
     serve("exports/base", port=8501)        # blocks; Ctrl+C or SIGTERM stops it cleanly
 
-Endpoints (NAME is `model_name`, the served version is 1):
+Endpoints (NAME is `model_name`, "default" unless set, as in TF Serving; the
+served version is 1):
 
 * `POST /v1/models/NAME:predict` (also `/v1/models/NAME/versions/1:predict`):
   translation; request and answer formats in `rest_api`. Decoding parameters
@@ -36,7 +37,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from t2t_keras.errors import T2TError
-from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.export.loaded import SavedModelTranslator, TranslatorBase
 from t2t_keras.inspect.html_view import render_html
 from t2t_keras.serving import attention_api, rest_api
 from t2t_keras.serving.batcher import RequestBatcher
@@ -45,28 +46,32 @@ from t2t_keras.serving.live_page import page_routes
 logger = logging.getLogger(__name__)
 
 MODEL_VERSION = "1"
+DEFAULT_MODEL_NAME = "default"  # TF Serving's default --model_name
 
 
-def serve(saved_model_dir, host="127.0.0.1", port=8501, model_name="t2t", max_batch_size=32, max_wait_ms=10,
-          log_level="info", **limits):
+def serve(saved_model_dir, host="127.0.0.1", port=8501, model_name=DEFAULT_MODEL_NAME, max_batch_size=32,
+          max_wait_ms=10, log_level="info", translator_class=SavedModelTranslator, **limits):
     """Loads the export and serves it until interrupted (SIGINT/SIGTERM); see the module docstring.
 
-    `limits` are `rest_api.Limits` fields: `max_request_bytes`,
-    `max_instances`, `max_sentence_chars`. Port 0 picks a free port (logged).
+    `translator_class` loads the export directory: `SavedModelTranslator`, or
+    `ctranslate2_translator.CTranslate2Translator` for a CTranslate2 export
+    (same API, batching and limits). `limits` are `rest_api.Limits` fields:
+    `max_request_bytes`, `max_instances`, `max_sentence_chars`. Port 0 picks
+    a free port (logged).
     """
-    translator = SavedModelTranslator(saved_model_dir, batch_size=max_batch_size)
+    translator = translator_class(saved_model_dir, batch_size=max_batch_size)
     app = create_app(translator, model_name, max_batch_size, max_wait_ms, **limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
-def create_app(translator, model_name="t2t", max_batch_size=32, max_wait_ms=10, warm_up=True, **limits):
-    """The Starlette application serving `translator` (a `SavedModelTranslator` or an export directory).
+def create_app(translator, model_name=DEFAULT_MODEL_NAME, max_batch_size=32, max_wait_ms=10, warm_up=True, **limits):
+    """The Starlette application serving `translator` (a `TranslatorBase`, or a SavedModel directory).
 
     The batcher starts and stops with the application (its lifespan); with
     `warm_up`, one sentence is translated at start-up so the first request
     does not pay for preparing the search. `app.state.batcher` holds the batcher.
     """
-    if not isinstance(translator, SavedModelTranslator):
+    if not isinstance(translator, TranslatorBase):
         translator = SavedModelTranslator(translator, batch_size=max_batch_size)
     batcher = RequestBatcher(translator.predict, max_batch_size, max_wait_ms)
     handlers = _Handlers(translator, batcher, model_name, rest_api.Limits(**limits))

@@ -1,0 +1,49 @@
+"""int8 SavedModel weights: Dense kernels and the target embedding become int8, logits stay close, exports work."""
+
+import pathlib
+import tempfile
+
+import numpy as np
+
+from t2t_keras.data.tokenizer import train_sentencepiece
+from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.export.quantization import quantized_copy
+from t2t_keras.export.saved_model import export_translator
+from tests.helpers import TestCase, random_ids, tiny_transformer, toy_pairs
+
+
+class QuantizationTest(TestCase):
+    def test_dense_kernels_are_int8_and_logits_stay_close(self):
+        for tie in ("all", "target", "none"):
+            with self.subTest(tie_embeddings=tie):
+                model = tiny_transformer(vocab_size=100, hidden_dim=32, intermediate_dim=64, tie_embeddings=tie)
+                source, target_in = random_ids(3, 9, 100), random_ids(3, 6, 100)
+                expected = model((source, target_in)).numpy()
+                quantized = quantized_copy(model)
+                got = quantized((source, target_in)).numpy()
+                self.assertAllClose(model((source, target_in)).numpy(), expected)  # the original is unchanged
+                self.assertLess(np.abs(got - expected).max(), 0.05 * np.abs(expected).max())
+                int8 = [w.path for w in quantized.weights if w.dtype == "int8"]
+
+                def quantized_weight(suffix):
+                    return any(path.endswith(suffix) for path in int8)
+
+                for name in ("self_attention/query", "cross_attention/value", "feed_forward/inner"):
+                    self.assertTrue(quantized_weight(f"decoder/block_0/{name}/kernel"), name)
+                self.assertTrue(quantized_weight("target_embedding/embeddings"))
+                self.assertEqual(quantized_weight("output_projection/kernel"), tie == "none")
+                self.assertEqual(quantized.source_embedding is quantized.target_embedding, tie == "all")
+                float_weights = {w.path for w in quantized.weights if w.dtype == "float32"}
+                self.assertFalse(any(p.endswith("target_embedding/embeddings") for p in float_weights))
+
+    def test_int8_export_translates(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tokenizer = train_sentencepiece([s for p in toy_pairs(200) for s in p], pathlib.Path(tmp) / "t.model",
+                                            100)
+            model = tiny_transformer(vocab_size=100, max_length=32)
+            for jit_compile in (False, True):
+                out = export_translator(model, tokenizer, pathlib.Path(tmp) / f"int8-{jit_compile}", max_beam_size=2,
+                                        beam_size=2, max_extra_length=4, quantization="int8", jit_compile=jit_compile)
+                translations = SavedModelTranslator(out).translate(["the cat", "a man eats bread", ""])
+                self.assertEqual(len(translations), 3)
+                self.assertEqual(translations[2], "")
