@@ -15,7 +15,7 @@ SOURCE_PIECES + 1 tokens, outputs of OUTPUT_TOKENS. With `--run-dir`, the
 run's model and tokenizer are used, timed on its test sentences, and each
 engine's BLEU on the run's test split is reported (default beam search).
 Timing waits for a quiet machine and reports the cores other processes used
-(see `bench_export.measure_quietly`).
+(see `timing.measure_quietly`).
 """
 
 import argparse
@@ -28,20 +28,21 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
+import timing  # noqa: E402
 from bench_export import (  # noqa: E402
     EXTRA,
     OUTPUT_TOKENS,
     SOURCE_PIECES,
     bench_sentences,
     generated_text,
-    machine_description,
-    measure_quietly,
+    time_translator,
 )
+from timing import add_arguments, machine_description  # noqa: E402
 
 from t2t_keras.data.tokenizer import train_sentencepiece  # noqa: E402
 from t2t_keras.export.ctranslate2_export import export_ctranslate2  # noqa: E402
 from t2t_keras.export.ctranslate2_translator import CTranslate2Translator  # noqa: E402
-from t2t_keras.export.loaded import DecodingParams, SavedModelTranslator  # noqa: E402
+from t2t_keras.export.loaded import SavedModelTranslator  # noqa: E402
 from t2t_keras.export.saved_model import export_translator  # noqa: E402
 from t2t_keras.model import Transformer  # noqa: E402
 
@@ -98,16 +99,7 @@ def make_translator(engine, model, tokenizer, workdir, args):
 
 
 def bench_engine(label, engine, translator, sentences, args):
-    rows = []
-    for method, beam_size in METHODS:
-        params = DecodingParams(beam_size=beam_size, alpha=0.6, max_extra_length=EXTRA)
-        for batch in args.batches:
-            repeats = args.repeats if batch == 1 else max(1, args.repeats // 3)
-            result = measure_quietly(lambda b=batch, p=params: translator.predict(sentences[:b], p), repeats, args)
-            result.update(model=label, engine=engine, method=method, batch=batch, repeats=repeats)
-            rows.append(result)
-            print(format_row(result), flush=True)
-    return rows
+    return time_translator(translator, sentences, METHODS, args, format_row, model=label, engine=engine)
 
 
 def bleu_of(translator, pairs, target_lang):
@@ -152,7 +144,10 @@ def report(rows, bleu):
         reference = next(iter(bleu.values()))  # the first engine's, float32 unless --engines says otherwise
         lines += ["", "| engine | test BLEU (beam 4) | difference to the first |", "|---|---|---|"]
         lines += [f"| {engine} | {value:.2f} | {value - reference:+.2f} |" for engine, value in bleu.items()]
-    lines += ["", "## Machine", "", machine_description(), ""]
+    import ctranslate2
+
+    versions = f"TensorFlow {tf.__version__}, CTranslate2 {ctranslate2.__version__}"
+    lines += ["", "## Machine", "", machine_description(versions), ""]
     return "\n".join(lines)
 
 
@@ -164,9 +159,7 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=9, help="timed calls at batch 1 (a third at larger batches)")
-    parser.add_argument("--quiet-wait", type=float, default=300.0, help="longest wait for a quiet machine, s")
-    parser.add_argument("--max-other", type=float, default=0.2)
-    parser.add_argument("--retries", type=int, default=2)
+    add_arguments(parser, quiet_wait=300.0, max_other=0.2)
     parser.add_argument("--output", help="write the markdown report here")
     args = parser.parse_args(argv)
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
@@ -181,10 +174,7 @@ def main(argv=None):
         for size in args.sizes:
             model, tokenizer, sentences = random_model(size, workdir)
             rows += bench_model(size, model, tokenizer, sentences, workdir, args)[0]
-    text = report(rows, bleu)
-    if args.output:
-        pathlib.Path(args.output).write_text(text)
-    print(text)
+    timing.publish(report(rows, bleu), args.output)
 
 
 if __name__ == "__main__":

@@ -85,17 +85,26 @@ def bench_export(model, tokenizer, workdir, jit_compile, args):
     load_s = time.perf_counter() - start
     sentences = bench_sentences(tokenizer, max(args.batches))
     print(f"XLA {jit_compile}: export {export_s:.0f} s, {size_mb:.0f} MB, load {load_s:.1f} s", flush=True)
+    rows = time_translator(translator, sentences, CONFIGS, args, format_row, xla=jit_compile)
+    return {"xla": jit_compile, "export_s": export_s, "size_mb": size_mb, "load_s": load_s, "rows": rows}
+
+
+def time_translator(translator, sentences, configs, args, format_row, **labels):
+    """Rows of `measure_quietly` for each `(method, beam_size)` of `configs` and each batch of `args.batches`.
+
+    `translator.predict` translates the first `batch` sentences; `labels` go into every row.
+    """
     rows = []
-    for method, beam_size in CONFIGS:
+    for method, beam_size in configs:
         params = DecodingParams(beam_size=beam_size, alpha=0.6, max_extra_length=EXTRA)
         for batch in args.batches:
             repeats = args.repeats if batch == 1 else max(1, args.repeats // 3)
             result = measure_quietly(lambda b=batch, p=params: translator.predict(sentences[:b], p), repeats,
                                      args.quiet_wait, args.max_other, args.retries)
-            result.update(xla=jit_compile, method=method, batch=batch, repeats=repeats)
+            result.update(labels, method=method, batch=batch, repeats=repeats)
             rows.append(result)
             print(format_row(result), flush=True)
-    return {"xla": jit_compile, "export_s": export_s, "size_mb": size_mb, "load_s": load_s, "rows": rows}
+    return rows
 
 
 HEADER = ("| XLA | method | batch | ms / sentence | ms / call | sentences/s | output tokens/s | first call s | runs "
@@ -139,10 +148,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         model, tokenizer = prepare(pathlib.Path(tmp))
         results = [bench_export(model, tokenizer, pathlib.Path(tmp), jit, args) for jit in modes]
-    text = report(results, args)
-    if args.output:
-        pathlib.Path(args.output).write_text(text)
-    print(text)
+    timing.publish(report(results, args), args.output)
 
 
 if __name__ == "__main__":

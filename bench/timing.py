@@ -79,3 +79,11 @@ def machine_description(versions):
     return "\n".join(["```", *lscpu, "```", "",
                       f"Python {platform.python_version()}, {versions}, {os.cpu_count()} cores; "
                       "TF threads: default (intra/inter-op 0 = all cores)."])
+
+
+def publish(text, output=None):
+    """Prints a markdown report and, with `output`, writes it there too."""
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    print(text)
