@@ -182,6 +182,14 @@ def _add_decoding_args(parser):
                         help="which weights of the run: averaged checkpoints or the newest checkpoint")
 
 
+def _add_model_choice(parser, saved_model, ctranslate2):
+    """Exactly one of --run-dir, --saved-model DIR and --ctranslate2 DIR."""
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir")
+    where.add_argument("--saved-model", help=saved_model)
+    where.add_argument("--ctranslate2", metavar="DIR", help=ctranslate2)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="t2t-keras", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -215,19 +223,15 @@ def build_parser():
     p.set_defaults(handler=cmd_evaluate)
 
     p = commands.add_parser("translate", help="translate lines from --input or stdin, one per line")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--run-dir")
-    where.add_argument("--saved-model", help="an exported SavedModel directory")
-    where.add_argument("--ctranslate2", metavar="DIR", help="a CTranslate2 export (export --format ctranslate2)")
+    _add_model_choice(p, saved_model="an exported SavedModel directory",
+                      ctranslate2="a CTranslate2 export (export --format ctranslate2)")
     p.add_argument("--input", help="file to translate (default: stdin)")
     _add_decoding_args(p)
     p.set_defaults(handler=cmd_translate)
 
     p = commands.add_parser("score", help="forced decoding: negative log-likelihood of given translations")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--run-dir")
-    where.add_argument("--saved-model", help="an exported SavedModel directory (its 'score' signature)")
-    where.add_argument("--ctranslate2", metavar="DIR", help="a CTranslate2 export (its score_batch)")
+    _add_model_choice(p, saved_model="an exported SavedModel directory (its 'score' signature)",
+                      ctranslate2="a CTranslate2 export (its score_batch)")
     p.add_argument("--source", required=True, help="source sentences, one per line")
     p.add_argument("--target", required=True, help="their translations, line by line")
     p.add_argument("--token-level", action="store_true", help="also print the negative log-likelihood of each token")

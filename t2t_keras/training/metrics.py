@@ -13,6 +13,16 @@ class _TokenMetric(keras.metrics.Metric):
     padding count in proportion to their tokens. The two variables are summed across
     replicas on read, so the result under a `tf.distribute` strategy equals the
     single-device result on the same global batch.
+
+    Args:
+        pad_id: the padding id excluded from the count (`None` to count every position).
+        name: the metric name.
+        dtype: the dtype of the result.
+
+    Call arguments (`update_state`):
+        y_true: int ids `(batch, length)`.
+        y_pred: logits or probabilities `(batch, length, vocab)`.
+        sample_weight: optional `(batch, length)` or `(batch,)` weights.
     """
 
     def __init__(self, pad_id=0, name=None, dtype=None):
@@ -44,15 +54,7 @@ class _TokenMetric(keras.metrics.Metric):
 class MaskedAccuracy(_TokenMetric):
     """Fraction of non-padding tokens whose arg-max prediction is the gold token.
 
-    Args:
-        pad_id: the padding id excluded from the count (`None` to count every position).
-        name: the metric name.
-        dtype: the dtype of the result.
-
-    Call arguments (`update_state`):
-        y_true: int ids `(batch, length)`.
-        y_pred: logits or probabilities `(batch, length, vocab)`.
-        sample_weight: optional `(batch, length)` or `(batch,)` weights.
+    Arguments: see `_TokenMetric`.
 
     References:
         Vaswani et al., 2017, §6.
@@ -77,15 +79,7 @@ class Perplexity(_TokenMetric):
     comparable across smoothing settings; it is the per-token perplexity of the paper's
     Table 3 when the tokens are the same word pieces.
 
-    Args:
-        pad_id: the padding id excluded from the average (`None` to count every position).
-        name: the metric name.
-        dtype: the dtype of the result.
-
-    Call arguments (`update_state`):
-        y_true: int ids `(batch, length)`.
-        y_pred: logits `(batch, length, vocab)`, any float dtype (computed in float32).
-        sample_weight: optional `(batch, length)` or `(batch,)` weights.
+    Arguments: see `_TokenMetric`; `y_pred` may have any float dtype (computed in float32).
 
     References:
         Vaswani et al., 2017, §6.2 and Table 3.
