@@ -112,8 +112,10 @@ class RequestBatcherTest(unittest.TestCase):
             model.release.set()
             return await asyncio.gather(*tasks, return_exceptions=True)
 
-        results = self.run_with(model, scenario, max_wait_ms=0)
+        with self.assertLogs("t2t_keras.serving.batcher", "ERROR") as logs:
+            results = self.run_with(model, scenario, max_wait_ms=0)
         self.assertTrue(all(isinstance(r, ValueError) and "model failed" in str(r) for r in results), results)
+        self.assertIn("A batch of 1 sentences failed", logs.output[0])
 
     def test_stop_fails_the_requests_still_waiting(self):
         model = FakeModel()
