@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.model import build_transformer
+from t2t_keras.training.accumulation import enable_gradient_accumulation, group_micro_batches
 from t2t_keras.training.callbacks import StopAtStep, TimeLimit, TrainingScalars
 from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
 from t2t_keras.training.data_setup import prepare_data
@@ -42,7 +43,7 @@ def _use_jit(config, strategy):
     return True
 
 
-def _build_loss_and_metrics(model):
+def build_loss_and_metrics(model):
     """Builds the compiled loss and metrics on a dummy batch.
 
     Under a distribution strategy `fit` otherwise builds them from a batch it
@@ -62,17 +63,20 @@ def compile_model(config, strategy):
     with strategy.scope():
         model = build_transformer(config.model, dtype=t.mixed_precision)
         model.build()
-        accumulation = t.gradient_accumulation_steps if t.gradient_accumulation_steps > 1 else None
+        # Accumulation happens in the train step (training/accumulation.py), not in the optimizer.
         optimizer = make_optimizer(config.model.hidden_dim, t.warmup_steps, t.learning_rate_scale, t.adam_beta_1,
-                                   t.adam_beta_2, t.adam_epsilon, gradient_accumulation_steps=accumulation)
+                                   t.adam_beta_2, t.adam_epsilon)
         optimizer.build(model.trainable_variables)
+        loss = LabelSmoothedCrossEntropy(epsilon=t.label_smoothing)
         model.compile(
             optimizer=optimizer,
-            loss=LabelSmoothedCrossEntropy(epsilon=t.label_smoothing),
+            loss=loss,
             metrics=[MaskedAccuracy(), Perplexity(), TokenCount()],
             jit_compile=_use_jit(config, strategy),
         )
-        _build_loss_and_metrics(model)
+        build_loss_and_metrics(model)
+    if t.gradient_accumulation_steps > 1:
+        enable_gradient_accumulation(model, loss, t.gradient_accumulation_steps)
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         patch_for_multi_worker(model)
     return model
@@ -125,8 +129,11 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         logger.info("%s has already reached training.train_steps=%d.", run.path, t.train_steps)
         return TrainResult(str(run.path), start, start, 0.0, {}, model)
     began = time.monotonic()
+    train_data = data.train
+    if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
+        train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
     history = model.fit(
-        data.train,
+        train_data,
         epochs=-(-t.train_steps // t.steps_per_epoch) + 1,
         initial_epoch=start // t.steps_per_epoch,
         steps_per_epoch=t.steps_per_epoch,
