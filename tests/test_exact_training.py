@@ -167,6 +167,87 @@ class AccumulatingTrainCommandTest(TestCase):
                 self.assertFalse([n for n in names if "accumulat" in n.lower()], names)
 
 
+
+def checkpoint_weights(run_dir, step):
+    """The model variables of `run_dir`'s checkpoint at `step`, by name."""
+    path = str(run_dir / "checkpoints" / f"ckpt-{step}")
+    return {name: tf.train.load_variable(path, name) for name, _ in tf.train.list_variables(path)
+            if name.startswith("model/") or name.startswith("random_state/")}
+
+
+class ExactResumeTest(TestCase):
+    """Interrupted `t2t-keras train` runs (dropout on) end where an uninterrupted run ends."""
+
+    STEPS = 40
+
+    @classmethod
+    def setUpClass(cls):
+        import yaml
+
+        cls.tmp = tempfile.TemporaryDirectory()
+        tmp = pathlib.Path(cls.tmp.name)
+        files = write_toy_corpus(tmp / "data", train=200)
+        config = toy_config(files, train_steps=cls.STEPS, steps_per_epoch=10, checkpoint_every_steps=2)
+        assert config.model.dropout > 0, "exact resume must be shown with dropout on"
+        cls.config_path = tmp / "toy.yaml"
+        cls.config_path.write_text(yaml.safe_dump(config.to_dict()))
+        cls.env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        cls.reference = cls.run_train(tmp / "reference")
+        cls.reference_weights = checkpoint_weights(tmp / "reference", cls.STEPS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @classmethod
+    def command(cls, run_dir, *extra):
+        return [sys.executable, "-m", "t2t_keras", "train", "--config", str(cls.config_path), "--run-dir",
+                str(run_dir), *extra]
+
+    @classmethod
+    def run_train(cls, run_dir, *extra):
+        completed = subprocess.run(cls.command(run_dir, *extra), capture_output=True, text=True, env=cls.env,
+                                   cwd=REPO, timeout=300)
+        if completed.returncode != 0:
+            raise AssertionError(completed.stderr[-3000:])
+        return completed
+
+    def assert_same_as_reference(self, run_dir):
+        weights = checkpoint_weights(run_dir, self.STEPS)
+        self.assertEqual(sorted(weights), sorted(self.reference_weights))
+        self.assertTrue([n for n in weights if n.startswith("random_state/")], "dropout state is not saved")
+        for name, value in weights.items():
+            self.assertAllClose(value, self.reference_weights[name], atol=1e-6, rtol=0, msg=name)
+
+    def test_sigkilled_run_started_again_ends_like_an_uninterrupted_run(self):
+        import signal
+        import time
+
+        from t2t_keras.training.checkpoints import checkpoint_paths
+
+        run_dir = pathlib.Path(self.tmp.name) / "killed"
+        process = subprocess.Popen(self.command(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env=self.env, cwd=REPO)
+        deadline = time.time() + 240
+        while time.time() < deadline and not checkpoint_paths(run_dir / "checkpoints"):
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        killed_at = int(checkpoint_paths(run_dir / "checkpoints")[-1].rsplit("-", 1)[1])
+        self.assertLess(killed_at, self.STEPS, "the run finished before it was killed")
+        resumed = self.run_train(run_dir)
+        self.assertIn(f"from step {killed_at} to {self.STEPS}", resumed.stdout)
+        self.assert_same_as_reference(run_dir)
+
+    def test_run_stopped_by_minutes_and_continued_ends_like_an_uninterrupted_run(self):
+        run_dir = pathlib.Path(self.tmp.name) / "minutes"
+        stopped = self.run_train(run_dir, "--minutes", "0.00001")  # stops after its first update
+        self.assertIn("from step 0 to 1", stopped.stdout)
+        resumed = self.run_train(run_dir)
+        self.assertIn(f"from step 1 to {self.STEPS}", resumed.stdout)
+        self.assert_same_as_reference(run_dir)
+
+
 if __name__ == "__main__":
     if "--child" in sys.argv:
         child_main(int(sys.argv[sys.argv.index("--child") + 1]))

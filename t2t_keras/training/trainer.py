@@ -15,6 +15,7 @@ from t2t_keras.training.data_setup import prepare_data
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import patch_for_multi_worker
+from t2t_keras.training.resume import check_replicas, random_state, skip_consumed
 from t2t_keras.training.run_directory import RunDirectory
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
@@ -122,14 +123,16 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     model = compile_model(config, strategy)
     chief, task_id = worker_identity(strategy)
     manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
-                                is_chief=chief, task_id=task_id)
+                                is_chief=chief, task_id=task_id, random_state=random_state(model))
     start = manager.restore_latest()
     t = config.training
+    if chief:
+        check_replicas(run, strategy.num_replicas_in_sync, start)
     if start >= t.train_steps:
         logger.info("%s has already reached training.train_steps=%d.", run.path, t.train_steps)
         return TrainResult(str(run.path), start, start, 0.0, {}, model)
     began = time.monotonic()
-    train_data = data.train
+    train_data = skip_consumed(data.train, start, t.gradient_accumulation_steps)  # resume where it stopped
     if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
         train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
     history = model.fit(
