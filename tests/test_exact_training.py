@@ -165,6 +165,8 @@ class AccumulatingTrainCommandTest(TestCase):
                               or n.startswith("optimizer/_iterations")]
                 self.assertIn(int(path.rsplit("-", 1)[1]), [int(i) for i in iterations])
                 self.assertFalse([n for n in names if "accumulat" in n.lower()], names)
+                position = tf.train.load_variable(path, "input_position/.ATTRIBUTES/VARIABLE_VALUE")
+                self.assertEqual(int(position), 2 * int(path.rsplit("-", 1)[1]))  # micro-batches consumed
 
 
 
@@ -172,7 +174,7 @@ def checkpoint_weights(run_dir, step):
     """The model variables of `run_dir`'s checkpoint at `step`, by name."""
     path = str(run_dir / "checkpoints" / f"ckpt-{step}")
     return {name: tf.train.load_variable(path, name) for name, _ in tf.train.list_variables(path)
-            if name.startswith("model/") or name.startswith("random_state/")}
+            if name.split("/")[0] in ("model", "random_state", "input_position")}
 
 
 class ExactResumeTest(TestCase):
@@ -218,6 +220,7 @@ class ExactResumeTest(TestCase):
         weights = checkpoint_weights(run_dir, self.STEPS)
         self.assertEqual(sorted(weights), sorted(self.reference_weights))
         self.assertTrue([n for n in weights if n.startswith("random_state/")], "dropout state is not saved")
+        self.assertEqual(int(weights["input_position/.ATTRIBUTES/VARIABLE_VALUE"]), self.STEPS)  # micro-batches
         for name, value in weights.items():
             self.assertAllClose(value, self.reference_weights[name], atol=1e-6, rtol=0, msg=name)
 

@@ -1,13 +1,17 @@
 """What an exact resume needs beyond model and optimizer: dropout random state and input position.
 
-The input position is deterministic rather than stored: the training stream is a fixed
-function of `training.seed` (seeded shuffle, deterministic batching), and every update
-consumes `gradient_accumulation_steps` micro-batches, so a run resumed at update `s`
-skips the first `s · N` micro-batches. Skipping re-reads them (it costs one pass over
-them through the input pipeline, not through the model).
+The training stream is a fixed function of `training.seed` (seeded shuffle, deterministic
+batching), so its position is one number: the micro-batches consumed, saved with every
+checkpoint (`InputPosition`). A resumed run skips that many micro-batches; skipping
+re-reads them through the input pipeline, not through the model. The step alone would not
+do: under mixed_float16 a step whose gradients overflow is skipped and does not advance
+`optimizer.iterations`.
 """
 
 import logging
+
+import keras
+import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
@@ -21,11 +25,31 @@ def random_state(model):
     return [v for v in model.variables if v.path.endswith("seed_generator_state")]
 
 
-def skip_consumed(dataset, step, micro_batches_per_step=1):
-    """`dataset` (micro-batches, from its beginning) without the ones that `step` updates consumed."""
-    if step <= 0:
-        return dataset
-    return dataset.skip(step * micro_batches_per_step)
+class InputPosition(keras.callbacks.Callback):
+    """Counts the micro-batches `fit` consumed in `consumed`, a variable saved with each checkpoint.
+
+    Put it before the checkpoint callback, so a checkpoint taken after a step includes it.
+    """
+
+    def __init__(self, micro_batches_per_step=1):
+        super().__init__()
+        self.micro_batches_per_step = micro_batches_per_step
+        self.consumed = tf.Variable(-1, dtype=tf.int64, trainable=False, name="input_position")  # -1: unknown
+
+    def position(self, step):
+        """Micro-batches consumed; for a checkpoint written before positions were saved, `step · N`."""
+        consumed = int(self.consumed.numpy())
+        position = consumed if consumed >= 0 else step * self.micro_batches_per_step
+        self.consumed.assign(position)
+        return position
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.consumed.assign_add(self.micro_batches_per_step)
+
+
+def skip_consumed(dataset, position):
+    """`dataset` (micro-batches, from its beginning) without its first `position` elements."""
+    return dataset.skip(position) if position > 0 else dataset
 
 
 def check_replicas(run, replicas, step):

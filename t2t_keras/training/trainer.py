@@ -15,7 +15,7 @@ from t2t_keras.training.data_setup import prepare_data
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import patch_for_multi_worker
-from t2t_keras.training.resume import check_replicas, random_state, skip_consumed
+from t2t_keras.training.resume import InputPosition, check_replicas, random_state, skip_consumed
 from t2t_keras.training.run_directory import RunDirectory
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
@@ -83,6 +83,11 @@ def compile_model(config, strategy):
     return model
 
 
+def _extra_state(model, position):
+    """Checkpointed beside model and optimizer for an exact resume: dropout seeds, input position."""
+    return {"random_state": random_state(model), "input_position": position.consumed}
+
+
 def _attention_summary(run, config, data):
     from t2t_keras.inspect.summary import AttentionSummary
 
@@ -122,8 +127,9 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     run.write_json("data.json", data.provenance)
     model = compile_model(config, strategy)
     chief, task_id = worker_identity(strategy)
+    position = InputPosition(config.training.gradient_accumulation_steps)
     manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
-                                is_chief=chief, task_id=task_id, random_state=random_state(model))
+                                is_chief=chief, task_id=task_id, extra_state=_extra_state(model, position))
     start = manager.restore_latest()
     t = config.training
     if chief:
@@ -132,7 +138,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         logger.info("%s has already reached training.train_steps=%d.", run.path, t.train_steps)
         return TrainResult(str(run.path), start, start, 0.0, {}, model)
     began = time.monotonic()
-    train_data = skip_consumed(data.train, start, t.gradient_accumulation_steps)  # resume where it stopped
+    train_data = skip_consumed(data.train, position.position(start))  # resume where it stopped
     if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
         train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
     history = model.fit(
@@ -143,7 +149,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         validation_data=data.dev,
         validation_steps=data.dev_steps or None,
         shuffle=False,  # the dataset is shuffled by the input pipeline
-        callbacks=_callbacks(run, config, data, manager, minutes, callbacks, chief, task_id),
+        callbacks=[position] + _callbacks(run, config, data, manager, minutes, callbacks, chief, task_id),
         verbose=verbose,
     )
     return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)
