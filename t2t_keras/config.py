@@ -163,7 +163,7 @@ class TrainingConfig:
     adam_beta_1: float = 0.9
     adam_beta_2: float = 0.98
     adam_epsilon: float = 1e-9
-    gradient_accumulation_steps: int = 1  # emulate a larger batch on fewer devices
+    gradient_accumulation_steps: int = 1  # micro-batches per optimizer update, exact (training/accumulation.py)
     mixed_precision: str = "float32"  # "float32", "mixed_float16" or "mixed_bfloat16"
     jit_compile: bool = True  # XLA; Keras leaves it off on CPU unless asked
     strategy: str = "auto"  # "auto", "mirrored", "multi_worker" or "one_device"

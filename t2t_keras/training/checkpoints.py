@@ -26,8 +26,9 @@ class CheckpointManager:
     multi-worker guide prescribes. All workers restore from `directory`.
     """
 
-    def __init__(self, directory, model, optimizer, keep=5, is_chief=True, task_id=0):
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    def __init__(self, directory, model, optimizer, keep=5, is_chief=True, task_id=0, extra_state=None):
+        # `extra_state`: more trackables by name, e.g. dropout seed states and the input position (resume.py).
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **(extra_state or {}))
         self.directory = str(directory)
         write_dir = self.directory if is_chief else os.path.join(self.directory, f".worker-{task_id}")
         self.manager = tf.train.CheckpointManager(self.checkpoint, write_dir, max_to_keep=keep if is_chief else 1)

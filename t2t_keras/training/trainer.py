@@ -9,12 +9,14 @@ import tensorflow as tf
 
 from t2t_keras.model import build_transformer
 from t2t_keras.runs import RunDirectory
+from t2t_keras.training.accumulation import enable_gradient_accumulation, group_micro_batches
 from t2t_keras.training.callbacks import StopAtStep, TimeLimit, TrainingScalars
 from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
 from t2t_keras.training.data_setup import prepare_data
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import patch_for_multi_worker
+from t2t_keras.training.resume import InputPosition, check_replicas, random_state, skip_consumed
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
 
@@ -42,7 +44,7 @@ def _use_jit(config, strategy):
     return True
 
 
-def _build_loss_and_metrics(model):
+def build_loss_and_metrics(model):
     """Builds the compiled loss and metrics on a dummy batch.
 
     Under a distribution strategy `fit` otherwise builds them from a batch it
@@ -62,20 +64,28 @@ def compile_model(config, strategy):
     with strategy.scope():
         model = build_transformer(config.model, dtype=t.mixed_precision)
         model.build()
-        accumulation = t.gradient_accumulation_steps if t.gradient_accumulation_steps > 1 else None
+        # Accumulation happens in the train step (training/accumulation.py), not in the optimizer.
         optimizer = make_optimizer(config.model.hidden_dim, t.warmup_steps, t.learning_rate_scale, t.adam_beta_1,
-                                   t.adam_beta_2, t.adam_epsilon, gradient_accumulation_steps=accumulation)
+                                   t.adam_beta_2, t.adam_epsilon)
         optimizer.build(model.trainable_variables)
+        loss = LabelSmoothedCrossEntropy(epsilon=t.label_smoothing)
         model.compile(
             optimizer=optimizer,
-            loss=LabelSmoothedCrossEntropy(epsilon=t.label_smoothing),
+            loss=loss,
             metrics=[MaskedAccuracy(), Perplexity(), TokenCount()],
             jit_compile=_use_jit(config, strategy),
         )
-        _build_loss_and_metrics(model)
+        build_loss_and_metrics(model)
+    if t.gradient_accumulation_steps > 1:
+        enable_gradient_accumulation(model, loss, t.gradient_accumulation_steps)
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         patch_for_multi_worker(model)
     return model
+
+
+def _extra_state(model, position):
+    """Checkpointed beside model and optimizer for an exact resume: dropout seeds, input position."""
+    return {"random_state": random_state(model), "input_position": position.consumed}
 
 
 def _callbacks(run, config, manager, minutes, extra, chief=True, task_id=0):
@@ -120,23 +130,29 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     run.write_json("data.json", data.provenance)
     model = compile_model(config, strategy)
     chief, task_id = worker_identity(strategy)
+    position = InputPosition(config.training.gradient_accumulation_steps)
     manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
-                                is_chief=chief, task_id=task_id)
+                                is_chief=chief, task_id=task_id, extra_state=_extra_state(model, position))
     start = manager.restore_latest()
     t = config.training
+    if chief:
+        check_replicas(run, strategy.num_replicas_in_sync, start)
     if start >= t.train_steps:
         logger.info("%s has already reached training.train_steps=%d.", run.path, t.train_steps)
         return TrainResult(str(run.path), start, start, 0.0, {}, model)
     began = time.monotonic()
+    train_data = skip_consumed(data.train, position.position(start))  # resume where it stopped
+    if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
+        train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
     history = model.fit(
-        data.train,
+        train_data,
         epochs=-(-t.train_steps // t.steps_per_epoch) + 1,
         initial_epoch=start // t.steps_per_epoch,
         steps_per_epoch=t.steps_per_epoch,
         validation_data=data.dev,
         validation_steps=data.dev_steps or None,
         shuffle=False,  # the dataset is shuffled by the input pipeline
-        callbacks=_callbacks(run, config, manager, minutes, callbacks, chief, task_id),
+        callbacks=[position] + _callbacks(run, config, manager, minutes, callbacks, chief, task_id),
         verbose=verbose,
     )
     return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)

@@ -1,0 +1,64 @@
+"""What an exact resume needs beyond model and optimizer: dropout random state and input position.
+
+The training stream is a fixed function of `training.seed` (seeded shuffle, deterministic
+batching), so its position is one number: the micro-batches consumed, saved with every
+checkpoint (`InputPosition`). A resumed run skips that many micro-batches; skipping
+re-reads them through the input pipeline, not through the model. The step alone would not
+do: under mixed_float16 a step whose gradients overflow is skipped and does not advance
+`optimizer.iterations`.
+"""
+
+import logging
+
+import keras
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+
+def random_state(model):
+    """The state variables of every Keras `SeedGenerator` in `model` (dropout), in a stable order.
+
+    `tf.train.Checkpoint(model=model)` does not track them; a checkpoint that lists them
+    makes the dropout masks after a resume those of an uninterrupted run.
+    """
+    return [v for v in model.variables if v.path.endswith("seed_generator_state")]
+
+
+class InputPosition(keras.callbacks.Callback):
+    """Counts the micro-batches `fit` consumed in `consumed`, a variable saved with each checkpoint.
+
+    Put it before the checkpoint callback, so a checkpoint taken after a step includes it.
+    """
+
+    def __init__(self, micro_batches_per_step=1):
+        super().__init__()
+        self.micro_batches_per_step = micro_batches_per_step
+        self.consumed = tf.Variable(-1, dtype=tf.int64, trainable=False, name="input_position")  # -1: unknown
+
+    def position(self, step):
+        """Micro-batches consumed; for a checkpoint written before positions were saved, `step · N`."""
+        consumed = int(self.consumed.numpy())
+        position = consumed if consumed >= 0 else step * self.micro_batches_per_step
+        self.consumed.assign(position)
+        return position
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.consumed.assign_add(self.micro_batches_per_step)
+
+
+def skip_consumed(dataset, position):
+    """`dataset` (micro-batches, from its beginning) without its first `position` elements."""
+    return dataset.skip(position) if position > 0 else dataset
+
+
+def check_replicas(run, replicas, step):
+    """Logs when a run resumes on another replica count: batches then split differently (not exact)."""
+    previous = run.read_json("replicas.json")
+    if step > 0 and previous and previous.get("replicas") != replicas:
+        logger.warning("Resuming at step %d on %d replica(s), trained on %d: the batches and random state are split "
+                       "differently, so the rest of the run is not an exact continuation.",
+                       step, replicas, previous.get("replicas"))
+    run.write_json("replicas.json", {"replicas": replicas})
+    return previous is None or previous.get("replicas") == replicas
+

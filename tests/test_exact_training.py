@@ -1,0 +1,272 @@
+"""Exact training (issue 14): gradient accumulation equals one large batch; `train` counts updates.
+
+Logical CPUs must be configured before TensorFlow initialises its devices, so the
+one- and two-replica comparisons run in a subprocess
+(`python -m tests.test_exact_training --child REPLICAS`) that prints JSON.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from tests.helpers import TINY, TestCase, toy_config, write_toy_corpus
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+MICRO_BATCHES, ROWS = 4, 2
+
+
+def micro_batches():
+    """4 micro-batches of 2 sentences with different lengths and padding, so token counts differ."""
+    rng = np.random.default_rng(0)
+    batches = []
+    for index, (source_length, target_length) in enumerate(((5, 7), (3, 4), (6, 2), (4, 6))):
+        source = rng.integers(4, TINY["vocab_size"], size=(ROWS, source_length)).astype("int32")
+        target = rng.integers(4, TINY["vocab_size"], size=(ROWS, target_length + 1)).astype("int32")
+        target[0, max(1, target_length - index):] = 0  # padding in the first row
+        source[1, source_length - 1:] = 0
+        target_in, target_out = target[:, :-1], target[:, 1:]
+        batches.append(((source, target_in), target_out, (target_out != 0).astype("float32")))
+    return batches
+
+
+def one_batch(batches):
+    """The same sentences as one batch, padded to the longest."""
+    def stack(parts):
+        width = max(p.shape[1] for p in parts)
+        return np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1]))) for p in parts])
+
+    sources, targets_in, targets_out, weights = ([b[0][0] for b in batches], [b[0][1] for b in batches],
+                                                 [b[1] for b in batches], [b[2] for b in batches])
+    return (stack(sources), stack(targets_in)), stack(targets_out), stack(weights)
+
+
+def as_dataset(batches):
+    dataset = None
+    for batch in batches:
+        single = tf.data.Dataset.from_tensors(batch)
+        dataset = single if dataset is None else dataset.concatenate(single)
+    return dataset
+
+
+def fit_one_update(strategy, initial, dataset, accumulate):
+    """One SGD update from `dataset`; returns the weights and the logged loss.
+
+    SGD, not Adam: Adam's first step is lr · sign(g) and would hide a wrongly scaled gradient.
+    """
+    import keras
+
+    from t2t_keras.model import Transformer
+    from t2t_keras.training.accumulation import enable_gradient_accumulation, group_micro_batches
+    from t2t_keras.training.loss import LabelSmoothedCrossEntropy
+    from t2t_keras.training.metrics import MaskedAccuracy, TokenCount
+    from t2t_keras.training.trainer import build_loss_and_metrics
+
+    with strategy.scope():
+        model = Transformer(**TINY, dropout=0.0)
+        model.build()
+        model.set_weights(initial)
+        loss = LabelSmoothedCrossEntropy(epsilon=0.1)
+        model.compile(keras.optimizers.SGD(1.0), loss=loss, metrics=[MaskedAccuracy(), TokenCount()])
+        build_loss_and_metrics(model)  # as `train` does; fit would build them from a grouped batch
+    if accumulate:
+        enable_gradient_accumulation(model, loss, MICRO_BATCHES)
+        dataset = group_micro_batches(dataset, MICRO_BATCHES)
+    history = model.fit(dataset, epochs=1, steps_per_epoch=1, shuffle=False, verbose=0)
+    return {"weights": [w.tolist() for w in model.get_weights()], "iterations": int(model.optimizer.iterations.numpy()),
+            "logs": {k: float(v[0]) for k, v in history.history.items()}}
+
+
+def child_main(replicas):
+    """One update from 4 accumulated micro-batches and one from a single batch, on `replicas` CPUs."""
+    import keras
+
+    from t2t_keras.model import Transformer
+    from t2t_keras.training.strategy import make_strategy, split_cpu_for_testing
+
+    split_cpu_for_testing(replicas)
+    strategy = make_strategy("mirrored")
+    keras.utils.set_random_seed(0)
+    model = Transformer(**TINY, dropout=0.0)
+    model.build()
+    initial = model.get_weights()
+    batches = micro_batches()
+    results = {
+        "replicas": strategy.num_replicas_in_sync,
+        "initial": [w.tolist() for w in initial],
+        "accumulated": fit_one_update(strategy, initial, as_dataset(batches), accumulate=True),
+        "single": fit_one_update(strategy, initial, tf.data.Dataset.from_tensors(one_batch(batches)), False),
+    }
+    print(json.dumps(results))
+
+
+def run_child(replicas):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_CONFIG", None)
+    completed = subprocess.run([sys.executable, "-m", "tests.test_exact_training", "--child", str(replicas)],
+                               cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    if completed.returncode != 0:
+        raise AssertionError(f"child process failed:\n{completed.stderr[-3000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+class AccumulationEqualsOneBatchTest(TestCase):
+    def check(self, replicas):
+        results = run_child(replicas)
+        self.assertEqual(results["replicas"], replicas)
+        accumulated, single = results["accumulated"], results["single"]
+        self.assertEqual((accumulated["iterations"], single["iterations"]), (1, 1))  # one update each
+        flat = {name: np.concatenate([np.ravel(w) for w in results[name]["weights"]])
+                for name in ("accumulated", "single")}
+        start = np.concatenate([np.ravel(w) for w in results["initial"]])
+        # Relative to the whole model: single tensors whose true gradient is 0 (key biases) carry only rounding.
+        error = np.linalg.norm(flat["accumulated"] - flat["single"])
+        self.assertLessEqual(error / np.linalg.norm(flat["single"]), 1e-5)
+        # Stricter: relative to the update itself, which a per-micro-batch normalisation changes by far more.
+        self.assertLessEqual(error / np.linalg.norm(flat["single"] - start), 1e-5)
+        self.assertAllClose(accumulated["logs"]["loss"], single["logs"]["loss"], rtol=1e-5)
+        self.assertEqual(accumulated["logs"]["target_tokens"], single["logs"]["target_tokens"])
+
+    def test_four_micro_batches_equal_one_batch_on_one_replica(self):
+        self.check(1)
+
+    def test_four_micro_batches_equal_one_batch_on_two_replicas(self):
+        self.check(2)
+
+
+class AccumulatingTrainCommandTest(TestCase):
+    def test_train_with_accumulation_stops_at_train_steps_updates(self):
+        import yaml
+
+        from t2t_keras.runs import checkpoint_paths
+
+        with tempfile.TemporaryDirectory() as tmp:
+            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=120)
+            config = toy_config(files, train_steps=5, steps_per_epoch=2, checkpoint_every_steps=2)
+            config_path = pathlib.Path(tmp) / "toy.yaml"
+            config_path.write_text(yaml.safe_dump(config.to_dict()))
+            run_dir = pathlib.Path(tmp) / "run"
+            command = [sys.executable, "-m", "t2t_keras", "train", "--config", str(config_path), "--run-dir",
+                       str(run_dir), "--set", "training.gradient_accumulation_steps=2"]
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+            completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+            self.assertEqual(completed.returncode, 0, completed.stderr[-3000:])
+            self.assertIn("from step 0 to 5", completed.stdout)
+            saved = checkpoint_paths(run_dir / "checkpoints")
+            self.assertEqual([int(p.rsplit("-", 1)[1]) for p in saved], [2, 4, 5])
+            for path in saved:  # every checkpoint holds whole updates and no partial gradient sums
+                names = [name for name, _ in tf.train.list_variables(path)]
+                iterations = [tf.train.load_variable(path, n) for n in names if "optimizer/iterations" in n
+                              or n.startswith("optimizer/_iterations")]
+                self.assertIn(int(path.rsplit("-", 1)[1]), [int(i) for i in iterations])
+                self.assertFalse([n for n in names if "accumulat" in n.lower()], names)
+                position = tf.train.load_variable(path, "input_position/.ATTRIBUTES/VARIABLE_VALUE")
+                self.assertEqual(int(position), 2 * int(path.rsplit("-", 1)[1]))  # micro-batches consumed
+
+
+
+def checkpoint_weights(run_dir, step):
+    """The model variables of `run_dir`'s checkpoint at `step`, by name."""
+    path = str(run_dir / "checkpoints" / f"ckpt-{step}")
+    return {name: tf.train.load_variable(path, name) for name, _ in tf.train.list_variables(path)
+            if name.split("/")[0] in ("model", "random_state", "input_position")}
+
+
+class ExactResumeTest(TestCase):
+    """Interrupted `t2t-keras train` runs (dropout on) end where an uninterrupted run ends."""
+
+    STEPS = 40
+    PRECISION = "float32"
+
+    @classmethod
+    def setUpClass(cls):
+        import yaml
+
+        cls.tmp = tempfile.TemporaryDirectory()
+        tmp = pathlib.Path(cls.tmp.name)
+        files = write_toy_corpus(tmp / "data", train=200)
+        config = toy_config(files, train_steps=cls.STEPS, steps_per_epoch=10, checkpoint_every_steps=2,
+                            mixed_precision=cls.PRECISION)
+        assert config.model.dropout > 0, "exact resume must be shown with dropout on"
+        cls.config_path = tmp / "toy.yaml"
+        cls.config_path.write_text(yaml.safe_dump(config.to_dict()))
+        cls.env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        cls.reference = cls.run_train(tmp / "reference")
+        cls.reference_weights = checkpoint_weights(tmp / "reference", cls.STEPS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @classmethod
+    def command(cls, run_dir, *extra):
+        return [sys.executable, "-m", "t2t_keras", "train", "--config", str(cls.config_path), "--run-dir",
+                str(run_dir), *extra]
+
+    @classmethod
+    def run_train(cls, run_dir, *extra):
+        completed = subprocess.run(cls.command(run_dir, *extra), capture_output=True, text=True, env=cls.env,
+                                   cwd=REPO, timeout=300)
+        if completed.returncode != 0:
+            raise AssertionError(completed.stderr[-3000:])
+        return completed
+
+    def assert_same_as_reference(self, run_dir):
+        weights = checkpoint_weights(run_dir, self.STEPS)
+        self.assertEqual(sorted(weights), sorted(self.reference_weights))
+        self.assertTrue([n for n in weights if n.startswith("random_state/")], "dropout state is not saved")
+        self.assertEqual(int(weights["input_position/.ATTRIBUTES/VARIABLE_VALUE"]), self.STEPS)  # micro-batches
+        for name, value in weights.items():
+            self.assertAllClose(value, self.reference_weights[name], atol=1e-6, rtol=0, msg=name)
+
+    def test_sigkilled_run_started_again_ends_like_an_uninterrupted_run(self):
+        import signal
+        import time
+
+        from t2t_keras.runs import checkpoint_paths
+
+        run_dir = pathlib.Path(self.tmp.name) / "killed"
+        process = subprocess.Popen(self.command(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env=self.env, cwd=REPO)
+        deadline = time.time() + 240
+        while time.time() < deadline and not checkpoint_paths(run_dir / "checkpoints"):
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        killed_at = int(checkpoint_paths(run_dir / "checkpoints")[-1].rsplit("-", 1)[1])
+        self.assertLess(killed_at, self.STEPS, "the run finished before it was killed")
+        resumed = self.run_train(run_dir)
+        self.assertIn(f"from step {killed_at} to {self.STEPS}", resumed.stdout)
+        self.assert_same_as_reference(run_dir)
+
+    def test_run_stopped_by_minutes_and_continued_ends_like_an_uninterrupted_run(self):
+        run_dir = pathlib.Path(self.tmp.name) / "minutes"
+        stopped = self.run_train(run_dir, "--minutes", "0.00001")  # stops after its first update
+        self.assertIn("from step 0 to 1", stopped.stdout)
+        resumed = self.run_train(run_dir)
+        self.assertIn(f"from step 1 to {self.STEPS}", resumed.stdout)
+        self.assert_same_as_reference(run_dir)
+
+
+
+class MixedPrecisionResumeTest(ExactResumeTest):
+    """The same in mixed_bfloat16: checkpoints hold float32 master weights and resume exactly."""
+
+    PRECISION = "mixed_bfloat16"
+    test_sigkilled_run_started_again_ends_like_an_uninterrupted_run = None  # float32 covers SIGKILL; one path here
+
+    def test_checkpoints_hold_float32_master_weights(self):
+        self.assertTrue(self.reference_weights)
+        for name, value in self.reference_weights.items():
+            if name.startswith("model/"):
+                self.assertEqual(value.dtype, np.float32, name)
+
+
+if __name__ == "__main__":
+    if "--child" in sys.argv:
+        child_main(int(sys.argv[sys.argv.index("--child") + 1]))
