@@ -261,7 +261,8 @@ def build_parser():
     p.add_argument("--beam", type=int, help="default beam size of serving_default (decoding.beam_size)")
     p.add_argument("--alpha", type=float, help="default length penalty (decoding.alpha)")
     p.add_argument("--extra-length", type=int, help="default output limit: input length + this")
-    p.add_argument("--max-beam-size", type=int, default=8, help="largest beam size callers may ask for")
+    p.add_argument("--max-beam-size", type=int, help="largest beam size callers may ask for "
+                   "(default: decoding.max_beam_size)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing export")
     p.set_defaults(handler=cmd_export)
 

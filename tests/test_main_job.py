@@ -24,6 +24,7 @@ class MainJobTest(TestCase):
             "data.batch_tokens=384", "data.shuffle_buffer=100", "training.steps_per_epoch=10",
             "training.checkpoint_every_steps=10", "training.warmup_steps=20", "training.jit_compile=False",
             "training.attention_every_steps=10", "training.average_last=2",
+            "decoding.beam_size=2", "decoding.max_beam_size=2",  # the export traces one search per beam size
         ]
         cls.first = cls.main(train_steps=20)
         cls.first_report = json.loads((cls.run_dir / "report.json").read_text())

@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=None, alpha=None,
-               max_extra_length=None, **options):
+               max_extra_length=None, max_beam_size=None, **options):
     """Exports the trained model of a run, with its tokenizer, as a translation SavedModel.
 
     Args:
@@ -38,8 +38,9 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
         source: "auto", "averaged" or "latest"; see `runs.load_run_model`.
         beam_size, alpha, max_extra_length: defaults of `serving_default`; None
             takes the run config's `decoding` section.
-        **options: passed to `export_translator` (`max_beam_size`,
-            `length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
+        max_beam_size: largest beam size the export accepts; None takes
+            `decoding.max_beam_size`.
+        **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
             `quantization`).
 
     Returns:
@@ -56,6 +57,7 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
         beam_size=decoding.beam_size if beam_size is None else beam_size,
         alpha=decoding.alpha if alpha is None else alpha,
         max_extra_length=decoding.extra_length if max_extra_length is None else max_extra_length,
+        max_beam_size=decoding.max_beam_size if max_beam_size is None else max_beam_size,
         **options,
     )
 
