@@ -104,6 +104,10 @@ class ModelConfig:
         return self.num_decoder_layers or self.num_layers
 
 
+# The schemes of `data.tokenizer`; a run directory saved without the key was made with "bpe".
+TOKENIZER_CHOICES = ("bpe", "unigram", "wordpiece")
+
+
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     """Where the parallel text comes from and how it becomes batches (§5.1)."""
@@ -115,7 +119,8 @@ class DataConfig:
     dev_files: typing.Optional[typing.List[str]] = None
     test_files: typing.Optional[typing.List[str]] = None
     tfds_name: str = "wmt14_translate/de-en"  # for source: tfds
-    vocab_size: int = 8000  # shared BPE vocabulary (the paper: ~37,000)
+    tokenizer: str = "bpe"  # "bpe" (the paper's), "unigram" (SentencePiece) or "wordpiece" (BERT's); data/tokenizers.py
+    vocab_size: int = 8000  # shared vocabulary, special ids included (the paper: ~37,000 BPE pieces)
     max_length: int = 128  # training pairs longer than this (tokens, EOS included) are dropped and counted
     batch_tokens: int = 4096  # tokens per side per step (the paper: ~25,000)
     shuffle_buffer: int = 20000
@@ -125,6 +130,7 @@ class DataConfig:
 
     def __post_init__(self):
         _check_choice("data", self, "source", ("libreoffice", "text", "tsv", "tfds"))
+        _check_choice("data", self, "tokenizer", TOKENIZER_CHOICES)
         _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer")
         for index, entry in enumerate(self.sources or ()):
             _check_source_entry(self, index, entry)

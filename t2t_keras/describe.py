@@ -12,6 +12,7 @@ def describe(config, sequence_length=32):
         "params": counts["total"],
         "params_by_part": {k: v for k, v in counts.items() if k != "total"},
         "vocab_size": m.vocab_size,
+        "tokenizer": config.data.tokenizer,
         "hidden_dim": m.hidden_dim,
         "num_layers": m.num_layers,
         "num_decoder_layers": m.decoder_layers if m.architecture == "encoder_decoder" else None,
@@ -45,7 +46,7 @@ def format_description(info):
             f"d_k={info['key_dim']}, d_v={info['value_dim']}",
             f"  P_drop={info['dropout']}, eps_ls={info['label_smoothing']}, {info['position_encoding']} positions, "
             f"embeddings tied: {info['tie_embeddings']}, {norm}",
-            f"  vocabulary: {info['vocab_size']}",
+            f"  vocabulary: {info['vocab_size']} ({info['tokenizer']})",
             f"  parameters: {info['params']:,} ({info['params'] / 1e6:.1f}M: {parts})",
             f"  training FLOPs per target token: {info['train_flops_per_target_token'] / 1e6:.1f} MFLOP "
             f"(source and target length {info['flops_sequence_length']}, matmuls only)",

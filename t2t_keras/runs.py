@@ -4,7 +4,8 @@ Every part that opens a run (training, evaluation, export, inspection, the
 CLI) goes through this module, so the layout is written down once:
 
     RUN/config.yaml         the resolved configuration (written once, checked on resume)
-    RUN/tokenizer.model     the shared SentencePiece vocabulary
+    RUN/tokenizer.model     the shared SentencePiece vocabulary (data.tokenizer: bpe, unigram)
+    RUN/tokenizer.vocab     the shared WordPiece vocabulary (data.tokenizer: wordpiece)
     RUN/data.json           where the data came from (package versions, licence, counts)
     RUN/checkpoints/        tf.train checkpoints of model + optimizer (last K kept)
     RUN/averaged/           the average of the last N checkpoints (§6.1), as a .keras model
@@ -25,7 +26,8 @@ import yaml
 
 from t2t_keras import config as config_lib
 from t2t_keras.build import build_model
-from t2t_keras.data.tokenizer import Tokenizer, check_vocab_size
+from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.files import save_keras_model_atomic, write_text_atomic
 
@@ -43,7 +45,7 @@ class RunDirectory:
     def __init__(self, path):
         self.path = pathlib.Path(path)
         self.config_path = self.path / "config.yaml"
-        self.tokenizer_path = self.path / "tokenizer.model"
+        self.tokenizer_path = self.path / "tokenizer.model"  # a SentencePiece run's; see `tokenizer_file`
         self.checkpoint_dir = self.path / "checkpoints"
         self.averaged_dir = self.path / "averaged"
         self.averaged_model_path = self.averaged_dir / "model.keras"
@@ -91,12 +93,17 @@ class RunDirectory:
         """The run's checkpoints, oldest first."""
         return checkpoint_paths(self.checkpoint_dir)
 
+    def tokenizer_file(self, kind):
+        """Where the run keeps its tokenizer of `kind` (its config's `data.tokenizer`)."""
+        return self.path / tokenizer_filename(kind)
+
     def load_tokenizer(self):
-        """The run's tokenizer, checked against the model's vocabulary size."""
+        """The run's tokenizer, of its config's `data.tokenizer`, checked against the model's vocabulary size."""
         config = self.load_config()  # fails clearly when this is not a run directory
-        if not self.tokenizer_path.exists():
-            raise T2TError(f"{self.tokenizer_path} does not exist: train the run first (it writes the vocabulary).")
-        tokenizer = Tokenizer.load(self.tokenizer_path)
+        path = self.tokenizer_file(config.data.tokenizer)
+        if not path.exists():
+            raise T2TError(f"{path} does not exist: train the run first (it writes the vocabulary).")
+        tokenizer = load_tokenizer(path, config.data.tokenizer)
         check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
         return tokenizer
 
@@ -186,7 +193,7 @@ def write_inspection_files(export_dir, model, tokenizer):
     extra = pathlib.Path(export_dir) / INSPECTION_DIR
     extra.mkdir(parents=True, exist_ok=True)
     model.save(extra / "model.keras")
-    tokenizer.save(extra / "tokenizer.model")
+    tokenizer.save(extra / tokenizer_filename(tokenizer.kind))
 
 
 def load_export(export_dir):
@@ -197,4 +204,4 @@ def load_export(export_dir):
             f"{export_dir} holds no {INSPECTION_DIR}/model.keras: it is not a text export of t2t-keras "
             "export (ids-only exports carry no model for inspection). Use its run directory (--run-dir)."
         )
-    return keras.models.load_model(extra / "model.keras"), Tokenizer.load(extra / "tokenizer.model")
+    return keras.models.load_model(extra / "model.keras"), load_tokenizer(find_tokenizer(extra))

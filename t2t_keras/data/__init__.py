@@ -6,6 +6,8 @@
     corpus       a prepared parallel corpus on disk (split files and metadata)
     text_files   strict reading of parallel text and TSV files, line-accurate errors
     tfds_source  TensorFlow Datasets translation corpora
-    tokenizer    the shared SentencePiece BPE vocabulary, trained in Python, applied in-graph
+    tokenizers   the tokenizers of data.tokenizer (bpe, unigram, wordpiece) behind one interface
+    tokenizer    the shared SentencePiece vocabulary (BPE or unigram), trained in Python, applied in-graph
+    wordpiece    the shared WordPiece vocabulary, learned by TF-Text's tool, applied in-graph
     batching     tokenization, length filtering and token-budget length buckets in tf.data
 """

@@ -1,10 +1,12 @@
-"""Shared source–target BPE vocabulary: SentencePiece training and an in-graph tokenizer.
+"""Shared source–target SentencePiece vocabulary (BPE or unigram): training and an in-graph tokenizer.
 
 The paper (section 5.1) encodes English–German with byte-pair encoding and a
 shared source–target vocabulary of about 37,000 tokens. Here SentencePiece
-learns the BPE merges in Python; ``Tokenizer`` runs them in the TensorFlow
-graph through ``tensorflow_text``, so it works inside ``tf.data``,
-``tf.function`` and exported SavedModels.
+learns the BPE merges (or a unigram language model, Kudo 2018) in Python;
+``Tokenizer`` runs them in the TensorFlow graph through ``tensorflow_text``, so
+it works inside ``tf.data``, ``tf.function`` and exported SavedModels.
+SentencePiece keeps whitespace as a piece, so detokenize(tokenize(text)) gives
+the text back for every text whose characters the vocabulary covers.
 
 Special ids are fixed (`t2t_keras.special_ids`): pad=0, unk=1, bos=2, eos=3.
 """
@@ -16,6 +18,7 @@ import re
 from typing import Iterable, Iterator
 
 import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow.python.trackable import resource as trackable_resource
@@ -28,6 +31,8 @@ from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 logger = logging.getLogger(__name__)
 
 _MAX_VOCAB_PATTERN = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
+MODEL_TYPES = ("bpe", "unigram")  # SentencePiece's algorithms that t2t_keras trains (data.tokenizer)
+_MODEL_TYPE_NAMES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}  # TrainerSpec.ModelType
 
 
 def train_sentencepiece(
@@ -39,8 +44,9 @@ def train_sentencepiece(
     input_sentence_size: int = 2_000_000,
     seed: int = 0,
     num_threads: int = 1,
+    model_type: str = "bpe",
 ) -> "Tokenizer":
-    """Trains a BPE SentencePiece model on ``sentences`` and writes it to ``model_path``.
+    """Trains a SentencePiece model on ``sentences`` and writes it to ``model_path``.
 
     Training is deterministic for the same sentences, arguments and seed.
 
@@ -55,6 +61,7 @@ def train_sentencepiece(
       seed: seed of SentencePiece's sentence sampling.
       num_threads: trainer threads. The learned merges depend on it, so keep it
         fixed to reproduce a vocabulary.
+      model_type: "bpe" (byte-pair encoding, the paper's) or "unigram".
 
     Returns:
       The trained ``Tokenizer``.
@@ -63,6 +70,8 @@ def train_sentencepiece(
       DataError: there are no sentences, or ``vocab_size`` is larger than the
         data supports.
     """
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"model_type must be one of {MODEL_TYPES}. Received: model_type={model_type!r}")
     counter = _CountingIterator(sentences)
     writer = io.BytesIO()
     spm.set_random_generator_seed(seed)
@@ -70,7 +79,7 @@ def train_sentencepiece(
         spm.SentencePieceTrainer.train(
             sentence_iterator=counter,
             model_writer=writer,
-            model_type="bpe",
+            model_type=model_type,
             vocab_size=vocab_size,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             character_coverage=character_coverage,
@@ -82,7 +91,8 @@ def train_sentencepiece(
     except RuntimeError as err:
         raise _training_error(err, counter.count, vocab_size) from None
     write_bytes_atomic(model_path, writer.getvalue())
-    logger.info("Trained a %d-piece BPE model on %d sentences: %s", vocab_size, counter.count, model_path)
+    logger.info("Trained a %d-piece %s model on %d sentences: %s", vocab_size, model_type, counter.count,
+                model_path)
     return Tokenizer(writer.getvalue())
 
 
@@ -98,7 +108,7 @@ def check_vocab_size(tokenizer_vocab_size: int, model_vocab_size: int) -> None:
 
 
 class Tokenizer(tf.Module):
-    """SentencePiece BPE tokenizer that runs in the TensorFlow graph.
+    """SentencePiece (BPE or unigram) tokenizer that runs in the TensorFlow graph.
 
     Ids are int32; no BOS or EOS is added (the input pipeline adds them).
     Held by another ``tf.Module``, it is saved with it by ``tf.saved_model.save``.
@@ -118,6 +128,7 @@ class Tokenizer(tf.Module):
         super().__init__(name=name)
         model_bytes = bytes(model_bytes)
         self._vocab_size = _checked_vocab_size(model_bytes)
+        self._kind = _model_type(model_bytes)
         self._model_bytes = model_bytes
         self._sentencepiece = tf_text.SentencepieceTokenizer(
             model=model_bytes, out_type=tf.int32, add_bos=False, add_eos=False
@@ -151,6 +162,11 @@ class Tokenizer(tf.Module):
         return self._vocab_size
 
     @property
+    def kind(self) -> str:
+        """The SentencePiece algorithm, "bpe" or "unigram" (the `data.tokenizer` it was trained for)."""
+        return self._kind
+
+    @property
     def model_bytes(self) -> bytes:
         """The serialized SentencePiece model."""
         return self._model_bytes
@@ -182,7 +198,7 @@ class Tokenizer(tf.Module):
         ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
         if ids.shape.rank == 1:
             return self.detokenize(ids[tf.newaxis])[0]
-        return self._sentencepiece.detokenize(_strip_special_ids(ids))
+        return self._sentencepiece.detokenize(strip_special_ids(ids))
 
     def id_to_piece(self, ids):
         """The pieces (``tf.string``) of int ids, with the same shape as ``ids``."""
@@ -204,8 +220,8 @@ class _SharedModelResource(trackable_resource.TrackableResource):
         )
 
 
-def _strip_special_ids(ids):
-    """Ragged ids without pad/bos/eos and without anything after the first EOS."""
+def strip_special_ids(ids):
+    """Ragged ids of dense int32 `ids` without pad/bos/eos and without anything from the first EOS on."""
     # (batch, length): True from the first EOS to the end of each row.
     after_eos = tf.math.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1) > 0
     is_special = tf.equal(ids, PAD_ID) | tf.equal(ids, BOS_ID)
@@ -226,6 +242,13 @@ def _checked_vocab_size(model_bytes: bytes) -> int:
             f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}: retrain it with train_sentencepiece."
         )
     return processor.get_piece_size()
+
+
+def _model_type(model_bytes: bytes) -> str:
+    """The algorithm a SentencePiece model was trained with: "bpe", "unigram", "word" or "char"."""
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model_bytes)
+    return _MODEL_TYPE_NAMES.get(proto.trainer_spec.model_type, "unknown")
 
 
 def _training_error(err: RuntimeError, num_sentences: int, vocab_size: int) -> DataError:

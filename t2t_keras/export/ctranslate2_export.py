@@ -8,6 +8,13 @@ The directory holds what `ctranslate2.Translator` loads (`model.bin`,
 (`tokenizer.model`) and `t2t_keras.json` (the model's length limit and the
 run's decoding defaults), which `CTranslate2Translator` reads.
 
+Runs with `data.tokenizer: bpe` or `unigram` export (both are SentencePiece
+models, which `CTranslate2Translator` applies with the `sentencepiece`
+package). A `wordpiece` run is refused before anything is written: CTranslate2
+takes pieces, not text, and its translator would need TF-Text's WordPiece
+tokenizer and our detokenizer beside it, the dependency this export exists to
+avoid; export it as a SavedModel instead.
+
 The weights are converted by `ctranslate2_converter.TransformerConverter`.
 """
 
@@ -49,11 +56,13 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
     Returns:
         the output directory, a `pathlib.Path`.
     """
-    from t2t_keras.data.tokenizer import Tokenizer
+    from t2t_keras.data.tokenizers import load_tokenizer
     from t2t_keras.runs import RunDirectory, average_run, load_run_model
 
     run = RunDirectory(run_dir)
-    decoding = run.load_config().decoding
+    config = run.load_config()
+    decoding = config.decoding
+    check_sentencepiece(config.data.tokenizer)
     if not run.tokenizer_path.exists():
         raise T2TError(f"{run.tokenizer_path} is missing: a CTranslate2 export needs the run's SentencePiece "
                        "model; train the run (which writes it) or copy it there.")
@@ -66,8 +75,8 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
     configured = {"beam_size": decoding.beam_size, "alpha": decoding.alpha,
                   "max_extra_length": decoding.extra_length}
     defaults = {name: configured[name] if defaults.get(name) is None else defaults[name] for name in configured}
-    return export_ctranslate2(model, Tokenizer.load(run.tokenizer_path), out_dir, quantization, defaults,
-                              overwrite)
+    return export_ctranslate2(model, load_tokenizer(run.tokenizer_path, config.data.tokenizer), out_dir,
+                              quantization, defaults, overwrite)
 
 
 def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaults=None, overwrite=False):
@@ -85,12 +94,13 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaul
 
     Raises:
         UnsupportedModelError: naming what CTranslate2 cannot express.
-        T2TError: no tokenizer, or an unknown quantization.
+        T2TError: no tokenizer, a WordPiece tokenizer, or an unknown quantization.
         FileExistsError: `out_dir` exists and `overwrite` is False.
     """
     if tokenizer is None:
         raise T2TError("A CTranslate2 export needs the model's tokenizer (its SentencePiece model): "
                        "pass the run's Tokenizer, e.g. Tokenizer.load('RUN/tokenizer.model').")
+    check_sentencepiece(tokenizer.kind)
     _check_quantization(quantization)
     out_dir = pathlib.Path(out_dir)
     check_can_write(out_dir, overwrite)
@@ -121,6 +131,14 @@ def vocabulary(model_bytes):
                            "the special tokens by name; retrain the tokenizer with t2t_keras (pad=0, unk=1, "
                            "bos=2, eos=3).")
     return pieces
+
+
+def check_sentencepiece(kind):
+    """Raises T2TError unless the run's `data.tokenizer` is a SentencePiece one, which a CTranslate2 export ships."""
+    if kind not in ("bpe", "unigram"):
+        raise T2TError(f"A CTranslate2 export ships a SentencePiece model (data.tokenizer bpe or unigram), but this "
+                       f"model's tokenizer is {kind!r}: export it as a SavedModel (t2t-keras export --format "
+                       "saved_model), or train a bpe or unigram run for CTranslate2.")
 
 
 def _check_quantization(quantization):

@@ -124,12 +124,9 @@ class SavedModelTranslator(TranslatorBase):
     def piece_lengths(self, sentences):
         """Piece counts of `sentences`, from the tokenizer saved beside the export."""
         if self._tokenizer is None:
-            from t2t_keras.data.tokenizer import Tokenizer
+            from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer
 
-            path = self.path / "assets.extra" / "tokenizer.model"
-            if not path.exists():
-                raise T2TError(f"{path} is missing: export the run again with export_run.")
-            self._tokenizer = Tokenizer.load(path)
+            self._tokenizer = load_tokenizer(find_tokenizer(self.path / "assets.extra"))  # DataError if missing
         if not sentences:
             return []
         return self._tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy().tolist()

@@ -1,4 +1,4 @@
-"""The `tf.Module` an export saves: SentencePiece tokenizer and beam search (§6.1) inside the graph.
+"""The `tf.Module` an export saves: tokenizer (any `data.tokenizer`) and beam search (§6.1) inside the graph.
 
 Signatures (all batch-major, any batch size, including 0):
 
@@ -15,7 +15,7 @@ Signatures (all batch-major, any batch size, including 0):
   `(N, T)` (per token, EOS included, then 0s), `target_length` int32 `(N,)`
   and `truncated` bool `(N,)` (either side cut to `max_length - 1` pieces).
 * `translate_ids(source_ids, beam_size, alpha, max_extra_length, num_return)`:
-  int32 `(N, L)` SentencePiece ids in, `tokens` int32 `(N, num_return, T)`
+  int32 `(N, L)` token ids in, `tokens` int32 `(N, num_return, T)`
   (each ending with EOS=3 unless cut at its limit, then 0s), `scores` and
   `truncated` out. Its graph holds core TensorFlow ops only, so servers built
   without TF-Text can run it.
@@ -23,7 +23,7 @@ Signatures (all batch-major, any batch size, including 0):
 An ids-only export (no tokenizer) has just `translate_ids` and a
 `serving_default(source_ids)` returning the best `tokens` `(N, T)`, `scores`
 and `truncated`; it loads without TF-Text (e.g. in stock TF Serving), which a
-text export, whose tokenizer is a TF-Text resource, does not.
+text export, whose tokenizer runs TF-Text ops, does not.
 
 How defaults work: a SavedModel signature has no optional inputs, so the
 defaults live in `serving_default`, which takes strings only and reads the
@@ -90,7 +90,7 @@ class TranslatorModule(tf.Module):
 
     Args:
         model: a built `Transformer`.
-        tokenizer: a `data.tokenizer.Tokenizer`, or None for an ids-only module
+        tokenizer: a tokenizer of `data.tokenizers` (SentencePiece or WordPiece), or None for an ids-only module
             (only `translate_ids`; loads without TF-Text).
         max_beam_size: largest beam size the export accepts; the search is
             traced for every size from 1 to this.

@@ -5,14 +5,15 @@ import logging
 
 from t2t_keras.data import sources
 from t2t_keras.data.batching import make_eval_dataset, make_training_dataset
-from t2t_keras.data.tokenizer import Tokenizer, check_vocab_size, train_sentencepiece
+from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.data.tokenizers import load_tokenizer, train_tokenizer
 
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
 class RunData:
-    tokenizer: Tokenizer
+    tokenizer: object  # a tokenizer of data.tokenizer (data/tokenizers.py)
     train: object  # tf.data.Dataset of ((source, target_in), target_out, sample_weight), repeated
     dev: object  # the same, finite, or None
     dev_steps: int  # batches in one pass over `dev`
@@ -21,13 +22,13 @@ class RunData:
 
 def prepare_tokenizer(run, config, train_pairs):
     """The run's tokenizer: loaded from the run directory, or trained on the training split and saved."""
-    if run.tokenizer_path.exists():
-        tokenizer = Tokenizer.load(run.tokenizer_path)
+    kind, path = config.data.tokenizer, run.tokenizer_file(config.data.tokenizer)
+    if path.exists():
+        tokenizer = load_tokenizer(path, kind)
     else:
-        logger.info("Training a %d-piece shared BPE vocabulary on the training split.", config.data.vocab_size)
+        logger.info("Training a %d-piece shared %s vocabulary on the training split.", config.data.vocab_size, kind)
         sentences = sources.sentences_for_vocabulary(train_pairs, seed=config.training.seed)
-        tokenizer = train_sentencepiece(sentences, run.tokenizer_path,
-                                        config.data.vocab_size, seed=config.training.seed)
+        tokenizer = train_tokenizer(kind, sentences, path, config.data.vocab_size, seed=config.training.seed)
     check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
     return tokenizer
 
