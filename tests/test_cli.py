@@ -49,6 +49,22 @@ class DescribeTest(TestCase):
             self.assertIn("not supported yet", training.stderr)
             self.assertFalse(os.path.exists(f"{tmp}/run"))  # refused before writing anything
 
+    def test_every_tokenizer(self):
+        from t2t_keras.config import load_config
+        from t2t_keras.params import count_parameters
+
+        expected = count_parameters(load_config("tiny").model)["total"]
+        for tokenizer in ("bpe", "unigram", "wordpiece"):
+            with self.subTest(tokenizer=tokenizer):
+                result = run_cli("describe", "--config", "tiny", "--set", f"data.tokenizer={tokenizer}", "--json")
+                self.assertEqual(result.returncode, 0, result.stderr)
+                info = json.loads(result.stdout)
+                self.assertEqual((info["tokenizer"], info["architecture"], info["params"]),
+                                 (tokenizer, "encoder_decoder", expected))
+        result = run_cli("describe", "--config", "tiny", "--set", "data.tokenizer=sentencepiece")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("data.tokenizer must be one of ['bpe', 'unigram', 'wordpiece']", result.stderr)
+
     def test_bad_config_is_a_clear_error(self):
         result = run_cli("describe", "--config", "base", "--set", "model.hidden_dim=500")
         self.assertEqual(result.returncode, 2)

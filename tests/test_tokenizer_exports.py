@@ -1,0 +1,139 @@
+"""A run of each `data.tokenizer` (bpe, unigram, wordpiece): trained a few steps, its kind kept with the run,
+exported as a SavedModel and reloaded (strings in, translations out), and the CTranslate2 export's choice."""
+
+import json
+import pathlib
+import shutil
+import sys
+import tempfile
+
+import tensorflow as tf
+import yaml
+
+from t2t_keras.config import replace
+from t2t_keras.data.tokenizers import tokenizer_filename
+from t2t_keras.decoding import Translator
+from t2t_keras.errors import T2TError
+from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
+from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.export.saved_model import export_run
+from t2t_keras.runs import RunDirectory, load_export, load_run
+from t2t_keras.training.trainer import train
+from tests.helpers import toy_config, toy_pairs, write_toy_corpus
+from tests.test_export import Background
+
+VOCAB_SIZE = 80  # the toy corpus supports it for every scheme (unigram: at most 83, WordPiece: at least 69)
+SENTENCES = [pair[0] for pair in toy_pairs(4, seed=7)] + ["", "The dog (small) sees a cat."]
+
+# A fresh interpreter that never imports t2t_keras: only TF-Text's ops are needed to run a text export.
+FRESH_PROCESS = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+
+request = json.loads(sys.stdin.read())
+out = tf.saved_model.load(request["export"]).signatures["serving_default"](inputs=tf.constant(request["sentences"]))
+print(json.dumps({"translations": [t.decode("utf-8") for t in out["translations"].numpy()],
+                  "imported_t2t_keras": any(name.startswith("t2t_keras") for name in sys.modules)}))
+"""
+
+
+class _TokenizerRun:
+    """Trains and exports one toy run with `data.tokenizer = KIND` (mixed into a TestCase per scheme)."""
+
+    KIND = None
+    FRESH_PROCESS = False
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = pathlib.Path(cls.tmp.name)
+        config = toy_config(write_toy_corpus(root / "data"))
+        cls.config = replace(config, data={"tokenizer": cls.KIND, "vocab_size": VOCAB_SIZE},
+                             model={"vocab_size": VOCAB_SIZE, "max_length": 32})
+        cls.run_dir = root / "run"
+        train(cls.config, cls.run_dir, verbose=0)
+        cls.model, cls.tokenizer = load_run(cls.run_dir)
+        cls.export_dir = export_run(cls.run_dir, root / "export", max_beam_size=1, beam_size=1, max_extra_length=8)
+        cls.fresh = None
+        if cls.FRESH_PROCESS:
+            request = {"export": str(cls.export_dir), "sentences": SENTENCES}
+            cls.fresh = Background([sys.executable, "-c", FRESH_PROCESS], json.dumps(request))
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.fresh is not None:
+            cls.fresh.stop()
+        cls.tmp.cleanup()
+        super().tearDownClass()
+
+    def translations(self):
+        translator = Translator(self.model, self.tokenizer, method="greedy", max_extra_length=8, jit_compile=False)
+        return translator.translate(SENTENCES)
+
+    def test_the_run_keeps_its_tokenizer_kind_and_every_loader_picks_it(self):
+        run = RunDirectory(self.run_dir)
+        self.assertEqual(run.load_config().data.tokenizer, self.KIND)
+        self.assertTrue(run.tokenizer_file(self.KIND).exists())
+        self.assertEqual((self.tokenizer.kind, self.tokenizer.vocab_size), (self.KIND, VOCAB_SIZE))
+        model, exported = load_export(self.export_dir)
+        self.assertEqual(exported.kind, self.KIND)
+        self.assertTrue((self.export_dir / "assets.extra" / tokenizer_filename(self.KIND)).exists())
+        self.assertAllEqual(exported.tokenize(SENTENCES), self.tokenizer.tokenize(SENTENCES))
+
+    def test_reloaded_export_translates_strings_like_the_in_process_translator(self):
+        reloaded = SavedModelTranslator(self.export_dir)
+        expected = self.translations()
+        self.assertEqual(reloaded.translate(SENTENCES), expected)
+        self.assertEqual(expected[SENTENCES.index("")], "")
+        self.assertTrue(any(expected))  # not a trivially equal list of empty strings
+        lengths = self.tokenizer.tokenize(tf.constant(SENTENCES)).row_lengths().numpy().tolist()
+        self.assertEqual(reloaded.piece_lengths(SENTENCES), lengths)
+
+
+class BpeRunTest(_TokenizerRun, tf.test.TestCase):
+    KIND = "bpe"
+    test_session = None
+
+    def test_a_run_saved_without_the_tokenizer_key_is_bpe(self):
+        old = pathlib.Path(self.tmp.name) / "old-run"
+        old.mkdir()
+        shutil.copy(self.run_dir / "tokenizer.model", old)
+        saved = yaml.safe_load((self.run_dir / "config.yaml").read_text(encoding="utf-8"))
+        del saved["data"]["tokenizer"]
+        (old / "config.yaml").write_text(yaml.safe_dump(saved), encoding="utf-8")
+        run = RunDirectory(old)
+        self.assertEqual(run.load_config().data.tokenizer, "bpe")
+        self.assertEqual(run.load_tokenizer().kind, "bpe")
+
+
+class UnigramRunTest(_TokenizerRun, tf.test.TestCase):
+    KIND = "unigram"
+    test_session = None
+
+    def test_ctranslate2_export_ships_the_unigram_model(self):
+        out = export_ctranslate2_run(self.run_dir, pathlib.Path(self.tmp.name) / "ct2")
+        self.assertEqual((out / "tokenizer.model").read_bytes(), (self.run_dir / "tokenizer.model").read_bytes())
+
+
+class WordpieceRunTest(_TokenizerRun, tf.test.TestCase):
+    KIND = "wordpiece"
+    FRESH_PROCESS = True
+    test_session = None
+
+    def test_fresh_process_without_t2t_keras_translates_the_same(self):
+        got = json.loads(self.fresh.output().strip().splitlines()[-1])
+        self.assertFalse(got["imported_t2t_keras"])
+        self.assertEqual(got["translations"], self.translations())
+
+    def test_ctranslate2_export_is_refused_before_anything_is_written(self):
+        parent = pathlib.Path(self.tmp.name) / "ct2"
+        with self.assertRaisesRegex(T2TError, "ships a SentencePiece model .* tokenizer is 'wordpiece': export it as "
+                                              "a SavedModel"):
+            export_ctranslate2_run(self.run_dir, parent / "model")
+        self.assertFalse(parent.exists())
+
+
+if __name__ == "__main__":
+    tf.test.main()
