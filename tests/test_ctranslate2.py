@@ -232,6 +232,14 @@ class UnsupportedTest(TestCase):
         self.assert_fails_cleanly(UnsupportedModelError, "key_dim=8 and value_dim=4",
                                   tiny_transformer(vocab_size=100, key_dim=8, value_dim=4))
 
+    def test_a_wordpiece_tokenizer(self):
+        from t2t_keras.data.wordpiece import WordpieceTokenizer
+        from t2t_keras.errors import T2TError
+
+        wordpiece = WordpieceTokenizer(["<pad>", "<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(96)])
+        self.assert_fails_cleanly(T2TError, "ships a SentencePiece model .* tokenizer is 'wordpiece'",
+                                  tokenizer=wordpiece)
+
     def test_an_activation_ctranslate2_lacks(self):
         self.assert_fails_cleanly(UnsupportedModelError, "no feed-forward activation 'elu'",
                                   tiny_transformer(vocab_size=100, activation="elu"))
