@@ -29,6 +29,7 @@ comparable. The markdown table (for docs/results.md) is printed and written to
 import argparse
 import os
 import pathlib
+import shlex
 import tempfile
 import time
 
@@ -36,7 +37,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import timing  # noqa: E402
 from timing import busy_cores_seconds, machine_description, publish, wait_for_quiet  # noqa: E402
 
 from t2t_keras.config import TOKENIZER_CHOICES, load_config, replace  # noqa: E402
@@ -96,12 +96,12 @@ def row(r):
 
 def report(rows, args):
     first = rows[0]
-    overrides = "".join(f" --set {text}" for text in args.set)
+    overrides = "".join(f" --set {shlex.quote(text)}" for text in args.set)
     return "\n".join([
         f"## Tokenizers at the same budget (`python bench/bench_tokenizers.py --config {args.config} "
         f"--minutes {args.minutes}{overrides}`)",
         "",
-        f"Config `{args.config}`{' with' + overrides.replace(' --set', '') if overrides else ''}; only "
+        f"Config `{args.config}` with the overrides above; only "
         f"`data.tokenizer` differs. {args.minutes} minutes of training each; the dev split "
         f"({first['sentences']} sentences) translated by the newest checkpoint with beam {first['beam_size']}, "
         f"alpha {first['alpha']}; sacreBLEU `{first['signature']}`. Pieces per sentence are counted "
@@ -126,7 +126,7 @@ def main():
     parser.add_argument("--work-dir", help="where the runs go, one directory per tokenizer (default: a temporary one)")
     parser.add_argument("--output", help="also write the markdown report here")
     parser.add_argument("--verbose", type=int, default=2, help="Keras fit verbosity")
-    timing.add_arguments(parser)
+    parser.add_argument("--quiet-wait", type=float, default=600.0, help="max seconds to wait for a quiet machine")
     args = parser.parse_args()
 
     config = load_config(args.config, args.set)

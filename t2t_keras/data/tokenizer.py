@@ -18,9 +18,9 @@ import re
 from typing import Iterable, Iterator
 
 import sentencepiece as spm
-from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
 import tensorflow_text as tf_text
+from sentencepiece import sentencepiece_model_pb2
 from tensorflow.python.trackable import resource as trackable_resource
 from tensorflow_text.python.ops import sentencepiece_tokenizer as tf_text_sentencepiece
 

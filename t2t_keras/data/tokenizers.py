@@ -44,7 +44,7 @@ def train_tokenizer(kind, sentences, path, vocab_size, seed=0):
 
 
 def load_tokenizer(path, kind=None):
-    """The tokenizer saved at `path` (`tokenizer.vocab`: WordPiece, else SentencePiece), checked to be `kind` if given."""
+    """The tokenizer saved at `path` (`*.vocab`: WordPiece, else SentencePiece), checked to be `kind` if given."""
     path = pathlib.Path(path)
     tokenizer = WordpieceTokenizer.load(path) if path.name.endswith(".vocab") else Tokenizer.load(path)
     if kind is not None:
