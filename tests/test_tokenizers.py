@@ -205,6 +205,12 @@ class WordpieceTest(TestCase):
         self.assertEqual(produced & set(unused), set())
         self.assertTrue(any(piece.startswith("##") for piece in vocab))
 
+    def test_learned_pieces_are_numbered_by_frequency(self):
+        ids = self.tokenizer.tokenize(self.sentences).flat_values.numpy()
+        counts = [int((ids == i).sum()) for i in range(4, 150)]
+        self.assertEqual(counts, sorted(counts, reverse=True))
+        self.assertGreater(counts[0], counts[-1])
+
     def test_too_small_vocabulary_names_the_size_it_needs(self):
         with self.assertRaisesRegex(DataError, r"vocab_size=40 is too small .* Set data.vocab_size to \d+ or more"):
             train_wordpiece(self.sentences, self.dir / "small.vocab", 40)

@@ -10,8 +10,10 @@ vocabulary, a piece inside a word marked with "##" ("Fenster" -> "Fen",
 "##ster").
 
 Special ids are the fixed ones (`t2t_keras.special_ids`): the vocabulary
-starts with "<pad>", "<unk>", "<s>", "</s>". The learned vocabulary is padded
-with "<unusedN>" pieces, which no text produces, to exactly `vocab_size`.
+starts with "<pad>", "<unk>", "<s>", "</s>". The learned pieces follow, the
+most frequent in the training text first (as SentencePiece orders them, and
+as the adaptive softmax needs); "<unusedN>" pieces, which no text produces,
+fill the vocabulary to exactly `vocab_size`.
 
 Round trip. Unlike SentencePiece, WordPiece does not record whitespace:
 `detokenize` joins the pieces of a word, puts one space between words, then
@@ -34,6 +36,7 @@ import collections
 import logging
 from typing import Iterable, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
@@ -87,6 +90,7 @@ def train_wordpiece(sentences: Iterable[str], vocab_path, vocab_size: int, *,
                                       bert_tokenizer_params=PRETOKENIZER)
     vocab = [SPECIAL_PIECES[i] for i in sorted(SPECIAL_PIECES)]
     vocab += [piece for piece in learned if piece not in vocab]
+    vocab = _by_frequency(vocab, dataset)
     if len(vocab) > vocab_size:
         raise DataError(
             f"vocab_size={vocab_size} is too small for WordPiece on {len(sentences)} sentences: the learned "
@@ -188,6 +192,17 @@ class WordpieceTokenizer(tf.Module):
     def id_to_piece(self, ids):
         """The pieces (`tf.string`) of int ids, with the same shape as `ids`."""
         return tf.gather(self._pieces, ids)
+
+
+def _by_frequency(vocab, dataset):
+    """`vocab` with the learned pieces in order of their use in `dataset` (batches of sentences), most used first."""
+    tokenizer = WordpieceTokenizer(vocab)
+    counts = np.zeros(len(vocab), np.int64)
+    for batch in dataset:
+        counts += np.bincount(tokenizer.tokenize(batch).flat_values.numpy(), minlength=len(vocab))
+    first = len(SPECIAL_PIECES)
+    order = sorted(range(first, len(vocab)), key=lambda i: (-counts[i], i))  # stable: the tool's order on ties
+    return vocab[:first] + [vocab[i] for i in order]
 
 
 def _checked_vocab(vocab):

@@ -168,7 +168,7 @@ def _load(path):
     if not (path / "saved_model.pb").exists():
         raise T2TError(f"{path} is not a SavedModel directory (no saved_model.pb): export a run with export_run.")
     try:
-        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export uses)
+        import tensorflow_text  # noqa: F401  (registers the tokenizer's TF-Text ops the export uses)
     except ImportError:
         raise T2TError("Translating text with an export needs tensorflow-text: pip install tensorflow-text.") from None
     loaded = tf.saved_model.load(str(path))
