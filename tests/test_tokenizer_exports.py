@@ -49,7 +49,9 @@ class _TokenizerRun:
         super().setUpClass()
         cls.tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls.tmp.name)
-        config = toy_config(write_toy_corpus(root / "data"))
+        # Three steps (one checkpoint): the model is still nearly random, so it writes long, varied translations
+        # (a few more steps teach it to stop at once, and empty strings would compare equal trivially).
+        config = toy_config(write_toy_corpus(root / "data"), train_steps=3)
         cls.config = replace(config, data={"tokenizer": cls.KIND, "vocab_size": VOCAB_SIZE},
                              model={"vocab_size": VOCAB_SIZE, "max_length": 32})
         cls.run_dir = root / "run"
@@ -87,7 +89,7 @@ class _TokenizerRun:
         expected = self.translations()
         self.assertEqual(reloaded.translate(SENTENCES), expected)
         self.assertEqual(expected[SENTENCES.index("")], "")
-        self.assertTrue(any(expected))  # not a trivially equal list of empty strings
+        self.assertGreater(len({text for text in expected if text}), 1)  # not trivially equal empty strings
         lengths = self.tokenizer.tokenize(tf.constant(SENTENCES)).row_lengths().numpy().tolist()
         self.assertEqual(reloaded.piece_lengths(SENTENCES), lengths)
 
