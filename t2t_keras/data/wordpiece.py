@@ -90,13 +90,13 @@ def train_wordpiece(sentences: Iterable[str], vocab_path, vocab_size: int, *,
                                       bert_tokenizer_params=PRETOKENIZER)
     vocab = [SPECIAL_PIECES[i] for i in sorted(SPECIAL_PIECES)]
     vocab += [piece for piece in learned if piece not in vocab]
-    vocab = _by_frequency(vocab, dataset)
     if len(vocab) > vocab_size:
         raise DataError(
             f"vocab_size={vocab_size} is too small for WordPiece on {len(sentences)} sentences: the learned "
             f"vocabulary has {len(vocab)} pieces (every character appears alone and as a '##' suffix). "
             f"Set data.vocab_size to {len(vocab)} or more."
         )
+    vocab = _by_frequency(vocab, dataset)
     unused = vocab_size - len(vocab)
     if unused > vocab_size // 20:
         logger.warning("The WordPiece vocabulary has %d pieces; %d unused ones fill it to data.vocab_size=%d "
