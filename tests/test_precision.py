@@ -1,4 +1,4 @@
-"""`training.mixed_precision: auto` and `training.jit_compile: auto`: the fast path for the hardware, and the fallback."""
+"""`training.mixed_precision: auto` and `training.jit_compile: auto`: the hardware's fast path and the fallback."""
 
 import pathlib
 import tempfile
