@@ -170,8 +170,8 @@ class TrainingConfig:
     adam_beta_2: float = 0.98
     adam_epsilon: float = 1e-9
     gradient_accumulation_steps: int = 1  # micro-batches per optimizer update, exact (training/accumulation.py)
-    mixed_precision: str = "float32"  # "float32", "mixed_float16" or "mixed_bfloat16"
-    jit_compile: bool = True  # XLA; Keras leaves it off on CPU unless asked
+    mixed_precision: str = "float32"  # "float32", "mixed_float16", "mixed_bfloat16" or "auto" (training/precision.py)
+    jit_compile: typing.Union[bool, str] = True  # XLA (Keras leaves it off on CPU unless asked); or "auto"
     strategy: str = "auto"  # "auto", "mirrored", "multi_worker" or "one_device"
     steps_per_epoch: int = 1000  # Keras epoch length: logging and validation interval
     checkpoint_every_steps: int = 1000
@@ -192,7 +192,9 @@ class TrainingConfig:
                 f"training.attention_every_steps must be >= 0 (0 = off). Received: {self.attention_every_steps!r}"
             )
         _check_rate("training", self, "label_smoothing")
-        _check_choice("training", self, "mixed_precision", ("float32", "mixed_float16", "mixed_bfloat16"))
+        _check_choice("training", self, "mixed_precision", ("float32", "mixed_float16", "mixed_bfloat16", "auto"))
+        if self.jit_compile not in (True, False, "auto"):
+            raise ConfigError(f"training.jit_compile must be true, false or auto. Received: {self.jit_compile!r}")
         _check_choice("training", self, "strategy", ("auto", "mirrored", "multi_worker", "one_device"))
 
 

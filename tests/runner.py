@@ -2,16 +2,31 @@
 
     python -m tests.runner                      # discover everything under tests/
     python -m tests.runner tests.test_model     # named modules
+    python -m tests.runner --workers 1          # one process (default: one per CPU core, at most 4)
+    python -m tests.runner --record-durations   # also rewrite tests/durations.json from this run
 
-Before that line it lists the slowest test classes (set-up included), to keep the suite's time in view.
+Test modules run in parallel worker processes, longest first (by `tests/durations.json`; a module not listed
+there counts as average), and each module's output is printed in one piece when it ends. Before the final
+line the runner lists the slowest test classes (set-up included), to keep the suite's time in view.
 """
 
+import argparse
 import collections
+import concurrent.futures
+import dataclasses
+import io
+import json
+import multiprocessing
+import os
+import pathlib
 import sys
 import time
+import traceback
 import unittest
 
 SLOWEST = 8
+MAX_WORKERS = 4
+DURATIONS = pathlib.Path(__file__).with_name("durations.json")
 
 
 class TimedResult(unittest.TextTestResult):
@@ -29,19 +44,120 @@ class TimedResult(unittest.TextTestResult):
         self._last = time.monotonic()
 
 
-def main(argv):
-    loader = unittest.TestLoader()
-    if argv:
-        suite = loader.loadTestsFromNames(argv)
-    else:
-        suite = loader.discover("tests", top_level_dir=".")
-    start = time.time()
-    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout, resultclass=TimedResult).run(suite)
+@dataclasses.dataclass
+class ModuleReport:
+    """What one test module's run left: its printed output, counts and time per test class."""
+
+    name: str
+    output: str
+    run: int = 0
+    failed: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    class_seconds: dict = dataclasses.field(default_factory=dict)
+
+
+def run_tests(name, stream):
+    """Runs the tests `name` (a module, class or test, dotted) and writes unittest's verbose output to `stream`."""
+    suite = unittest.TestLoader().loadTestsFromName(name)
+    result = unittest.TextTestRunner(verbosity=2, stream=stream, resultclass=TimedResult).run(suite)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-    skipped = len(result.skipped)
-    passed = max(result.testsRun - failed - skipped, 0)  # a failed setUpClass is an error but no test
+    return result.testsRun, failed, len(result.skipped), dict(result.seconds)
+
+
+def run_module(name):
+    """Runs one module in this (worker) process; never raises, an import error counts as a failure."""
+    stream = io.StringIO()
+    start = time.monotonic()
+    try:
+        run, failed, skipped, class_seconds = run_tests(name, stream)
+    except Exception:  # noqa: BLE001 - reported as the module's failure
+        stream.write(traceback.format_exc())
+        run, failed, skipped, class_seconds = 0, 1, 0, {}
+    return ModuleReport(name, stream.getvalue(), run, failed, skipped, time.monotonic() - start, class_seconds)
+
+
+def discover_modules():
+    """The dotted names of the test modules under tests/, as `unittest` discovery would find them."""
+    return sorted(f"tests.{path.stem}" for path in pathlib.Path(__file__).parent.glob("test*.py"))
+
+
+def load_durations():
+    try:
+        return json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def longest_first(names, durations):
+    """`names` ordered by their recorded seconds, longest first; an unrecorded one counts as the average."""
+    known = [durations[n] for n in names if n in durations]
+    default = sum(known) / len(known) if known else 0.0
+    return sorted(names, key=lambda n: -durations.get(n, default))
+
+
+def _initialize_worker():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def run_parallel(names, workers, on_report):
+    """Runs `names` in `workers` processes; a crashed worker fails the modules it held, the rest go on."""
+    pending = list(names)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is forked
+    while pending:
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                    initializer=_initialize_worker) as pool:
+            futures = {pool.submit(run_module, name): name for name in pending}
+            for future in concurrent.futures.as_completed(futures):
+                name = futures[future]
+                try:
+                    report = future.result()
+                except concurrent.futures.process.BrokenProcessPool as error:
+                    report = ModuleReport(name, f"{name}: the worker process died ({error})\n", failed=1)
+                pending.remove(name)
+                on_report(report)
+
+
+def default_workers():
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="python -m tests.runner")
+    parser.add_argument("names", nargs="*", help="test modules (or classes, or tests) to run; default: all")
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("T2T_TEST_WORKERS", 0)) or
+                        default_workers(), help="parallel processes (env T2T_TEST_WORKERS)")
+    parser.add_argument("--record-durations", action="store_true", help="rewrite tests/durations.json")
+    args = parser.parse_args(argv)
+    names = args.names or discover_modules()
+    durations = load_durations()
+    start = time.time()
+    reports = []
+
+    def on_report(report):
+        reports.append(report)
+        sys.stdout.write(f"===== {report.name}: {report.run} run, {report.failed} failed, {report.skipped} skipped "
+                         f"in {report.seconds:.0f} s =====\n{report.output}")
+        sys.stdout.flush()
+
+    workers = min(args.workers, len(names))
+    print(f"running {len(names)} test module(s) in {workers} process(es)", flush=True)
+    if workers <= 1:
+        for name in names:
+            on_report(run_module(name))
+    else:
+        run_parallel(longest_first(names, durations), workers, on_report)
+    failed = sum(r.failed for r in reports)
+    skipped = sum(r.skipped for r in reports)
+    passed = max(sum(r.run for r in reports) - failed - skipped, 0)  # a failed setUpClass is an error but no test
+    class_seconds = collections.Counter()
+    for report in reports:
+        class_seconds.update(report.class_seconds)
     print("slowest test classes: " + ", ".join(f"{name} {seconds:.0f} s"
-                                               for name, seconds in result.seconds.most_common(SLOWEST)))
+                                               for name, seconds in class_seconds.most_common(SLOWEST)))
+    if args.record_durations:
+        durations.update({r.name: round(r.seconds, 1) for r in reports})
+        DURATIONS.write_text(json.dumps(dict(sorted(durations.items())), indent=1) + "\n")
     print(f"ran in {time.time() - start:.0f} s")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 0 if failed == 0 and passed > 0 else 1

@@ -16,6 +16,7 @@ from t2t_keras.training.data_setup import prepare_data
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import patch_for_multi_worker
+from t2t_keras.training.precision import choose_jit, choose_precision
 from t2t_keras.training.resume import InputPosition, check_replicas, random_state, skip_consumed
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
@@ -33,9 +34,12 @@ class TrainResult:
     model: object = None  # the trained keras.Model
 
 
-def _use_jit(config, strategy):
-    """XLA unless several replicas share a CPU: XLA cannot place the variables of replicas on logical CPU devices."""
-    if not config.training.jit_compile:
+def _use_jit(config, strategy, precision):
+    """XLA as configured (`auto`: see training/precision.py), unless several replicas share a CPU.
+
+    XLA cannot place the variables of replicas on logical CPU devices.
+    """
+    if not choose_jit(config.training.jit_compile, precision):
         return False
     on_cpu = not tf.config.list_logical_devices("GPU") and not tf.config.list_logical_devices("TPU")
     if strategy.num_replicas_in_sync > 1 and on_cpu:
@@ -61,8 +65,9 @@ def build_loss_and_metrics(model):
 def compile_model(config, strategy):
     """The Transformer, its optimizer (eq. 3 schedule), label-smoothed loss and metrics, under `strategy`."""
     t = config.training
+    precision = choose_precision(t.mixed_precision)
     with strategy.scope():
-        model = build_transformer(config.model, dtype=t.mixed_precision)
+        model = build_transformer(config.model, dtype=precision)
         model.build()
         # Accumulation happens in the train step (training/accumulation.py), not in the optimizer.
         optimizer = make_optimizer(config.model.hidden_dim, t.warmup_steps, t.learning_rate_scale, t.adam_beta_1,
@@ -73,7 +78,7 @@ def compile_model(config, strategy):
             optimizer=optimizer,
             loss=loss,
             metrics=[MaskedAccuracy(), Perplexity(), TokenCount()],
-            jit_compile=_use_jit(config, strategy),
+            jit_compile=_use_jit(config, strategy, precision),
         )
         build_loss_and_metrics(model)
     if t.gradient_accumulation_steps > 1:

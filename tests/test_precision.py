@@ -1,0 +1,104 @@
+"""`training.mixed_precision: auto` and `training.jit_compile: auto`: the hardware's fast path and the fallback."""
+
+import pathlib
+import tempfile
+from unittest import mock
+
+import tensorflow as tf
+
+from t2t_keras.config import load_config
+from t2t_keras.errors import ConfigError
+from t2t_keras.training import precision
+from t2t_keras.training.precision import Hardware, choose_jit, choose_precision, cpu_flags, native_precision
+from tests.helpers import TestCase
+
+AVX2_CPU = Hardware(cpu_flags=frozenset({"sse4_2", "avx", "avx2", "fma"}))
+AVX512_BF16_CPU = Hardware(cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}))
+ARM_BF16_CPU = Hardware(cpu_flags=frozenset({"fp", "asimd", "sve", "bf16"}))
+
+
+class NativePrecisionTest(TestCase):
+    def test_bfloat16_where_the_cpu_has_it(self):
+        self.assertEqual(native_precision(AVX512_BF16_CPU)[0], "mixed_bfloat16")
+        self.assertEqual(native_precision(ARM_BF16_CPU)[0], "mixed_bfloat16")
+        self.assertEqual(native_precision(Hardware(cpu_flags=frozenset({"amx_bf16"})))[0], "mixed_bfloat16")
+
+    def test_float32_on_a_cpu_without_bfloat16(self):
+        policy, reason = native_precision(AVX2_CPU)
+        self.assertEqual(policy, "float32")
+        self.assertIn("without bfloat16", reason)
+        self.assertEqual(native_precision(Hardware())[0], "float32")
+
+    def test_accelerators(self):
+        self.assertEqual(native_precision(Hardware(tpus=8, cpu_flags=AVX2_CPU.cpu_flags))[0], "mixed_bfloat16")
+        self.assertEqual(native_precision(Hardware(gpu_capabilities=((8, 0),)))[0], "mixed_bfloat16")
+        self.assertEqual(native_precision(Hardware(gpu_capabilities=((7, 0),)))[0], "mixed_float16")
+        self.assertEqual(native_precision(Hardware(gpu_capabilities=((6, 1),)))[0], "float32")
+        # A GPU's precision wins over the host CPU's; the oldest GPU decides for all replicas.
+        mixed = Hardware(gpu_capabilities=((8, 6), (7, 5)), cpu_flags=AVX512_BF16_CPU.cpu_flags)
+        self.assertEqual(native_precision(mixed)[0], "mixed_float16")
+
+    def test_explicit_settings_are_kept(self):
+        for setting in precision.PRECISIONS:
+            self.assertEqual(choose_precision(setting, AVX2_CPU), setting)
+            self.assertEqual(choose_precision(setting, AVX512_BF16_CPU), setting)
+        self.assertEqual(choose_precision("auto", AVX2_CPU), "float32")
+        self.assertEqual(choose_precision("auto", AVX512_BF16_CPU), "mixed_bfloat16")
+
+
+class JitChoiceTest(TestCase):
+    def test_auto_is_xla_except_bfloat16_on_a_cpu(self):
+        self.assertTrue(choose_jit("auto", "float32", AVX512_BF16_CPU))
+        self.assertFalse(choose_jit("auto", "mixed_bfloat16", AVX512_BF16_CPU))
+        self.assertTrue(choose_jit("auto", "mixed_bfloat16", Hardware(gpu_capabilities=((9, 0),))))
+        self.assertTrue(choose_jit("auto", "mixed_bfloat16", Hardware(tpus=4)))
+
+    def test_explicit_settings_are_kept(self):
+        self.assertTrue(choose_jit(True, "mixed_bfloat16", AVX512_BF16_CPU))
+        self.assertFalse(choose_jit(False, "float32", AVX2_CPU))
+
+
+class CpuFlagsTest(TestCase):
+    def test_reads_x86_and_arm_cpuinfo(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            x86 = pathlib.Path(tmp) / "x86"
+            x86.write_text("processor\t: 0\nmodel name\t: Some Xeon\nflags\t\t: fpu avx2 avx512_bf16\n\n"
+                           "processor\t: 1\nflags\t\t: fpu avx2 avx512_bf16\n")
+            arm = pathlib.Path(tmp) / "arm"
+            arm.write_text("processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd bf16 i8mm\n")
+            self.assertEqual(cpu_flags(x86), {"fpu", "avx2", "avx512_bf16"})
+            self.assertIn("bf16", cpu_flags(arm))
+            self.assertEqual(cpu_flags(pathlib.Path(tmp) / "missing"), frozenset())
+
+
+class ConfigTest(TestCase):
+    def test_auto_is_accepted_and_other_words_are_not(self):
+        config = load_config("tiny", ["training.mixed_precision=auto", "training.jit_compile=auto"])
+        self.assertEqual((config.training.mixed_precision, config.training.jit_compile), ("auto", "auto"))
+        with self.assertRaisesRegex(ConfigError, "jit_compile must be true, false or auto"):
+            load_config("tiny", ["training.jit_compile=fast"])
+        with self.assertRaisesRegex(ConfigError, "mixed_precision"):
+            load_config("tiny", ["training.mixed_precision=bfloat16"])
+
+
+class TrainerChoiceTest(TestCase):
+    """The trainer builds and compiles the model with what `auto` chose for the (here simulated) hardware."""
+
+    def compiled(self, hardware):
+        from t2t_keras.training.trainer import compile_model
+
+        config = load_config("tiny", ["data.vocab_size=50", "training.mixed_precision=auto",
+                                      "training.jit_compile=auto"])
+        with mock.patch.object(Hardware, "detect", return_value=hardware):
+            return compile_model(config, tf.distribute.get_strategy())
+
+    def test_bfloat16_cpu_trains_in_bfloat16_graph_mode(self):
+        model = self.compiled(AVX512_BF16_CPU)
+        self.assertEqual(model.dtype_policy.name, "mixed_bfloat16")
+        self.assertFalse(model.jit_compile)
+        self.assertEqual(model.trainable_variables[0].dtype, "float32")  # float32 master weights
+
+    def test_fallback_cpu_trains_in_float32_with_xla(self):
+        model = self.compiled(AVX2_CPU)
+        self.assertEqual(model.dtype_policy.name, "float32")
+        self.assertTrue(model.jit_compile)
