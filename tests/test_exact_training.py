@@ -267,6 +267,104 @@ class MixedPrecisionResumeTest(ExactResumeTest):
                 self.assertEqual(value.dtype, np.float32, name)
 
 
+def float16_config(**training):
+    from t2t_keras.config import load_config
+
+    overrides = {"data.vocab_size": TINY["vocab_size"], "training.mixed_precision": "mixed_float16",
+                 "training.jit_compile": False, "training.warmup_steps": 10}
+    overrides.update({f"training.{k}": v for k, v in training.items()})
+    return load_config("tiny", [f"{k}={v}" for k, v in overrides.items()])
+
+
+def set_loss_scale_at(schedule):
+    """A callback that sets the dynamic loss scale before the `fit` steps named in `schedule` ({index: scale})."""
+    import keras
+
+    class SetScale(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seen = []  # the scale at the start of training (restored on resume)
+            self.steps = 0  # fit steps so far (`batch` restarts every epoch)
+
+        def on_train_begin(self, logs=None):
+            self.seen.append(float(self.model.optimizer.dynamic_scale.numpy()))
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.steps in schedule:
+                self.model.optimizer.dynamic_scale.assign(schedule[self.steps])
+            self.steps += 1
+
+    return SetScale()
+
+
+class LossScalingTest(TestCase):
+    """mixed_float16: dynamic loss scaling; an overflowing step is skipped and counted; the scale is checkpointed."""
+
+    def check_overflow_is_skipped(self, accumulation):
+        import keras
+
+        from t2t_keras.training.accumulation import group_micro_batches
+        from t2t_keras.training.callbacks import SkippedUpdates
+        from t2t_keras.training.trainer import compile_model
+
+        config = float16_config(gradient_accumulation_steps=accumulation)
+        model = compile_model(config, tf.distribute.get_strategy())
+        self.assertIsInstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+        self.assertEqual(model.compute_dtype, "float16")
+        dataset = as_dataset(micro_batches())
+        if accumulation > 1:
+            dataset = group_micro_batches(dataset, accumulation)
+        counter = tf.Variable(0, dtype=tf.int64)
+        before = model.get_weights()
+        # The loss (about 4) times the largest float32 is inf: every gradient is non-finite.
+        model.optimizer.dynamic_scale.assign(3e38)
+        with self.assertLogs("t2t_keras.training.callbacks", "INFO") as logs:
+            model.fit(dataset.take(1), epochs=1, verbose=0, callbacks=[SkippedUpdates(counter)])
+        self.assertEqual(int(model.optimizer.iterations.numpy()), 0)  # no update
+        self.assertEqual(int(counter.numpy()), 1)
+        self.assertAllClose(float(model.optimizer.dynamic_scale.numpy()), 1.5e38, rtol=1e-6)  # halved
+        for a, b in zip(before, model.get_weights()):
+            self.assertAllEqual(a, b)
+        self.assertTrue(any("skipped: non-finite gradients" in line for line in logs.output), logs.output)
+        model.optimizer.dynamic_scale.assign(1024.0)  # a finite step updates and is not counted
+        model.fit(dataset.take(1), epochs=1, verbose=0, callbacks=[SkippedUpdates(counter)])
+        self.assertEqual((int(model.optimizer.iterations.numpy()), int(counter.numpy())), (1, 1))
+        self.assertTrue(any(np.any(a != b) for a, b in zip(before, model.get_weights())))
+
+    def test_overflowing_step_is_skipped_and_counted(self):
+        self.check_overflow_is_skipped(accumulation=1)
+
+    def test_overflowing_accumulated_step_is_skipped_and_counted(self):
+        self.check_overflow_is_skipped(accumulation=2)
+
+    def test_checkpoints_keep_the_loss_scale_and_the_skipped_count_across_a_resume(self):
+        from t2t_keras.config import replace
+        from t2t_keras.training.trainer import train
+
+        with tempfile.TemporaryDirectory() as tmp:
+            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=120)
+            config = toy_config(files, train_steps=4, steps_per_epoch=2, checkpoint_every_steps=100,
+                                mixed_precision="mixed_float16")
+            run_dir = pathlib.Path(tmp) / "run"
+            first = set_loss_scale_at({0: 3e38, 1: 1000.0})  # step 1 overflows, then a scale no run would reach
+            result = train(config, run_dir, callbacks=[first], verbose=0)
+            self.assertEqual(first.seen, [2.0**15])
+            self.assertEqual(result.final_step, 4)
+            path = str(run_dir / "checkpoints" / "ckpt-4")
+            self.assertEqual(float(tf.train.load_variable(path, "optimizer/dynamic_scale/.ATTRIBUTES/VARIABLE_VALUE")),
+                             1000.0)
+            self.assertEqual(int(tf.train.load_variable(path, "skipped_updates/.ATTRIBUTES/VARIABLE_VALUE")), 1)
+            self.assertEqual(int(tf.train.load_variable(path, "input_position/.ATTRIBUTES/VARIABLE_VALUE")), 5)
+            from tests.test_training import event_tags
+
+            self.assertLessEqual({"loss_scale", "skipped_updates"}, event_tags(run_dir / "logs" / "train"))
+            resumed_scale = set_loss_scale_at({})
+            train(replace(config, training={"train_steps": 6}), run_dir, callbacks=[resumed_scale], verbose=0)
+            self.assertEqual(resumed_scale.seen, [1000.0])  # restored, not the initial 2**15
+            path = str(run_dir / "checkpoints" / "ckpt-6")
+            self.assertEqual(int(tf.train.load_variable(path, "skipped_updates/.ATTRIBUTES/VARIABLE_VALUE")), 1)
+
+
 if __name__ == "__main__":
     if "--child" in sys.argv:
         child_main(int(sys.argv[sys.argv.index("--child") + 1]))
