@@ -415,6 +415,88 @@ class PrecisionLossTest(TestCase):
         self.check("mixed_float16")
 
 
+# Runs in a fresh interpreter that never imports t2t_keras: the export's translations and output tokens.
+FRESH_EXPORT = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the SentencePiece ops)
+
+request = json.loads(sys.stdin.read())
+loaded = tf.saved_model.load(request["export"])
+texts = lambda t: [s.decode("utf-8") for s in t.numpy()[:, 0]]
+result = {"imported_t2t_keras": any(name.startswith("t2t_keras") for name in sys.modules)}
+for beam in (1, 2):
+    params = dict(beam_size=tf.constant(beam), alpha=tf.constant(0.6), max_extra_length=tf.constant(50),
+                  num_return=tf.constant(1))
+    out = loaded.signatures["translate"](inputs=tf.constant(request["sentences"]), **params)
+    ids = loaded.signatures["translate_ids"](source_ids=tf.constant(request["source_ids"], tf.int32), **params)
+    result[f"texts_{beam}"] = texts(out["translations"])
+    result[f"tokens_{beam}"] = ids["tokens"].numpy()[:, 0].tolist()
+print(json.dumps(result))
+"""
+
+
+def until_eos(rows):
+    """Each row of output ids up to and including its first EOS."""
+    from t2t_keras.special_ids import EOS_ID
+
+    trimmed = []
+    for row in np.asarray(rows).tolist():
+        trimmed.append(row[:row.index(EOS_ID) + 1] if EOS_ID in row else row)
+    return trimmed
+
+
+class MixedBfloat16ExportTest(TestCase):
+    """An export of a mixed_bfloat16-trained run, reloaded in a fresh process, translates like the run's model.
+
+    Checkpoints hold float32 master weights; the export (and `load_run_model`) computes in float32 from them.
+    """
+
+    def test_fresh_process_export_gives_the_in_process_tokens(self):
+        from t2t_keras.config import replace
+        from t2t_keras.data.tokenizer import Tokenizer
+        from t2t_keras.decoding import Translator
+        from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
+        from t2t_keras.decoding.beam_search import beam_search
+        from t2t_keras.decoding.greedy import greedy_decode
+        from t2t_keras.export.saved_model import export_run
+        from t2t_keras.runs import load_run_model
+        from t2t_keras.special_ids import EOS_ID
+        from t2t_keras.training.trainer import train
+        from tests.helpers import padded_ids, toy_pairs
+
+        with tempfile.TemporaryDirectory() as tmp:
+            root = pathlib.Path(tmp)
+            config = toy_config(write_toy_corpus(root / "data"), train_steps=150, warmup_steps=40,
+                                learning_rate_scale=0.3, steps_per_epoch=50, checkpoint_every_steps=150,
+                                mixed_precision="mixed_bfloat16")
+            run_dir = root / "run"
+            trained = train(replace(config, model={"max_length": 48}), run_dir, verbose=0).model
+            self.assertEqual(trained.compute_dtype, "bfloat16")
+            export_dir = export_run(run_dir, root / "export", max_beam_size=2, beam_size=2)
+            model, tokenizer = load_run_model(run_dir), Tokenizer.load(run_dir / "tokenizer.model")
+            sentences = [source for source, _ in toy_pairs(5, seed=7)]
+            pieces = [list(tokenizer.tokenize(tf.constant([s])).flat_values.numpy()) + [EOS_ID] for s in sentences]
+            width = -(-max(map(len, pieces)) // LENGTH_MULTIPLE) * LENGTH_MULTIPLE
+            source = padded_ids(pieces, width)
+            request = {"export": str(export_dir), "sentences": sentences, "source_ids": source.tolist()}
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+            completed = subprocess.run([sys.executable, "-c", FRESH_EXPORT], input=json.dumps(request), text=True,
+                                       capture_output=True, env=env, cwd=tmp, timeout=300)  # not the repository
+            self.assertEqual(completed.returncode, 0, completed.stderr[-3000:])
+            got = json.loads(completed.stdout.strip().splitlines()[-1])
+            self.assertFalse(got["imported_t2t_keras"])
+            greedy = greedy_decode(model, tf.constant(source), max_extra_length=50)["tokens"]
+            beam = beam_search(model, tf.constant(source), beam_size=2, alpha=0.6, max_extra_length=50)["tokens"][:, 0]
+            self.assertEqual(until_eos(got["tokens_1"]), until_eos(greedy))
+            self.assertEqual(until_eos(got["tokens_2"]), until_eos(beam))
+            self.assertEqual(got["texts_1"], Translator(model, tokenizer, method="greedy",
+                                                        jit_compile=False).translate(sentences))
+            self.assertEqual(got["texts_2"], Translator(model, tokenizer, beam_size=2,
+                                                        jit_compile=False).translate(sentences))
+            self.assertGreater(len(set(got["texts_2"])), 3)  # real, different translations
+
+
 if __name__ == "__main__":
     if "--child" in sys.argv:
         child_main(int(sys.argv[sys.argv.index("--child") + 1]))
