@@ -10,7 +10,6 @@ import tempfile
 import types
 from unittest import mock
 
-import numpy as np
 import tensorflow as tf
 
 from t2t_keras import cli
@@ -225,7 +224,8 @@ class RealRunBestCheckpointTest(TestCase):
     def test_a_run_without_a_best_checkpoint_is_a_clear_error(self):
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = shutil.copytree(self.run_dir, pathlib.Path(tmp) / "run", ignore=shutil.ignore_patterns("best"))
-            for command in (["average"], ["evaluate", "--beam", "1"], ["export", "--out", str(pathlib.Path(tmp) / "x")]):
+            export = ["export", "--out", str(pathlib.Path(tmp) / "x")]
+            for command in (["average"], ["evaluate", "--beam", "1"], export):
                 code, _, err = self.cli(command[0], "--run-dir", str(run_dir), *command[1:], "--checkpoint", "best")
                 self.assertEqual(code, 2, command)
                 self.assertIn("has no best checkpoint", err)

@@ -119,19 +119,20 @@ def _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id
                      save_checkpoint=manager.save)]
 
 
-def _callbacks(run, config, manager, minutes, extra, chief=True, task_id=0, data=None, state=None):
-    """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones."""
+def _callbacks(run, config, data, model, manager, state, minutes, extra, chief=True, task_id=0):
+    """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones.
+
+    The input position comes first, so that a checkpoint taken after a step includes it.
+    """
     t = config.training
     log_dir = run.log_dir if chief else run.log_dir / f".worker-{task_id}"  # one writer per event file
-    model = manager.checkpoint.model
-    callbacks = [state.position, SkippedUpdates(state.skipped_updates)] if state else []
-    if state and data:
-        callbacks += _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id)
+    callbacks = [state.position, SkippedUpdates(state.skipped_updates)]
+    callbacks += _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id)
     callbacks += [
         StopAtStep(t.train_steps),
         PeriodicCheckpoint(manager, t.checkpoint_every_steps, t.checkpoint_every_minutes),
         TrainingScalars(log_dir / "train", every_steps=max(1, min(100, t.steps_per_epoch // 4)),
-                        skipped_updates=state.skipped_updates if state else None),
+                        skipped_updates=state.skipped_updates),
         keras.callbacks.TensorBoard(str(log_dir), write_graph=False),
     ]
     if minutes:
@@ -192,7 +193,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         validation_data=data.dev,
         validation_steps=data.dev_steps or None,
         shuffle=False,  # the dataset is shuffled by the input pipeline
-        callbacks=_callbacks(run, config, manager, minutes, callbacks, chief, task_id, data, state),
+        callbacks=_callbacks(run, config, data, model, manager, state, minutes, callbacks, chief, task_id),
         verbose=verbose,
     )
     return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)
