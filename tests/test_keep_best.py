@@ -145,6 +145,30 @@ class ResumeKeepsTheBestTest(TestCase):
                 self.assertEqual((again.start_step, again.final_step), (8, 8))  # stays stopped
 
 
+class OlderCheckpointTest(TestCase):
+    def test_a_checkpoint_without_the_best_state_resumes_with_a_fresh_one(self):
+        import keras
+
+        from t2t_keras.training.checkpoints import CheckpointManager
+
+        def model_and_optimizer():
+            model, optimizer = tiny_transformer(), keras.optimizers.Adam()
+            optimizer.build(model.trainable_variables)
+            return model, optimizer
+
+        with tempfile.TemporaryDirectory() as tmp:
+            CheckpointManager(tmp, *model_and_optimizer(),
+                              extra_state={"input_position": tf.Variable(7, dtype=tf.int64)}).save()
+            position, best = tf.Variable(-1, dtype=tf.int64), BestState()
+            manager = CheckpointManager(tmp, *model_and_optimizer(), extra_state={"input_position": position,
+                                                                                  "best": best})
+            with self.assertLogs("t2t_keras.training.checkpoints", "WARNING") as logs:
+                manager.restore_latest()
+        self.assertEqual(int(position.numpy()), 7)
+        self.assertEqual(int(best.step.numpy()), -1)
+        self.assertIn("holds no best", logs.output[0])
+
+
 class RealRunBestCheckpointTest(TestCase):
     """A real tiny run with dev BLEU every 3 updates; the CLI's --checkpoint best on it."""
 
