@@ -69,7 +69,7 @@ def compile_model(config, strategy):
         # Accumulation happens in the train step (training/accumulation.py), not in the optimizer.
         optimizer = make_optimizer(config.model.hidden_dim, t.warmup_steps, t.learning_rate_scale, t.adam_beta_1,
                                    t.adam_beta_2, t.adam_epsilon)
-        if t.mixed_precision == "mixed_float16":
+        if model.dtype_policy.name == "mixed_float16":  # the resolved policy, whatever chose it
             # Dynamic loss scaling: a step with non-finite gradients is skipped and the scale halved
             # (counted by callbacks.SkippedUpdates). Built now, so checkpoints hold and restore the scale.
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
