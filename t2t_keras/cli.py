@@ -44,8 +44,17 @@ def cmd_train(args):
 def cmd_average(args):
     from t2t_keras.runs import average_run
 
-    print(average_run(args.run_dir, args.last))
+    print(average_run(args.run_dir, args.last, checkpoint=args.checkpoint))
     return 0
+
+
+def _model_source(args):
+    """`--model`, or "best" for `--checkpoint best` (which cannot be combined with another --model)."""
+    if getattr(args, "checkpoint", None) == "best":
+        if args.model not in ("auto", "best"):
+            raise T2TError(f"--checkpoint best and --model {args.model} choose different weights: give one of them.")
+        return "best"
+    return args.model
 
 
 def _decoding_options(args):
@@ -58,7 +67,7 @@ def cmd_evaluate(args):
     from t2t_keras.evaluation.evaluate_run import evaluate_run
 
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
-                          args.model, **_decoding_options(args))
+                          _model_source(args), **_decoding_options(args))
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
@@ -128,7 +137,8 @@ def cmd_export(args):
         if args.ids_only:
             raise T2TError("--ids-only applies to --format saved_model: a CTranslate2 export always takes text.")
         print(export_ctranslate2_run(args.run_dir, args.out, quantization=args.quantization or "float32",
-                                     average_last=args.average_last, overwrite=args.overwrite,
+                                     average_last=args.average_last, source=args.checkpoint or "auto",
+                                     overwrite=args.overwrite,
                                      beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length))
         return 0
     from t2t_keras.export.saved_model import export_run
@@ -136,7 +146,8 @@ def cmd_export(args):
     if args.quantization not in (None, "int8"):
         raise T2TError(f"--quantization {args.quantization} applies to --format ctranslate2; a SavedModel "
                        "takes --quantization int8 (int8 Dense weights).")
-    out = export_run(args.run_dir, args.out, average_last=args.average_last, beam_size=args.beam,
+    out = export_run(args.run_dir, args.out, average_last=args.average_last, source=args.checkpoint or "auto",
+                     beam_size=args.beam,
                      alpha=args.alpha, max_extra_length=args.extra_length, max_beam_size=args.max_beam_size,
                      overwrite=args.overwrite, text_signatures=not args.ids_only, quantization=args.quantization)
     print(out)
@@ -178,8 +189,15 @@ def _add_decoding_args(parser):
     parser.add_argument("--alpha", type=float, help="length penalty ((5+|Y|)/6)^alpha (default: decoding.alpha)")
     parser.add_argument("--extra-length", type=int, help="output limit = input length + this")
     parser.add_argument("--method", choices=("beam", "greedy"), help="search (default: beam)")
-    parser.add_argument("--model", default="auto", choices=("auto", "averaged", "latest"),
-                        help="which weights of the run: averaged checkpoints or the newest checkpoint")
+    parser.add_argument("--model", default="auto", choices=("auto", "averaged", "latest", "best"),
+                        help="which weights of the run: averaged checkpoints, the newest checkpoint or the best "
+                             "one (RUN/best/)")
+
+
+def _add_best_checkpoint_arg(parser):
+    parser.add_argument("--checkpoint", choices=("best",),
+                        help="best: use the run's best checkpoint (RUN/best/, kept when training.eval_every_steps "
+                             "is set) instead of the last or averaged one")
 
 
 def _add_model_choice(parser, saved_model, ctranslate2):
@@ -210,6 +228,8 @@ def build_parser():
     p = commands.add_parser("average", help="average the last checkpoints of a run (section 6.1)")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--last", type=int, help="how many checkpoints (default: training.average_last)")
+    p.add_argument("--checkpoint", default="last", choices=("last", "best"),
+                   help="average the checkpoints ending at the last one (default) or at the best one (RUN/best/)")
     p.set_defaults(handler=cmd_average)
 
     p = commands.add_parser("evaluate", help="translate a split or files and report sacreBLEU, chrF")
@@ -220,6 +240,7 @@ def build_parser():
     p.add_argument("--output", help="also write the translations to this file")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decoding_args(p)
+    _add_best_checkpoint_arg(p)
     p.set_defaults(handler=cmd_evaluate)
 
     p = commands.add_parser("translate", help="translate lines from --input or stdin, one per line")
@@ -237,7 +258,7 @@ def build_parser():
     p.add_argument("--token-level", action="store_true", help="also print the negative log-likelihood of each token")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch")
-    p.add_argument("--model", default="auto", choices=("auto", "averaged", "latest"),
+    p.add_argument("--model", default="auto", choices=("auto", "averaged", "latest", "best"),
                    help="which weights of the run (with --run-dir)")
     p.set_defaults(handler=cmd_score)
 
@@ -257,7 +278,9 @@ def build_parser():
                         "(int8 Dense weights; default float32)")
     p.add_argument("--ids-only", action="store_true",
                    help="SavedModel on token ids only (core TensorFlow ops; loads in stock TF Serving)")
-    p.add_argument("--average-last", type=int, help="average the last N checkpoints first")
+    p.add_argument("--average-last", type=int, help="average the last N checkpoints first (with --checkpoint best: "
+                   "the N ending at the best one)")
+    _add_best_checkpoint_arg(p)
     p.add_argument("--beam", type=int, help="default beam size of serving_default (decoding.beam_size)")
     p.add_argument("--alpha", type=float, help="default length penalty (decoding.alpha)")
     p.add_argument("--extra-length", type=int, help="default output limit: input length + this")

@@ -181,16 +181,25 @@ class TrainingConfig:
     attention_every_steps: int = 0  # attention heatmaps/statistics to TensorBoard every N steps; 0 = off
     attention_probes: int = 4  # the first N dev sentences are decoded for those summaries
     attention_max_extra_length: int = 10  # probe translations stop at input length + this
+    eval_every_steps: int = 0  # dev BLEU and dev loss every N updates, best checkpoint in RUN/best/; 0 = off
+    eval_sentences: int = 500  # dev BLEU on a fixed sample of at most this many dev sentences
+    eval_beam_size: int = 1  # search for dev BLEU: 1 = greedy, more = beam search (decoding.alpha)
+    best_metric: str = "bleu"  # what RUN/best/ keeps the best of: "bleu" (higher) or "loss" (dev loss, lower)
+    early_stopping_patience: int = 0  # stop after this many evaluations without improvement; 0 = off
     seed: int = 1234
 
     def __post_init__(self):
         _check_positive("training", self, "train_steps", "warmup_steps", "gradient_accumulation_steps",
                         "steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints", "average_last",
-                        "attention_probes", "attention_max_extra_length")
-        if self.attention_every_steps < 0:
-            raise ConfigError(
-                f"training.attention_every_steps must be >= 0 (0 = off). Received: {self.attention_every_steps!r}"
-            )
+                        "attention_probes", "attention_max_extra_length", "eval_sentences", "eval_beam_size")
+        for name in ("attention_every_steps", "eval_every_steps", "early_stopping_patience"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"training.{name} must be an integer >= 0 (0 = off). Received: {value!r}")
+        _check_choice("training", self, "best_metric", ("bleu", "loss"))
+        if self.early_stopping_patience and not self.eval_every_steps:
+            raise ConfigError("training.early_stopping_patience counts dev evaluations, which are off: set "
+                              "training.eval_every_steps (e.g. 1000) or early_stopping_patience=0.")
         _check_rate("training", self, "label_smoothing")
         _check_choice("training", self, "mixed_precision", ("float32", "mixed_float16", "mixed_bfloat16", "auto"))
         if self.jit_compile not in (True, False, "auto"):

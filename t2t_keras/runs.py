@@ -9,6 +9,8 @@ CLI) goes through this module, so the layout is written down once:
     RUN/data.json           where the data came from (package versions, licence, counts)
     RUN/checkpoints/        tf.train checkpoints of model + optimizer (last K kept)
     RUN/averaged/           the average of the last N checkpoints (§6.1), as a .keras model
+    RUN/best/               the best checkpoint by training.best_metric (model weights, `ckpt`) and
+                            best.json (step, metric, value); written when training.eval_every_steps > 0
     RUN/logs/               TensorBoard event files (train/, validation/, attention/)
 
     EXPORT/                 a SavedModel (see `export.saved_model`)
@@ -29,13 +31,15 @@ from t2t_keras.build import build_model
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
 from t2t_keras.errors import ConfigError, T2TError
-from t2t_keras.files import save_keras_model_atomic, write_text_atomic
+from t2t_keras.files import save_keras_model_atomic, staged_directory, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
 # Sections that must not change when a run is continued; training and decoding may.
 FROZEN_SECTIONS = ("model", "data")
-MODEL_SOURCES = ("auto", "averaged", "latest")
+MODEL_SOURCES = ("auto", "averaged", "latest", "best")
+AVERAGE_ENDS = ("last", "best")  # the newest checkpoint, or the best one (RUN/best/)
+BEST_CHECKPOINT = "ckpt"  # RUN/best/ckpt.index, ckpt.data-*
 INSPECTION_DIR = "assets.extra"  # TF Serving's place for files beside a SavedModel; it ignores them
 
 
@@ -49,6 +53,7 @@ class RunDirectory:
         self.checkpoint_dir = self.path / "checkpoints"
         self.averaged_dir = self.path / "averaged"
         self.averaged_model_path = self.averaged_dir / "model.keras"
+        self.best_dir = self.path / "best"
         self.log_dir = self.path / "logs"
 
     def exists(self):
@@ -97,6 +102,23 @@ class RunDirectory:
         """Where the run keeps its tokenizer of `kind` (its config's `data.tokenizer`)."""
         return self.path / tokenizer_filename(kind)
 
+    def best_checkpoint(self):
+        """`(path, info)` of the best checkpoint; `info` is best.json (step, metric, value)."""
+        info = self.read_json("best/best.json")
+        if info is None:
+            raise T2TError(
+                f"{self.path} has no best checkpoint ({self.best_dir} does not exist). It is written during training "
+                "when dev evaluation is on: continue the run with --set training.eval_every_steps=N (dev BLEU every "
+                "N updates; training.best_metric picks bleu or loss), or use the last checkpoints."
+            )
+        return str(self.best_dir / BEST_CHECKPOINT), info
+
+    def write_best(self, model, info, directory=None):
+        """Replaces RUN/best/ (or `directory`) atomically with `model`'s weights and best.json holding `info`."""
+        with staged_directory(directory or self.best_dir, overwrite=True) as staging:
+            tf.train.Checkpoint(model=model).write(str(staging / BEST_CHECKPOINT))
+            write_text_atomic(staging / "best.json", json.dumps(info, indent=2, sort_keys=True) + "\n")
+
     def load_tokenizer(self):
         """The run's tokenizer, of its config's `data.tokenizer`, checked against the model's vocabulary size."""
         config = self.load_config()  # fails clearly when this is not a run directory
@@ -126,16 +148,23 @@ def _new_model(config):
 def load_run_model(run_dir, source="auto"):
     """The trained model of a run.
 
-    `source`: "averaged" (RUN/averaged/model.keras), "latest" (newest checkpoint)
-    or "auto": the averaged model when it includes the newest checkpoint, else the newest checkpoint.
+    `source`: "averaged" (RUN/averaged/model.keras), "latest" (newest checkpoint), "best" (RUN/best/,
+    see `RunDirectory.best_checkpoint`) or "auto": the averaged model when it includes the newest
+    checkpoint, else the newest checkpoint.
     """
     if source not in MODEL_SOURCES:
         raise T2TError(f"source must be one of {MODEL_SOURCES}. Received: source={source!r}")
     run = RunDirectory(run_dir)
     config = run.load_config()
+    if source == "best":
+        path, _ = run.best_checkpoint()
+        model = _new_model(config)
+        tf.train.Checkpoint(model=model).restore(path).expect_partial()
+        return model
     paths = run.checkpoint_paths()
     averaged = run.read_json("averaged/averaged.json")
-    fresh = averaged is not None and paths and checkpoint_step(paths[-1]) in averaged["steps"]
+    fresh = (averaged is not None and paths and averaged.get("ending", "last") == "last"
+             and checkpoint_step(paths[-1]) in averaged["steps"])
     if source == "averaged" or (source == "auto" and fresh):
         return keras.models.load_model(run.averaged_model_path)
     if not paths:
@@ -163,20 +192,36 @@ def average_checkpoints(model, paths):
     return model
 
 
-def average_run(run_dir, last=None):
-    """Averages the last `last` checkpoints of a run (default: training.average_last) into RUN/averaged/."""
+def _checkpoints_to_average(run, last, ending):
+    """`(paths, steps)` of the `last` checkpoints ending at the newest one or at the best one."""
+    if ending not in AVERAGE_ENDS:
+        raise T2TError(f"checkpoint must be one of {AVERAGE_ENDS}. Received: checkpoint={ending!r}")
+    if ending == "best":
+        best_path, info = run.best_checkpoint()
+        earlier = [p for p in run.checkpoint_paths() if checkpoint_step(p) < info["step"]]
+        earlier = earlier[max(0, len(earlier) - (last - 1)):] if last > 1 else []
+        return earlier + [best_path], [checkpoint_step(p) for p in earlier] + [info["step"]]
+    paths = run.checkpoint_paths()[-last:]
+    return paths, [checkpoint_step(p) for p in paths]
+
+
+def average_run(run_dir, last=None, checkpoint="last"):
+    """Averages the last `last` checkpoints of a run (default: training.average_last) into RUN/averaged/.
+
+    `checkpoint="best"` averages the best checkpoint (RUN/best/) and the `last - 1` kept checkpoints before it.
+    """
     run = RunDirectory(run_dir)
     config = run.load_config()
     last = last or config.training.average_last
-    paths = run.checkpoint_paths()[-last:]
+    paths, steps = _checkpoints_to_average(run, last, checkpoint)
     if not paths:
         raise FileNotFoundError(f"{run.checkpoint_dir} holds no checkpoint: train the run first.")
     if len(paths) < last:
         logger.warning("Averaging %d checkpoints: only that many are kept (training.keep_checkpoints).", len(paths))
     model = average_checkpoints(_new_model(config), paths)
     save_keras_model_atomic(model, run.averaged_model_path)
-    steps = [checkpoint_step(p) for p in paths]
-    run.write_json("averaged/averaged.json", {"checkpoints": [str(p) for p in paths], "steps": steps})
+    run.write_json("averaged/averaged.json", {"checkpoints": [str(p) for p in paths], "steps": steps,
+                                              "ending": checkpoint})
     logger.info("Averaged checkpoints at steps %s into %s", steps, run.averaged_model_path)
     return run.averaged_model_path
 

@@ -69,7 +69,7 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
     _check_quantization(quantization)
     check_can_write(pathlib.Path(out_dir), overwrite)
     if average_last is not None:
-        average_run(run_dir, average_last)
+        average_run(run_dir, average_last, checkpoint="best" if source == "best" else "last")
         source = "averaged"
     model = load_run_model(run_dir, source)
     configured = {"beam_size": decoding.beam_size, "alpha": decoding.alpha,

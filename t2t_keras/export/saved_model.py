@@ -35,7 +35,8 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
         average_last: average the run's last N checkpoints first (§6.1) and
             export the average; None exports the model `runs.load_run_model(run_dir,
             source)` gives.
-        source: "auto", "averaged" or "latest"; see `runs.load_run_model`.
+        source: "auto", "averaged", "latest" or "best"; see `runs.load_run_model`. With
+            `average_last`, "best" averages the N checkpoints ending at the best one.
         beam_size, alpha, max_extra_length: defaults of `serving_default`; None
             takes the run config's `decoding` section.
         max_beam_size: largest beam size the export accepts; None takes
@@ -49,7 +50,7 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
     run = RunDirectory(run_dir)
     decoding = run.load_config().decoding
     if average_last is not None:
-        average_run(run_dir, average_last)
+        average_run(run_dir, average_last, checkpoint="best" if source == "best" else "last")
         source = "averaged"
     model, tokenizer = load_run(run_dir, source)
     return export_translator(

@@ -5,7 +5,8 @@
     schedule      the learning rate of eq. (3) and Adam(0.9, 0.98, 1e-9) (§5.3)
     loss          label-smoothed cross-entropy that ignores padding (§5.4)
     metrics       padding-aware accuracy, perplexity and token counts
-    callbacks     stop at a step, time limit, training scalars for TensorBoard
+    callbacks     stop at a step, time limit, training scalars for TensorBoard, skipped (overflow) updates
+    keep_best     dev BLEU and loss during training, the best checkpoint (RUN/best/), early stopping
     checkpoints   periodic checkpoints of model and optimizer, resuming
     strategy      the distribution strategy from the config (one device, mirrored, multi-worker)
     multi_worker  what MultiWorkerMirroredStrategy needs on top of Keras

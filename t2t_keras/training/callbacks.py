@@ -1,22 +1,27 @@
-"""Keras callbacks of a training run: step-level TensorBoard scalars, step and time limits."""
+"""Keras callbacks of a training run: step-level TensorBoard scalars, skipped updates, step and time limits."""
 
+import logging
 import time
 
 import keras
 import tensorflow as tf
+
+logger = logging.getLogger(__name__)
 
 
 class TrainingScalars(keras.callbacks.Callback):
     """Every `every_steps` steps writes loss, accuracy, perplexity, learning rate and target tokens/s.
 
     Steps are optimizer updates (`optimizer.iterations`), so curves continue
-    seamlessly when a run is resumed.
+    seamlessly when a run is resumed. Under dynamic loss scaling (mixed_float16) also
+    `loss_scale` and `skipped_updates` (the value of the `skipped_updates` variable).
     """
 
-    def __init__(self, log_dir, every_steps=50):
+    def __init__(self, log_dir, every_steps=50, skipped_updates=None):
         super().__init__()
         self.log_dir = str(log_dir)
         self.every_steps = every_steps
+        self.skipped_updates = skipped_updates
         self._writer = None
         self._tokens = 0.0
         self._time = None
@@ -41,11 +46,46 @@ class TrainingScalars(keras.callbacks.Callback):
             for name in ("loss", "masked_accuracy", "perplexity"):
                 if name in logs:
                     tf.summary.scalar(name, float(logs[name]))
+            if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+                tf.summary.scalar("loss_scale", float(optimizer.dynamic_scale.numpy()))
+                if self.skipped_updates is not None:
+                    tf.summary.scalar("skipped_updates", float(self.skipped_updates.numpy()))
         self._writer.flush()
 
     def on_train_end(self, logs=None):
         if self._writer is not None:
             self._writer.close()
+
+
+class SkippedUpdates(keras.callbacks.Callback):
+    """Counts `fit` steps that made no update in `counter` (a variable saved with the checkpoints).
+
+    Under mixed_float16 dynamic loss scaling, a step whose gradients are not finite is
+    skipped: the weights and `optimizer.iterations` stay, and the loss scale is halved.
+    Each skip is logged with the new loss scale.
+    """
+
+    def __init__(self, counter):
+        super().__init__()
+        self.counter = counter
+        self._before = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._before = int(self.model.optimizer.iterations.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) != self._before:
+            return
+        self.counter.assign_add(1)
+        scale = getattr(self.model.optimizer, "dynamic_scale", None)
+        logger.info("Update %d skipped: non-finite gradients%s; %d update(s) skipped in this run so far.",
+                    self._before + 1, f" (loss scale lowered to {float(scale.numpy()):g})" if scale is not None
+                    else "", int(self.counter.numpy()))
+
+    def on_train_end(self, logs=None):
+        if int(self.counter.numpy()):
+            logger.info("%d update(s) skipped for non-finite gradients (dynamic loss scaling).",
+                        int(self.counter.numpy()))
 
 
 class StopAtStep(keras.callbacks.Callback):

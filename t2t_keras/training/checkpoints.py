@@ -29,6 +29,7 @@ class CheckpointManager:
     def __init__(self, directory, model, optimizer, keep=5, is_chief=True, task_id=0, extra_state=None):
         # `extra_state`: more trackables by name, e.g. dropout seed states and the input position (resume.py).
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **(extra_state or {}))
+        self.model, self.extra_state = model, dict(extra_state or {})
         self.directory = str(directory)
         write_dir = self.directory if is_chief else os.path.join(self.directory, f".worker-{task_id}")
         self.manager = tf.train.CheckpointManager(self.checkpoint, write_dir, max_to_keep=keep if is_chief else 1)
@@ -43,7 +44,14 @@ class CheckpointManager:
         path = tf.train.latest_checkpoint(self.directory)
         if path is None:
             return 0
-        self.checkpoint.restore(path).assert_existing_objects_matched()
+        saved = {name.split("/")[0] for name, _ in tf.train.list_variables(path)}
+        missing = sorted(set(self.extra_state) - saved)
+        if missing:  # written by an earlier version: those parts start fresh
+            logger.warning("%s holds no %s (written before they were saved): they start from their initial "
+                           "values.", path, ", ".join(missing))
+        present = {name: value for name, value in self.extra_state.items() if name not in missing}
+        checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, **present)
+        checkpoint.restore(path).assert_existing_objects_matched()
         logger.info("Resumed from %s (step %d).", path, self.step)
         return self.step
 

@@ -18,6 +18,7 @@ class RunData:
     dev: object  # the same, finite, or None
     dev_steps: int  # batches in one pass over `dev`
     provenance: dict
+    dev_pairs: list = None  # the dev (source, target) pairs, or None
 
 
 def prepare_tokenizer(run, config, train_pairs):
@@ -51,4 +52,5 @@ def prepare_data(run, config, num_replicas=1):
         dev = make_eval_dataset(sources.as_dataset(dev_pairs), tokenizer, **batching).cache()
         dev_steps = sum(1 for _ in dev)  # one full pass; also fills the cache
         dev = dev.repeat()  # every validation then reads exactly one pass
-    return RunData(tokenizer, train, dev, dev_steps, {"train": train_origin, "dev": dev_origin})
+    return RunData(tokenizer, train, dev, dev_steps, {"train": train_origin, "dev": dev_origin},
+                   sources.as_string_pairs(dev_pairs) if dev_pairs is not None else None)

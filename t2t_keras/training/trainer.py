@@ -7,12 +7,14 @@ import time
 import keras
 import tensorflow as tf
 
+from t2t_keras.errors import ConfigError
 from t2t_keras.model import build_transformer
 from t2t_keras.runs import RunDirectory
 from t2t_keras.training.accumulation import enable_gradient_accumulation, group_micro_batches
-from t2t_keras.training.callbacks import StopAtStep, TimeLimit, TrainingScalars
+from t2t_keras.training.callbacks import SkippedUpdates, StopAtStep, TimeLimit, TrainingScalars
 from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
 from t2t_keras.training.data_setup import prepare_data
+from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, sample_pairs
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import patch_for_multi_worker
@@ -72,6 +74,10 @@ def compile_model(config, strategy):
         # Accumulation happens in the train step (training/accumulation.py), not in the optimizer.
         optimizer = make_optimizer(config.model.hidden_dim, t.warmup_steps, t.learning_rate_scale, t.adam_beta_1,
                                    t.adam_beta_2, t.adam_epsilon)
+        if model.dtype_policy.name == "mixed_float16":  # the resolved policy, whatever chose it
+            # Dynamic loss scaling: a step with non-finite gradients is skipped and the scale halved
+            # (counted by callbacks.SkippedUpdates). Built now, so checkpoints hold and restore the scale.
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
         loss = LabelSmoothedCrossEntropy(epsilon=t.label_smoothing)
         model.compile(
@@ -88,19 +94,50 @@ def compile_model(config, strategy):
     return model
 
 
-def _extra_state(model, position):
-    """Checkpointed beside model and optimizer for an exact resume: dropout seeds, input position."""
-    return {"random_state": random_state(model), "input_position": position.consumed}
+@dataclasses.dataclass
+class RunState:
+    """Checkpointed beside model and optimizer: what an exact resume and keep-best need."""
+
+    position: InputPosition  # micro-batches consumed
+    best: BestState  # best dev value, its step, evaluations since (keep_best.py)
+    skipped_updates: tf.Variable  # updates skipped for non-finite gradients (mixed_float16)
+
+    def checkpointed(self, model):
+        return {"random_state": random_state(model), "input_position": self.position.consumed,
+                "best": self.best, "skipped_updates": self.skipped_updates}
 
 
-def _callbacks(run, config, manager, minutes, extra, chief=True, task_id=0):
-    """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones."""
+def _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id):
+    """The `KeepBest` callback when training.eval_every_steps is set, else nothing."""
+    t = config.training
+    if not t.eval_every_steps:
+        return []
+    if data.dev is None:
+        raise ConfigError("training.eval_every_steps needs a dev split: set data.dev_files (or use a corpus with "
+                          "one), or set training.eval_every_steps=0.")
+    pairs = sample_pairs(data.dev_pairs, t.eval_sentences, t.seed)
+    evaluator = DevEvaluator(model, data.tokenizer, pairs, data.dev, data.dev_steps, model.loss,
+                             beam_size=t.eval_beam_size, alpha=config.decoding.alpha, jit_compile=model.jit_compile)
+    best_dir = run.best_dir if chief else run.path / f".worker-{task_id}" / "best"  # saving is collective
+    return [KeepBest(evaluator, state.best, lambda m, info: run.write_best(m, info, best_dir), t.eval_every_steps,
+                     t.best_metric, t.early_stopping_patience, final_step=t.train_steps, log_dir=log_dir / "eval",
+                     save_checkpoint=manager.save)]
+
+
+def _callbacks(run, config, data, model, manager, state, minutes, extra, chief=True, task_id=0):
+    """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones.
+
+    The input position comes first, so that a checkpoint taken after a step includes it.
+    """
     t = config.training
     log_dir = run.log_dir if chief else run.log_dir / f".worker-{task_id}"  # one writer per event file
-    callbacks = [
+    callbacks = [state.position, SkippedUpdates(state.skipped_updates)]
+    callbacks += _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id)
+    callbacks += [
         StopAtStep(t.train_steps),
         PeriodicCheckpoint(manager, t.checkpoint_every_steps, t.checkpoint_every_minutes),
-        TrainingScalars(log_dir / "train", every_steps=max(1, min(100, t.steps_per_epoch // 4))),
+        TrainingScalars(log_dir / "train", every_steps=max(1, min(100, t.steps_per_epoch // 4)),
+                        skipped_updates=state.skipped_updates),
         keras.callbacks.TensorBoard(str(log_dir), write_graph=False),
     ]
     if minutes:
@@ -135,18 +172,22 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     run.write_json("data.json", data.provenance)
     model = compile_model(config, strategy)
     chief, task_id = worker_identity(strategy)
-    position = InputPosition(config.training.gradient_accumulation_steps)
+    state = RunState(InputPosition(config.training.gradient_accumulation_steps), BestState(),
+                     tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates"))
     manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
-                                is_chief=chief, task_id=task_id, extra_state=_extra_state(model, position))
+                                is_chief=chief, task_id=task_id, extra_state=state.checkpointed(model))
     start = manager.restore_latest()
     t = config.training
     if chief:
         check_replicas(run, strategy.num_replicas_in_sync, start)
-    if start >= t.train_steps:
-        logger.info("%s has already reached training.train_steps=%d.", run.path, t.train_steps)
+    if start >= t.train_steps or (t.eval_every_steps and state.best.exhausted(t.early_stopping_patience)):
+        reason = (f"training.train_steps={t.train_steps}" if start >= t.train_steps else
+                  f"its early-stopping patience ({int(state.best.stale.numpy())} evaluations without improvement, "
+                  f"training.early_stopping_patience={t.early_stopping_patience})")
+        logger.info("%s has already reached %s.", run.path, reason)
         return TrainResult(str(run.path), start, start, 0.0, {}, model)
     began = time.monotonic()
-    train_data = skip_consumed(data.train, position.position(start))  # resume where it stopped
+    train_data = skip_consumed(data.train, state.position.position(start))  # resume where it stopped
     if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
         train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
     history = model.fit(
@@ -157,7 +198,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         validation_data=data.dev,
         validation_steps=data.dev_steps or None,
         shuffle=False,  # the dataset is shuffled by the input pipeline
-        callbacks=[position] + _callbacks(run, config, manager, minutes, callbacks, chief, task_id),
+        callbacks=_callbacks(run, config, data, model, manager, state, minutes, callbacks, chief, task_id),
         verbose=verbose,
     )
     return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)
