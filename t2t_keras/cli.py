@@ -53,10 +53,24 @@ def _decoding_options(args):
     return dict(method=method, beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length)
 
 
+def _run_task(run_dir):
+    from t2t_keras.runs import RunDirectory
+
+    return RunDirectory(run_dir).load_config().task
+
+
 def cmd_evaluate(args):
     from t2t_keras.evaluation.bleu import format_scores
     from t2t_keras.evaluation.evaluate_run import evaluate_run
 
+    if _run_task(args.run_dir) != "translation":
+        from t2t_keras.evaluation.language_model import evaluate_language_model, format_perplexity
+
+        result = evaluate_language_model(args.run_dir, args.split, args.text, args.model)
+        print(json.dumps(result) if args.json else format_perplexity(result))
+        return 0
+    if args.text:
+        raise T2TError("--text is for lm and mlm runs; score a translation run with --source and --reference.")
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
                           args.model, **_decoding_options(args))
     print(json.dumps(result) if args.json else format_scores(result))
@@ -212,12 +226,14 @@ def build_parser():
     p.add_argument("--last", type=int, help="how many checkpoints (default: training.average_last)")
     p.set_defaults(handler=cmd_average)
 
-    p = commands.add_parser("evaluate", help="translate a split or files and report sacreBLEU, chrF")
+    p = commands.add_parser("evaluate", help="translate a split or files and report sacreBLEU, chrF; perplexity "
+                                          "for lm and mlm runs")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--split", default="test", choices=("dev", "test"))
     p.add_argument("--source", help="source file (with --reference, instead of --split)")
     p.add_argument("--reference", help="reference translations of --source")
     p.add_argument("--output", help="also write the translations to this file")
+    p.add_argument("--text", help="lm / mlm runs: perplexity on this file (one sentence per line) instead of --split")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decoding_args(p)
     p.set_defaults(handler=cmd_evaluate)
