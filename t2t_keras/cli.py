@@ -59,6 +59,16 @@ def _run_task(run_dir):
     return RunDirectory(run_dir).load_config().task
 
 
+def _sampling_options(args):
+    return dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
+
+
+def _refuse_sampling(args, what):
+    given = [f"--{name.replace('_', '-')}" for name, value in _sampling_options(args).items() if value is not None]
+    if given:
+        raise T2TError(f"{', '.join(given)} continue prompts of an lm run (or its export); {what} does not sample.")
+
+
 def cmd_evaluate(args):
     from t2t_keras.evaluation.bleu import format_scores
     from t2t_keras.evaluation.evaluate_run import evaluate_run
@@ -107,9 +117,15 @@ def cmd_translate(args):
         if args.method == "greedy":
             options["beam_size"] = 1
         translations = translator.translate(lines, **options)
+    elif _run_task(args.run_dir) == "lm":
+        from t2t_keras.evaluation.continue_run import run_continuer
+
+        translations = run_continuer(args.run_dir, args.model, **_decoding_options(args),
+                                     **_sampling_options(args)).translate(lines)
     else:
         from t2t_keras.evaluation.evaluate_run import run_translator
 
+        _refuse_sampling(args, "a translation run")
         translations = run_translator(args.run_dir, args.model, **_decoding_options(args)).translate(lines)
     for line in translations:
         print(line)
@@ -196,6 +212,13 @@ def _add_decoding_args(parser):
                         help="which weights of the run: averaged checkpoints or the newest checkpoint")
 
 
+def _add_sampling_args(parser):
+    parser.add_argument("--temperature", type=float,
+                        help="lm: sample the continuation at this temperature (default 0: greedy argmax)")
+    parser.add_argument("--top-k", type=int, help="lm: sample among the k most likely pieces (default 0: all)")
+    parser.add_argument("--seed", type=int, help="lm: seed of the sampler")
+
+
 def _add_model_choice(parser, saved_model, ctranslate2):
     """Exactly one of --run-dir, --saved-model DIR and --ctranslate2 DIR."""
     where = parser.add_mutually_exclusive_group(required=True)
@@ -241,8 +264,9 @@ def build_parser():
     p = commands.add_parser("translate", help="translate lines from --input or stdin, one per line")
     _add_model_choice(p, saved_model="an exported SavedModel directory",
                       ctranslate2="a CTranslate2 export (export --format ctranslate2)")
-    p.add_argument("--input", help="file to translate (default: stdin)")
+    p.add_argument("--input", help="file to translate (default: stdin); for an lm run, prompts to continue")
     _add_decoding_args(p)
+    _add_sampling_args(p)
     p.set_defaults(handler=cmd_translate)
 
     p = commands.add_parser("score", help="forced decoding: negative log-likelihood of given translations")
