@@ -1,7 +1,8 @@
 """`training.task: lm | mlm`: training on one side of a corpus, perplexity, prompt continuation, task checks.
 
-The corpus is the toy corpus the tests write (`tests.helpers.write_toy_corpus`), German side only:
-the default LibreOffice corpus needs a package download the tests cannot count on.
+The corpus is one the tests write: German sentences from a small grammar in which articles, adjective endings and
+verbs agree with their nouns (context a model can use, a unigram cannot), beside an English side the runs must
+ignore. The default LibreOffice corpus needs a package download the tests cannot count on.
 """
 
 import collections
@@ -23,7 +24,36 @@ from t2t_keras.runs import RunDirectory
 from t2t_keras.special_ids import EOS_ID
 from t2t_keras.training.task_data import prepare_task_data
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, write_toy_corpus
+from tests.helpers import TestCase
+
+# noun -> (nominative article, accusative article, adjective ending nominative, accusative)
+NOUNS = {"Hund": ("der", "den", "e", "en"), "Katze": ("die", "die", "e", "e"), "Haus": ("das", "das", "e", "e"),
+         "Mann": ("der", "den", "e", "en"), "Frau": ("die", "die", "e", "e"), "Kind": ("das", "das", "e", "e")}
+ADJECTIVES = ["klein", "groß", "alt", "neu"]
+VERBS = ["sieht", "findet", "sucht", "mag"]
+
+
+def german_sentence(rng):
+    subject, obj = rng.choice(list(NOUNS), size=2)
+    nominative, _, ending, _ = NOUNS[subject]
+    _, accusative, _, accusative_ending = NOUNS[obj]
+    adjective, other = rng.choice(ADJECTIVES, size=2)
+    return (f"{nominative.capitalize()} {adjective}{ending} {subject} {rng.choice(VERBS)} "
+            f"{accusative} {other}{accusative_ending} {obj}.")
+
+
+def write_corpus(directory, train=600, dev=40, test=40):
+    """train/dev/test .en/.de files (the English side a marker only); returns {split: [en_path, de_path]}."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for seed, (split, count) in enumerate((("train", train), ("dev", dev), ("test", test))):
+        rng = np.random.default_rng(seed)
+        german = [german_sentence(rng) for _ in range(count)]
+        paths = [directory / f"{split}.en", directory / f"{split}.de"]
+        paths[0].write_text("".join(f"english {i}\n" for i in range(count)), "utf-8")
+        paths[1].write_text("\n".join(german) + "\n", "utf-8")
+        files[split] = [str(path) for path in paths]
+    return files
 
 
 def task_settings(files, architecture, steps):
@@ -66,7 +96,7 @@ class _TaskRun(TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls.tmp.name)
-        cls.files = write_toy_corpus(root / "data", train=600)
+        cls.files = write_corpus(root / "data")
         cls.run_dir = root / "run"
         cls.settings = task_settings(cls.files, cls.architecture, cls.steps)
         code, _ = run_cli("train", "--config", "tiny", "--run-dir", cls.run_dir,
