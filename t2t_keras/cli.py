@@ -98,6 +98,10 @@ def _read_input(path):
 
 def _export_translator(args):
     """The translator of `--saved-model` or `--ctranslate2`, or None (a run directory)."""
+    if args.saved_model and _is_continuation_export(args.saved_model):
+        from t2t_keras.export.continuation_export import SavedModelContinuer
+
+        return SavedModelContinuer(args.saved_model)
     if args.saved_model:
         from t2t_keras.export.loaded import SavedModelTranslator
 
@@ -112,7 +116,10 @@ def _export_translator(args):
 def cmd_translate(args):
     lines = _read_input(args.input)
     translator = _export_translator(args)
-    if translator is not None:
+    if hasattr(translator, "parameters"):  # a continuation export (lm)
+        translations = translator.translate(lines, max_new_tokens=args.extra_length, **_sampling_options(args))
+    elif translator is not None:
+        _refuse_sampling(args, "a translation export")
         options = {k: v for k, v in _decoding_options(args).items() if v is not None and k != "method"}
         if args.method == "greedy":
             options["beam_size"] = 1
@@ -151,7 +158,20 @@ def cmd_baseline(args):
     return 0
 
 
+def _is_continuation_export(path):
+    from t2t_keras.export.continuation_export import is_continuation_export
+
+    return is_continuation_export(path)
+
+
 def cmd_export(args):
+    if _run_task(args.run_dir) != "translation":
+        from t2t_keras.export.continuation_export import export_lm_run
+
+        print(export_lm_run(args.run_dir, args.out, average_last=args.average_last,
+                            max_new_tokens=args.extra_length, temperature=args.temperature or 0.0,
+                            top_k=args.top_k or 0, overwrite=args.overwrite))
+        return 0
     if args.format == "ctranslate2":
         from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 
@@ -176,6 +196,12 @@ def cmd_export(args):
 def cmd_serve(args):
     from t2t_keras.serving.server import serve
 
+    if args.saved_model and _is_continuation_export(args.saved_model):
+        from t2t_keras.serving.continuation_server import serve_continuations
+
+        serve_continuations(args.saved_model, host=args.host, port=args.port, model_name=args.model_name,
+                            max_batch_size=args.max_batch_size)
+        return 0
     options = {}
     if args.ctranslate2:
         from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
@@ -303,6 +329,8 @@ def build_parser():
     p.add_argument("--extra-length", type=int, help="default output limit: input length + this")
     p.add_argument("--max-beam-size", type=int, help="largest beam size callers may ask for "
                    "(default: decoding.max_beam_size)")
+    p.add_argument("--temperature", type=float, help="lm: default sampling temperature (default 0: greedy)")
+    p.add_argument("--top-k", type=int, help="lm: default top-k of the sampler (default 0: all pieces)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing export")
     p.set_defaults(handler=cmd_export)
 

@@ -151,6 +151,37 @@ class CausalLanguageModelTaskTest(_TaskRun):
         self.assertEqual(code, 0)
         self.assertEqual(len(sampled.splitlines()), 4)
 
+    def test_export_reload_and_serve_continue_like_the_run(self):
+        from starlette.testclient import TestClient
+
+        from t2t_keras.export.continuation_export import SavedModelContinuer
+        from t2t_keras.serving.continuation_server import create_continuation_app
+
+        prompts = [line.split()[0] for line in self.german["test"][:3]]
+        prompt_file = pathlib.Path(self.tmp.name) / "export-prompts.txt"
+        prompt_file.write_text("\n".join(prompts) + "\n", "utf-8")
+        _, from_run = run_cli("translate", "--run-dir", self.run_dir, "--input", prompt_file, "--extra-length", 12)
+        export_dir = pathlib.Path(self.tmp.name) / "export"
+        code, _ = run_cli("export", "--run-dir", self.run_dir, "--out", export_dir, "--extra-length", 12)
+        self.assertEqual(code, 0)
+        code, from_export = run_cli("translate", "--saved-model", export_dir, "--input", prompt_file)
+        self.assertEqual(code, 0)
+        self.assertEqual(from_export, from_run)
+        continuer = SavedModelContinuer(export_dir)
+        sampled = continuer.translate(prompts, temperature=1.0, top_k=5, seed=11)
+        self.assertEqual(continuer.translate(prompts, temperature=1.0, top_k=5, seed=11), sampled)
+        client = TestClient(create_continuation_app(continuer))
+        answer = client.post("/v1/models/default:predict", json={"instances": prompts})
+        self.assertEqual(answer.status_code, 200, answer.text)
+        self.assertEqual([p["continuations"] for p in answer.json()["predictions"]], from_run.splitlines())
+        answer = client.post("/v1/models/default:predict",
+                             json={"inputs": prompts, "params": {"temperature": 1.0, "top_k": 5, "seed": 11}})
+        self.assertEqual(answer.json()["outputs"]["continuations"], sampled)
+        answer = client.post("/v1/models/default:predict", json={"inputs": prompts, "params": {"beam_size": 2}})
+        self.assertEqual(answer.status_code, 400)
+        answer = client.post("/v1/models/default:predict", json={"inputs": prompts, "params": {"temperature": -1}})
+        self.assertEqual(answer.status_code, 400)
+
     def test_trains_on_the_configured_side_only(self):
         config = RunDirectory(self.run_dir).load_config()
         sentences, provenance = monolingual.load_sentences(config.data, "dev")
