@@ -62,10 +62,34 @@ def _decoding_options(args):
     return dict(method=method, beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length)
 
 
+def _run_task(run_dir):
+    from t2t_keras.runs import RunDirectory
+
+    return RunDirectory(run_dir).load_config().task
+
+
+def _sampling_options(args):
+    return dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
+
+
+def _refuse_sampling(args, what):
+    given = [f"--{name.replace('_', '-')}" for name, value in _sampling_options(args).items() if value is not None]
+    if given:
+        raise T2TError(f"{', '.join(given)} continue prompts of an lm run (or its export); {what} does not sample.")
+
+
 def cmd_evaluate(args):
     from t2t_keras.evaluation.bleu import format_scores
     from t2t_keras.evaluation.evaluate_run import evaluate_run
 
+    if _run_task(args.run_dir) != "translation":
+        from t2t_keras.evaluation.language_model import evaluate_language_model, format_perplexity
+
+        result = evaluate_language_model(args.run_dir, args.split, args.text, args.model)
+        print(json.dumps(result) if args.json else format_perplexity(result))
+        return 0
+    if args.text:
+        raise T2TError("--text is for lm and mlm runs; score a translation run with --source and --reference.")
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
                           _model_source(args), **_decoding_options(args))
     print(json.dumps(result) if args.json else format_scores(result))
@@ -83,6 +107,10 @@ def _read_input(path):
 
 def _export_translator(args):
     """The translator of `--saved-model` or `--ctranslate2`, or None (a run directory)."""
+    if args.saved_model and _is_continuation_export(args.saved_model):
+        from t2t_keras.export.continuation_export import SavedModelContinuer
+
+        return SavedModelContinuer(args.saved_model)
     if args.saved_model:
         from t2t_keras.export.loaded import SavedModelTranslator
 
@@ -97,14 +125,23 @@ def _export_translator(args):
 def cmd_translate(args):
     lines = _read_input(args.input)
     translator = _export_translator(args)
-    if translator is not None:
+    if hasattr(translator, "parameters"):  # a continuation export (lm)
+        translations = translator.translate(lines, max_new_tokens=args.extra_length, **_sampling_options(args))
+    elif translator is not None:
+        _refuse_sampling(args, "a translation export")
         options = {k: v for k, v in _decoding_options(args).items() if v is not None and k != "method"}
         if args.method == "greedy":
             options["beam_size"] = 1
         translations = translator.translate(lines, **options)
+    elif _run_task(args.run_dir) == "lm":
+        from t2t_keras.evaluation.continue_run import run_continuer
+
+        translations = run_continuer(args.run_dir, args.model, **_decoding_options(args),
+                                     **_sampling_options(args)).translate(lines)
     else:
         from t2t_keras.evaluation.evaluate_run import run_translator
 
+        _refuse_sampling(args, "a translation run")
         translations = run_translator(args.run_dir, args.model, **_decoding_options(args)).translate(lines)
     for line in translations:
         print(line)
@@ -130,7 +167,20 @@ def cmd_baseline(args):
     return 0
 
 
+def _is_continuation_export(path):
+    from t2t_keras.export.continuation_export import is_continuation_export
+
+    return is_continuation_export(path)
+
+
 def cmd_export(args):
+    if _run_task(args.run_dir) != "translation":
+        from t2t_keras.export.continuation_export import export_lm_run
+
+        print(export_lm_run(args.run_dir, args.out, average_last=args.average_last,
+                            max_new_tokens=args.extra_length, temperature=args.temperature or 0.0,
+                            top_k=args.top_k or 0, overwrite=args.overwrite))
+        return 0
     if args.format == "ctranslate2":
         from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 
@@ -157,6 +207,12 @@ def cmd_export(args):
 def cmd_serve(args):
     from t2t_keras.serving.server import serve
 
+    if args.saved_model and _is_continuation_export(args.saved_model):
+        from t2t_keras.serving.continuation_server import serve_continuations
+
+        serve_continuations(args.saved_model, host=args.host, port=args.port, model_name=args.model_name,
+                            max_batch_size=args.max_batch_size)
+        return 0
     options = {}
     if args.ctranslate2:
         from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
@@ -200,6 +256,13 @@ def _add_best_checkpoint_arg(parser):
                              "is set) instead of the last or averaged one")
 
 
+def _add_sampling_args(parser):
+    parser.add_argument("--temperature", type=float,
+                        help="lm: sample the continuation at this temperature (default 0: greedy argmax)")
+    parser.add_argument("--top-k", type=int, help="lm: sample among the k most likely pieces (default 0: all)")
+    parser.add_argument("--seed", type=int, help="lm: seed of the sampler")
+
+
 def _add_model_choice(parser, saved_model, ctranslate2):
     """Exactly one of --run-dir, --saved-model DIR and --ctranslate2 DIR."""
     where = parser.add_mutually_exclusive_group(required=True)
@@ -232,12 +295,14 @@ def build_parser():
                    help="average the checkpoints ending at the last one (default) or at the best one (RUN/best/)")
     p.set_defaults(handler=cmd_average)
 
-    p = commands.add_parser("evaluate", help="translate a split or files and report sacreBLEU, chrF")
+    p = commands.add_parser("evaluate", help="translate a split or files and report sacreBLEU, chrF; perplexity "
+                                          "for lm and mlm runs")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--split", default="test", choices=("dev", "test"))
     p.add_argument("--source", help="source file (with --reference, instead of --split)")
     p.add_argument("--reference", help="reference translations of --source")
     p.add_argument("--output", help="also write the translations to this file")
+    p.add_argument("--text", help="lm / mlm runs: perplexity on this file (one sentence per line) instead of --split")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decoding_args(p)
     _add_best_checkpoint_arg(p)
@@ -246,8 +311,9 @@ def build_parser():
     p = commands.add_parser("translate", help="translate lines from --input or stdin, one per line")
     _add_model_choice(p, saved_model="an exported SavedModel directory",
                       ctranslate2="a CTranslate2 export (export --format ctranslate2)")
-    p.add_argument("--input", help="file to translate (default: stdin)")
+    p.add_argument("--input", help="file to translate (default: stdin); for an lm run, prompts to continue")
     _add_decoding_args(p)
+    _add_sampling_args(p)
     p.set_defaults(handler=cmd_translate)
 
     p = commands.add_parser("score", help="forced decoding: negative log-likelihood of given translations")
@@ -286,6 +352,8 @@ def build_parser():
     p.add_argument("--extra-length", type=int, help="default output limit: input length + this")
     p.add_argument("--max-beam-size", type=int, help="largest beam size callers may ask for "
                    "(default: decoding.max_beam_size)")
+    p.add_argument("--temperature", type=float, help="lm: default sampling temperature (default 0: greedy)")
+    p.add_argument("--top-k", type=int, help="lm: default top-k of the sampler (default 0: all pieces)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing export")
     p.set_defaults(handler=cmd_export)
 

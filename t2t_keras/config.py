@@ -47,6 +47,11 @@ def _check_choice(section, obj, name, choices):
     check_choice(name, getattr(obj, name), choices, prefix=f"{section}.")
 
 
+# The task each architecture trains (`training.task`).
+TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
+ARCHITECTURE_OF_TASK = {task: architecture for architecture, task in TASK_OF_ARCHITECTURE.items()}
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Architecture (§3, Table 3). Paper names in brackets."""
@@ -127,10 +132,14 @@ class DataConfig:
     # Several corpora in one run, e.g. [{source: tfds, tfds_name: ..., weight: 0.7}, {source: text, train_files:
     # [a, b], weight: 0.3}]: training draws from them by weight; dev and test come from the first one.
     sources: typing.Optional[typing.List[dict]] = None
+    # Tasks lm and mlm: the side of the corpus they learn from; with source: text, *_files may name one
+    # plain text file (one sentence per line) instead.
+    lm_side: str = "target"  # "source" or "target"
 
     def __post_init__(self):
         _check_choice("data", self, "source", ("libreoffice", "text", "tsv", "tfds"))
         _check_choice("data", self, "tokenizer", TOKENIZER_CHOICES)
+        _check_choice("data", self, "lm_side", ("source", "target"))
         _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer")
         for index, entry in enumerate(self.sources or ()):
             _check_source_entry(self, index, entry)
@@ -187,8 +196,11 @@ class TrainingConfig:
     best_metric: str = "bleu"  # what RUN/best/ keeps the best of: "bleu" (higher) or "loss" (dev loss, lower)
     early_stopping_patience: int = 0  # stop after this many evaluations without improvement; 0 = off
     seed: int = 1234
+    task: typing.Optional[str] = None  # "translation", "lm" or "mlm"; None: the one model.architecture trains
 
     def __post_init__(self):
+        if self.task is not None:
+            _check_choice("training", self, "task", tuple(TASK_OF_ARCHITECTURE.values()))
         _check_positive("training", self, "train_steps", "warmup_steps", "gradient_accumulation_steps",
                         "steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints", "average_last",
                         "attention_probes", "attention_max_extra_length", "eval_sentences", "eval_beam_size")
@@ -229,6 +241,27 @@ class Config:
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     training: TrainingConfig = dataclasses.field(default_factory=TrainingConfig)
     decoding: DecodingConfig = dataclasses.field(default_factory=DecodingConfig)
+
+    def __post_init__(self):
+        expected = TASK_OF_ARCHITECTURE[self.model.architecture]
+        if self.training.task not in (None, expected):
+            raise ConfigError(
+                f"training.task={self.training.task!r} does not match model.architecture="
+                f"{self.model.architecture!r}, which trains task {expected!r}. Set training.task={expected} (or leave "
+                f"it unset), or model.architecture="
+                f"{ARCHITECTURE_OF_TASK[self.training.task]} for task {self.training.task}."
+            )
+        if self.training.eval_every_steps and self.task != "translation":
+            raise ConfigError(
+                f"training.eval_every_steps (dev BLEU and the best checkpoint) is for translation runs; this run "
+                f"trains task {self.task!r}. Set training.eval_every_steps=0 and compare `t2t-keras evaluate` "
+                "perplexities of its checkpoints instead."
+            )
+
+    @property
+    def task(self):
+        """What the run trains: "translation", "lm" or "mlm" (`training.task`, or the architecture's)."""
+        return self.training.task or TASK_OF_ARCHITECTURE[self.model.architecture]
 
     def to_dict(self):
         return dataclasses.asdict(self)

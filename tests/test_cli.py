@@ -44,9 +44,10 @@ class DescribeTest(TestCase):
                 expected = count_parameters(load_config("tiny", [f"model.architecture={architecture}"]).model)
                 self.assertEqual((info["architecture"], info["params"]), (architecture, expected["total"]))
         with tempfile.TemporaryDirectory() as tmp:
-            training = run_cli("train", "--config", "lm-mini", "--run-dir", f"{tmp}/run")
+            training = run_cli("train", "--config", "lm-mini", "--run-dir", f"{tmp}/run",
+                               "--set", "training.task=translation")
             self.assertEqual(training.returncode, 2)
-            self.assertIn("not supported yet", training.stderr)
+            self.assertIn("does not match model.architecture='decoder_only'", training.stderr)
             self.assertFalse(os.path.exists(f"{tmp}/run"))  # refused before writing anything
 
     def test_every_tokenizer(self):

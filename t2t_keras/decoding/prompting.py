@@ -15,7 +15,7 @@ from t2t_keras.decoding.parameters import check_method
 
 
 def continue_prompts(model, prompts, max_new_tokens=50, method="greedy", beam_size=4, alpha=0.6, temperature=0.0,
-                     top_k=0, seed=None):
+                     top_k=0, seed=None, max_length=None):
     """The continuation of each prompt, without the prompt.
 
     Args:
@@ -26,6 +26,9 @@ def continue_prompts(model, prompts, max_new_tokens=50, method="greedy", beam_si
         method: "greedy" (argmax, or sampling with `temperature` > 0 and
             `top_k`) or "beam" (`beam_size`, `alpha`; the best hypothesis).
         seed: seed of the sampler.
+        max_length: static bound on prompt + continuation (the buffers' size); needed when
+            `max_new_tokens` is a tensor (an export's per-request parameter). Default: the
+            prompt width + `max_new_tokens`.
 
     Returns:
         dict with `tokens`: int32 `(batch, max_new_tokens)`, each row the
@@ -35,7 +38,9 @@ def continue_prompts(model, prompts, max_new_tokens=50, method="greedy", beam_si
     """
     check_method(method)
     prompts = tf.convert_to_tensor(prompts, tf.int32)
-    bound = prompts.shape[1] + max_new_tokens if prompts.shape[1] is not None else None
+    bound = max_length
+    if bound is None and prompts.shape[1] is not None:
+        bound = prompts.shape[1] + max_new_tokens
     options = dict(max_extra_length=max_new_tokens, max_length=bound, forced_prefix=prompts)
     if method == "beam":
         out = beam_search(model, prompts, beam_size=beam_size, alpha=alpha, **options)

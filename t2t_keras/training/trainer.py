@@ -7,13 +7,12 @@ import time
 import keras
 import tensorflow as tf
 
+from t2t_keras.build import SINGLE_STACK, build_model
 from t2t_keras.errors import ConfigError
-from t2t_keras.model import build_transformer
 from t2t_keras.runs import RunDirectory
 from t2t_keras.training.accumulation import enable_gradient_accumulation, group_micro_batches
 from t2t_keras.training.callbacks import SkippedUpdates, StopAtStep, TimeLimit, TrainingScalars
 from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
-from t2t_keras.training.data_setup import prepare_data
 from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, sample_pairs
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
@@ -22,6 +21,7 @@ from t2t_keras.training.precision import choose_jit, choose_precision
 from t2t_keras.training.resume import InputPosition, check_replicas, random_state, skip_consumed
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
+from t2t_keras.training.task_data import prepare_task_data
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +58,10 @@ def build_loss_and_metrics(model):
     outright under MultiWorkerMirroredStrategy.
     """
     ids = tf.ones((1, 2), tf.int32)
-    logits = model((ids, ids))
-    model.compute_loss((ids, ids), ids, logits)
-    model.compute_metrics((ids, ids), ids, logits, None)
+    inputs = ids if isinstance(model, tuple(SINGLE_STACK.values())) else (ids, ids)  # lm / mlm: one sequence
+    logits = model(inputs)
+    model.compute_loss(inputs, ids, logits)
+    model.compute_metrics(inputs, ids, logits, None)
     model.reset_metrics()
 
 
@@ -69,8 +70,7 @@ def compile_model(config, strategy):
     t = config.training
     precision = choose_precision(t.mixed_precision)
     with strategy.scope():
-        model = build_transformer(config.model, dtype=precision)
-        model.build()
+        model = build_model(config.model, dtype=precision)
         # Accumulation happens in the train step (training/accumulation.py), not in the optimizer.
         optimizer = make_optimizer(config.model.hidden_dim, t.warmup_steps, t.learning_rate_scale, t.adam_beta_1,
                                    t.adam_beta_2, t.adam_epsilon)
@@ -83,7 +83,9 @@ def compile_model(config, strategy):
         model.compile(
             optimizer=optimizer,
             loss=loss,
-            metrics=[MaskedAccuracy(), Perplexity(), TokenCount()],
+            # mlm counts the masked positions only: their sample weights, which Keras gives weighted metrics.
+            **{"weighted_metrics" if config.task == "mlm" else "metrics": [MaskedAccuracy(), Perplexity(),
+                                                                           TokenCount()]},
             jit_compile=_use_jit(config, strategy, precision),
         )
         build_loss_and_metrics(model)
@@ -161,14 +163,12 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
             those with a true `chief_only` attribute run on the chief worker only.
         verbose: passed to `model.fit`.
     """
-    if config.model.architecture != "encoder_decoder":  # before anything is written or downloaded
-        build_transformer(config.model)  # raises the error that says what to do instead
     run = RunDirectory(run_dir)
     config = run.resolve_config(config)
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
-    data = prepare_data(run, config, strategy.num_replicas_in_sync)
+    data = prepare_task_data(run, config, strategy.num_replicas_in_sync)
     run.write_json("data.json", data.provenance)
     model = compile_model(config, strategy)
     chief, task_id = worker_identity(strategy)
