@@ -23,7 +23,6 @@ from t2t_keras.errors import ConfigError
 from t2t_keras.runs import RunDirectory
 from t2t_keras.special_ids import EOS_ID
 from t2t_keras.training.task_data import prepare_task_data
-from t2t_keras.training.trainer import train
 from tests.helpers import TestCase
 
 # noun -> (nominative article, accusative article, adjective ending nominative, accusative)
