@@ -34,6 +34,21 @@ class RunCommandsTest(TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
+    def exported(self, *options):
+        """The run exported by `t2t-keras export ... *options`, once per set of options: the tests that only use
+        an export share it, whichever of them runs first exports."""
+        out = pathlib.Path(self.tmp.name) / ("export" + "".join(o.replace("-", "") for o in options))
+        if not out.exists():
+            result = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), *options)
+            self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        return out
+
+    def saved_model(self):
+        return self.exported("--max-beam-size", "2", "--beam", "2")
+
+    def ctranslate2_model(self, quantization):
+        return self.exported("--format", "ctranslate2", "--quantization", quantization, "--beam", "1")
+
     def test_evaluate_json(self):
         result = run_cli("evaluate", "--run-dir", str(self.run_dir), "--json", "--beam", "2")
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
@@ -58,10 +73,7 @@ class RunCommandsTest(TestCase):
         self.assertIn("<stdin>:2 is not valid UTF-8", result.stderr.decode())
 
     def test_export_then_translate_with_the_saved_model(self):
-        export = pathlib.Path(self.tmp.name) / "export"
-        result = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(export), "--max-beam-size", "2",
-                         "--beam", "2")
-        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        export = self.saved_model()
         self.assertTrue((export / "saved_model.pb").exists())
         sentences = b"the cat sees a dog\nthe man eats bread\n"
         from_export = run_cli("translate", "--saved-model", str(export), stdin=sentences)
@@ -81,10 +93,7 @@ class RunCommandsTest(TestCase):
         sentences = b"the cat sees a dog\nthe man eats bread\n\n"
         from_run = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "1", stdin=sentences)
         for quantization in ("float32", "int8"):
-            out = pathlib.Path(self.tmp.name) / f"ct2-{quantization}"
-            result = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--format", "ctranslate2",
-                             "--quantization", quantization, "--beam", "1")
-            self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+            out = self.ctranslate2_model(quantization)
             for name in ("model.bin", "config.json", "shared_vocabulary.json", "tokenizer.model", "t2t_keras.json"):
                 self.assertTrue((out / name).exists(), name)
             from_ct2 = run_cli("translate", "--ctranslate2", str(out), stdin=sentences)
@@ -125,17 +134,11 @@ class RunCommandsTest(TestCase):
         for record in records:
             self.assertAlmostEqual(record["nll"], sum(record["token_nll"]), places=3)
             self.assertEqual(record["tokens"], len(record["token_nll"]))
-        export = root / "score-export"
-        self.assertEqual(run_cli("export", "--run-dir", str(self.run_dir), "--out", str(export),
-                                 "--max-beam-size", "1", "--beam", "1").returncode, 0)
-        from_export = run_cli("score", "--saved-model", str(export), *files)
+        from_export = run_cli("score", "--saved-model", str(self.saved_model()), *files)
         self.assertEqual(from_export.returncode, 0, from_export.stderr[-2000:])
         lines = [line.split("\t") for line in from_export.stdout.decode().splitlines()]
         self.assertAllClose([float(f[0]) for f in lines], [r["nll"] for r in records], atol=2e-3)
-        ct2 = root / "score-ct2"
-        self.assertEqual(run_cli("export", "--run-dir", str(self.run_dir), "--out", str(ct2), "--format",
-                                 "ctranslate2").returncode, 0)
-        from_ct2 = run_cli("score", "--ctranslate2", str(ct2), "--json", *files)
+        from_ct2 = run_cli("score", "--ctranslate2", str(self.ctranslate2_model("float32")), "--json", *files)
         self.assertEqual(from_ct2.returncode, 0, from_ct2.stderr[-2000:])
         self.assertAllClose([json.loads(line)["nll"] for line in from_ct2.stdout.decode().splitlines()],
                             [r["nll"] for r in records], atol=2e-3)
