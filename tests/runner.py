@@ -96,8 +96,11 @@ def longest_first(names, durations):
     return sorted(names, key=lambda n: -durations.get(n, default))
 
 
-def _initialize_worker():
+def _initialize_worker(threads):
+    """Before TensorFlow loads: quiet logs, and `threads` compute threads for this worker and the processes its
+    tests start, so that the workers share the cores instead of each spreading over all of them."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(threads))
 
 
 def run_parallel(names, workers, on_report):
@@ -105,8 +108,9 @@ def run_parallel(names, workers, on_report):
     pending = list(names)
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is forked
     while pending:
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
-                                                    initializer=_initialize_worker) as pool:
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_initialize_worker,
+                                                    initargs=(threads,)) as pool:
             futures = {pool.submit(run_module, name): name for name in pending}
             for future in concurrent.futures.as_completed(futures):
                 name = futures[future]
