@@ -390,7 +390,9 @@ def build_parser():
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off the terminal
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Our progress at INFO; other libraries' (TensorFlow's and absl's export chatter) from WARNING up.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("t2t_keras").setLevel(logging.INFO)
     try:
         return args.handler(args)
     except (T2TError, FileNotFoundError, FileExistsError) as error:

@@ -1,9 +1,18 @@
 """Small models and inputs shared by the tests."""
 
+import collections
+import contextlib
+import io
+import math
+import subprocess
+import sys
+import traceback
+
 import numpy as np
 import tensorflow as tf
 
 from t2t_keras.model import Transformer
+from t2t_keras.special_ids import EOS_ID
 
 TINY = dict(vocab_size=50, hidden_dim=16, num_layers=2, num_heads=4, intermediate_dim=32)
 
@@ -103,3 +112,41 @@ def train_toy_model(pieces, pairs, epochs=15, seed=1, **overrides):
     model.fit((padded_ids(sources, width), padded_ids([[2] + t for t in targets], width)),
               padded_ids([t + [3] for t in targets], width), batch_size=32, epochs=epochs, verbose=0)
     return model
+
+
+def cli_in_process(*args, stdin=b""):
+    """`t2t-keras ARGS` run by `cli.main` in this process, with `stdin` as its standard input: a CompletedProcess
+    whose stdout and stderr are bytes. It spares each call a Python and TensorFlow start-up; the tests of the
+    entry point itself start a real process."""
+    from t2t_keras import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin or b""), encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main([str(arg) for arg in args])
+            except SystemExit as exit_:  # argparse's usage errors
+                code = exit_.code if isinstance(exit_.code, int) else 1
+            except Exception:  # noqa: BLE001 - what the process would print before exiting with 1
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.stdin = saved_stdin
+    return subprocess.CompletedProcess(["t2t-keras", *map(str, args)], code, out.getvalue().encode("utf-8"),
+                                       err.getvalue().encode("utf-8"))
+
+
+def unigram_perplexity(tokenizer, train_lines, eval_lines, with_eos):
+    """Perplexity of the add-one-smoothed piece unigram of `train_lines` on `eval_lines` (EOS too if `with_eos`)."""
+    def pieces(lines):
+        ragged = tokenizer.tokenize(tf.constant(lines, tf.string))
+        rows = [list(row) for row in ragged.to_list()]
+        return [piece for row in rows for piece in row + ([EOS_ID] if with_eos else [])]
+
+    counts = collections.Counter(pieces(train_lines))
+    total = sum(counts.values()) + tokenizer.vocab_size
+    held_out = pieces(eval_lines)
+    nll = -sum(math.log((counts[piece] + 1) / total) for piece in held_out) / len(held_out)
+    return math.exp(nll)

@@ -1,4 +1,7 @@
-"""The run-level commands on a trained toy run: evaluate, translate, baseline, average."""
+"""The run-level commands on a trained toy run: evaluate, translate, export, score, baseline.
+
+Most commands run in this process (`cli_in_process`); the tests of standard input and exit codes start
+`python -m t2t_keras` as a user would."""
 
 import json
 import pathlib
@@ -11,12 +14,14 @@ import tensorflow as tf
 
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, toy_config, toy_pairs, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, toy_config, toy_pairs, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+run_cli = cli_in_process
 
 
-def run_cli(*args, stdin=None):
+def run_process(*args, stdin=None):
+    """`python -m t2t_keras ARGS` in a new process."""
     return subprocess.run([sys.executable, "-m", "t2t_keras", *args], input=stdin, capture_output=True,
                           timeout=300, cwd=REPO)
 
@@ -59,8 +64,8 @@ class RunCommandsTest(TestCase):
         self.assertGreater(scores["chrf"], 20.0)  # learned something of the word mapping
 
     def test_translate_stdin_keeps_lines_and_empty_lines(self):
-        result = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "1",
-                         stdin="the cat sees a dog\n\nthe man eats bread\n".encode())
+        result = run_process("translate", "--run-dir", str(self.run_dir), "--beam", "1",
+                             stdin="the cat sees a dog\n\nthe man eats bread\n".encode())
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         lines = result.stdout.decode().split("\n")
         self.assertEqual(len(lines), 4)  # three translations and the final newline
@@ -68,7 +73,7 @@ class RunCommandsTest(TestCase):
         self.assertTrue(lines[0] and lines[2])
 
     def test_translate_rejects_non_utf8(self):
-        result = run_cli("translate", "--run-dir", str(self.run_dir), stdin=b"good line\nbad \xff line\n")
+        result = run_process("translate", "--run-dir", str(self.run_dir), stdin=b"good line\nbad \xff line\n")
         self.assertEqual(result.returncode, 2)
         self.assertIn("<stdin>:2 is not valid UTF-8", result.stderr.decode())
 

@@ -5,11 +5,9 @@ verbs agree with their nouns (context a model can use, a unigram cannot), beside
 ignore. The default LibreOffice corpus needs a package download the tests cannot count on.
 """
 
-import collections
 import contextlib
 import io
 import json
-import math
 import pathlib
 import tempfile
 
@@ -23,7 +21,7 @@ from t2t_keras.errors import ConfigError
 from t2t_keras.runs import RunDirectory
 from t2t_keras.special_ids import EOS_ID
 from t2t_keras.training.task_data import prepare_task_data
-from tests.helpers import TestCase
+from tests.helpers import TestCase, unigram_perplexity
 
 # noun -> (nominative article, accusative article, adjective ending nominative, accusative)
 NOUNS = {"Hund": ("der", "den", "e", "en"), "Katze": ("die", "die", "e", "e"), "Haus": ("das", "das", "e", "e"),
@@ -71,20 +69,6 @@ def run_cli(*argv):
     with contextlib.redirect_stdout(out):
         code = cli.main([str(arg) for arg in argv])
     return code, out.getvalue()
-
-
-def unigram_perplexity(tokenizer, train_lines, eval_lines, with_eos):
-    """Perplexity of the add-one-smoothed piece unigram of `train_lines` on `eval_lines` (EOS too if `with_eos`)."""
-    def pieces(lines):
-        ragged = tokenizer.tokenize(tf.constant(lines, tf.string))
-        rows = [list(row) for row in ragged.to_list()]
-        return [piece for row in rows for piece in row + ([EOS_ID] if with_eos else [])]
-
-    counts = collections.Counter(pieces(train_lines))
-    total = sum(counts.values()) + tokenizer.vocab_size
-    held_out = pieces(eval_lines)
-    nll = -sum(math.log((counts[piece] + 1) / total) for piece in held_out) / len(held_out)
-    return math.exp(nll)
 
 
 class _TaskRun(TestCase):

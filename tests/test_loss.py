@@ -99,6 +99,37 @@ class LabelSmoothedCrossEntropyTest(TestCase):
             padded = tf.cast(gradient, "float32").numpy()[self.y_true == 0]
             self.assertAllEqual(padded, np.zeros((7, 7)))  # 7 padded positions, no gradient
 
+    def test_gradient_equals_that_of_the_log_softmax_formula(self):
+        """The fused op's own gradient is the autodiff gradient of -Σ_k q_k log p_k, eagerly and under XLA."""
+        def reference(y_true, logits, epsilon, weights):
+            log_probs = tf.nn.log_softmax(tf.cast(logits, "float32"))
+            off = epsilon / (logits.shape[-1] - 1)
+            targets = tf.one_hot(y_true, logits.shape[-1]) * (1.0 - epsilon - off) + off
+            per_token = -tf.reduce_sum(targets * log_probs, axis=-1)
+            return tf.reduce_sum(per_token * weights) / tf.reduce_sum(weights)
+
+        def gradients(function, logits, *args):
+            with tf.GradientTape() as tape:
+                tape.watch(logits)
+                value = function(logits, *args)
+            return value, tape.gradient(value, logits)
+
+        weights = tf.constant(self.mask, "float32")
+        for epsilon in (0.0, 0.1):
+            loss = LabelSmoothedCrossEntropy(epsilon=epsilon)
+            ours = lambda logits: loss(self.y_true, logits)  # noqa: E731
+            theirs = lambda logits: reference(self.y_true, logits, epsilon, weights)  # noqa: E731
+            for dtype, tolerance in (("float32", 1e-6), ("bfloat16", 1e-2)):
+                logits = tf.cast(self.logits, dtype)
+                for mode, wrap in (("eager", lambda f: f), ("xla", lambda f: tf.function(f, jit_compile=True))):
+                    with self.subTest(epsilon=epsilon, dtype=dtype, mode=mode):
+                        value, gradient = wrap(lambda x: gradients(ours, x))(logits)
+                        expected_value, expected = gradients(theirs, logits)
+                        self.assertEqual(gradient.dtype, logits.dtype)
+                        self.assertAllClose(value, expected_value, rtol=1e-5)
+                        self.assertAllClose(tf.cast(gradient, "float32"), tf.cast(expected, "float32"),
+                                            atol=tolerance, rtol=tolerance)
+
     def test_all_padding_gives_zero(self):
         self.assertAllClose(LabelSmoothedCrossEntropy()(np.zeros((2, 3), "int32"), self.logits[:2, :3]), 0.0)
 

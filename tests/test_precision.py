@@ -102,3 +102,32 @@ class TrainerChoiceTest(TestCase):
         model = self.compiled(AVX2_CPU)
         self.assertEqual(model.dtype_policy.name, "float32")
         self.assertTrue(model.jit_compile)
+
+
+class ResumedRunPrecisionTest(TestCase):
+    """`auto` is resolved when a run starts; a resume on other hardware keeps that choice (RUN/precision.json)."""
+
+    def settle(self, run, hardware, **settings):
+        from t2t_keras.training.resume import settle_precision
+
+        training = load_config("tiny", [f"training.{key}={value}" for key, value in settings.items()]).training
+        with mock.patch.object(Hardware, "detect", return_value=hardware):
+            return settle_precision(run, training)
+
+    def test_a_resume_on_other_hardware_keeps_the_first_choice(self):
+        from t2t_keras.runs import RunDirectory
+
+        with tempfile.TemporaryDirectory() as tmp:
+            run = RunDirectory(tmp)
+            auto = dict(mixed_precision="auto", jit_compile="auto")
+            self.assertEqual(self.settle(run, AVX512_BF16_CPU, **auto), ("mixed_bfloat16", False))
+            self.assertEqual(run.read_json("precision.json"), {"mixed_precision": "mixed_bfloat16",
+                                                                "jit_compile": False})
+            self.assertEqual(self.settle(run, AVX2_CPU, **auto), ("mixed_bfloat16", False))
+            with self.assertLogs("t2t_keras.training.resume", "WARNING") as logs:
+                self.assertEqual(self.settle(run, AVX2_CPU, mixed_precision="float32", jit_compile="true"),
+                                 ("float32", True))
+            self.assertIn("not an exact continuation", "\n".join(logs.output))
+            self.assertEqual(self.settle(run, AVX512_BF16_CPU, **auto), ("float32", True))  # what it used last
+        with tempfile.TemporaryDirectory() as tmp:  # a new run on the older CPU
+            self.assertEqual(self.settle(RunDirectory(tmp), AVX2_CPU, **auto), ("float32", True))

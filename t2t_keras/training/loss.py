@@ -30,6 +30,44 @@ def token_log_probs(y_true, logits):
     return gold, ops.sum(log_probs, axis=-1)
 
 
+def smoothed_cross_entropy(y_true, logits, epsilon):
+    """Per-token cross-entropy against the label-smoothed target, `(batch, length)` float32, in one fused op.
+
+    With `a = 1 - ε - ε/(V-1)` on the gold token and `b = ε/(V-1)` on every token (the smoothed target, whose
+    weights sum to `a + bV = 1`), the loss is `logsumexp(z) - a·z_gold - b·Σ_k z_k` and its gradient with respect
+    to the logits is `softmax(z) - b - a·onehot(gold)`. Written out with a custom gradient, the step keeps only
+    the logits (in their own dtype) and one float32 `logsumexp` per token: no float32 log-softmax of the whole
+    `(batch, length, vocab)` tensor is stored for the backward pass, and the gradient takes a few passes over it
+    instead of the chain of log-softmax, gather and sum gradients.
+    """
+    logits = tf.convert_to_tensor(logits)
+    labels = tf.cast(y_true, tf.int32)
+    vocab = tf.cast(tf.shape(logits)[-1], tf.float32)
+    uniform = epsilon / (vocab - 1.0) if epsilon > 0 else tf.constant(0.0)
+    gold_weight = 1.0 - epsilon - uniform
+
+    @tf.custom_gradient
+    def fused(logits):
+        z = tf.cast(logits, tf.float32)
+        lse = tf.reduce_logsumexp(z, axis=-1)
+        losses = lse - gold_weight * tf.gather(z, labels, batch_dims=len(labels.shape))
+        if epsilon > 0:
+            losses = losses - uniform * tf.reduce_sum(z, axis=-1)
+
+        def grad(upstream):
+            upstream = tf.cast(upstream, tf.float32)
+            grads = (tf.exp(tf.cast(logits, tf.float32) - lse[..., None]) - uniform) * upstream[..., None]
+            rows = tf.reshape(grads, [-1, tf.shape(logits)[-1]])  # minus a·upstream at each gold id, in place
+            flat_labels = tf.reshape(labels, [-1])
+            gold = tf.stack([tf.range(tf.shape(flat_labels)[0]), flat_labels], axis=1)
+            rows = tf.tensor_scatter_nd_sub(rows, gold, tf.reshape(gold_weight * upstream, [-1]))
+            return tf.cast(tf.reshape(rows, tf.shape(logits)), logits.dtype)
+
+        return losses, grad
+
+    return fused(logits)
+
+
 def token_weights(y_true, pad_id, sample_weight=None):
     """float32 `(batch, length)` weights: 0 where `y_true == pad_id`, times `sample_weight`.
 
@@ -65,8 +103,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
         CE = -(1 - ε - ε/(V-1)) · log p(gold) - ε/(V-1) · Σ_k log p(k),
 
-    computed from `log_softmax` in float32 whatever the dtype of the logits, without a
-    one-hot tensor. `call()` returns the per-token losses `(batch, length)`.
+    computed in float32 whatever the dtype of the logits, by `smoothed_cross_entropy` (one fused op
+    with its own gradient, which stores no log-softmax of the whole vocabulary). `call()` returns the
+    per-token losses `(batch, length)`.
 
     By default the value is the raw cross-entropy against the smoothed distribution, so
     `epsilon=0` gives the ordinary sparse cross-entropy. `normalize=True` subtracts the
@@ -127,12 +166,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         vocab_size = y_pred.shape[-1]
         if vocab_size is not None and vocab_size < 2 and self.epsilon > 0:
             raise ValueError(f"Label smoothing needs a vocabulary of 2 or more. Received: vocab_size={vocab_size}")
-        gold, total = token_log_probs(y_true, y_pred)  # (batch, length) each
-        if self.epsilon == 0.0:
-            return -gold
-        off = self.epsilon / (ops.cast(ops.shape(y_pred)[-1], "float32") - 1.0)
-        losses = -(1.0 - self.epsilon - off) * gold - off * total
+        losses = smoothed_cross_entropy(y_true, y_pred, self.epsilon)  # (batch, length)
         if self.normalize:
+            off = self.epsilon / (ops.cast(ops.shape(y_pred)[-1], "float32") - 1.0)
             losses = losses - self._target_entropy(off)
         return losses
 

@@ -13,6 +13,8 @@ import logging
 import keras
 import tensorflow as tf
 
+from t2t_keras.training.precision import AUTO, choose_jit, choose_precision
+
 logger = logging.getLogger(__name__)
 
 
@@ -62,3 +64,29 @@ def check_replicas(run, replicas, step):
     run.write_json("replicas.json", {"replicas": replicas})
     return previous is None or previous.get("replicas") == replicas
 
+
+
+def settle_precision(run, training):
+    """`(precision, jit)` for this session: `auto` is resolved once per run and kept in `RUN/precision.json`.
+
+    A run resumed on other hardware (a CPU without bfloat16 units after one with them, say) goes on in the
+    precision and compilation it started with, so the continuation stays exact. An explicit setting that
+    differs from what the run used so far is honoured and logged as not exact.
+    """
+    previous = run.read_json("precision.json") or {}
+    precision, jit = training.mixed_precision, training.jit_compile
+    if precision == AUTO and "mixed_precision" in previous:
+        precision = previous["mixed_precision"]
+        logger.info("training.mixed_precision=auto: %s, as this run chose when it started.", precision)
+    else:
+        precision = choose_precision(precision)
+    if jit == AUTO and "jit_compile" in previous:
+        jit = previous["jit_compile"]
+    else:
+        jit = choose_jit(jit, precision)
+    for key, value in (("mixed_precision", precision), ("jit_compile", jit)):
+        if key in previous and previous[key] != value:
+            logger.warning("training.%s is %s; this run trained with %s so far: the rest of the run is not an "
+                           "exact continuation.", key, value, previous[key])
+    run.write_json("precision.json", {"mixed_precision": precision, "jit_compile": jit})
+    return precision, jit

@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from t2t_keras.build import SINGLE_STACK, build_model
+from t2t_keras.config import replace
 from t2t_keras.errors import ConfigError
 from t2t_keras.runs import RunDirectory
 from t2t_keras.training.accumulation import enable_gradient_accumulation, group_micro_batches
@@ -18,7 +19,7 @@ from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import patch_for_multi_worker
 from t2t_keras.training.precision import choose_jit, choose_precision
-from t2t_keras.training.resume import InputPosition, check_replicas, random_state, skip_consumed
+from t2t_keras.training.resume import InputPosition, check_replicas, random_state, settle_precision, skip_consumed
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
 from t2t_keras.training.task_data import prepare_task_data
@@ -170,7 +171,8 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
     data = prepare_task_data(run, config, strategy.num_replicas_in_sync)
     run.write_json("data.json", data.provenance)
-    model = compile_model(config, strategy)
+    precision, jit = settle_precision(run, config.training)
+    model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit}), strategy)
     chief, task_id = worker_identity(strategy)
     state = RunState(InputPosition(config.training.gradient_accumulation_steps), BestState(),
                      tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates"))

@@ -1,0 +1,76 @@
+"""A tiny causal LM trained on the German side of the default corpus (the LibreOffice help).
+
+Real text, not a grammar: after 300 steps the model must be well below the perplexity of the add-one-smoothed
+piece unigram of the training text, which the test computes with the run's own tokenizer. (A tiny masked LM
+learns from the ~15% masked positions only and is still near the unigram after 500 steps on this text: 444
+against 467; tests/test_language_model_tasks.py trains one on a corpus with more regular context.)
+The corpus is prepared as `t2t-keras main` prepares it (one `apt-get download` of the help packages, then a
+cache); on a machine where apt cannot fetch them, the module is skipped with the reason.
+"""
+
+import json
+import pathlib
+import tempfile
+import unittest
+
+from t2t_keras.data.libreoffice import prepare_libreoffice_corpus
+from t2t_keras.errors import T2TError
+from t2t_keras.runs import RunDirectory
+from tests.helpers import TestCase, cli_in_process, unigram_perplexity
+
+CORPUS = None
+
+
+def setUpModule():
+    global CORPUS
+    try:
+        CORPUS = prepare_libreoffice_corpus("de", progress=False)
+    except (T2TError, OSError) as error:
+        raise unittest.SkipTest(f"the default corpus cannot be prepared here ({error}); it needs apt package lists "
+                                "(`bash scripts/apt-lists.sh`) and access to a Debian mirror") from error
+
+
+def german(split):
+    return CORPUS.files(split)[1].read_text("utf-8").splitlines()
+
+
+class _DefaultCorpusRun(TestCase):
+    architecture = None
+    steps = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
+        settings = [f"model.architecture={cls.architecture}", "data.lm_side=target", "data.max_length=48",
+                    f"training.train_steps={cls.steps}", f"training.steps_per_epoch={cls.steps}",
+                    f"training.checkpoint_every_steps={cls.steps}", "training.warmup_steps=100",
+                    "training.jit_compile=False", "training.attention_every_steps=0", "model.dropout=0.0"]
+        result = cli_in_process("train", "--config", "tiny", "--run-dir", cls.run_dir,
+                                *[arg for setting in settings for arg in ("--set", setting)])
+        assert result.returncode == 0, result.stderr.decode()[-3000:]
+        cls.tokenizer = RunDirectory(cls.run_dir).load_tokenizer()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def dev_perplexity(self):
+        result = cli_in_process("evaluate", "--run-dir", self.run_dir, "--split", "dev", "--json")
+        self.assertEqual(result.returncode, 0, result.stderr.decode()[-3000:])
+        return json.loads(result.stdout.decode().splitlines()[-1])
+
+
+class CausalLanguageModelOnTheDefaultCorpusTest(_DefaultCorpusRun):
+    architecture = "decoder_only"
+    steps = 300
+
+    def test_dev_perplexity_is_well_below_the_unigram(self):
+        result = self.dev_perplexity()
+        unigram = unigram_perplexity(self.tokenizer, german("train"), german("dev"), with_eos=True)
+        self.assertEqual(result["task"], "lm")
+        self.assertLess(result["perplexity"], 0.6 * unigram, f"unigram perplexity {unigram:.1f}")
+
+
+if __name__ == "__main__":
+    unittest.main()
