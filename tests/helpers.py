@@ -150,3 +150,19 @@ def unigram_perplexity(tokenizer, train_lines, eval_lines, with_eos):
     held_out = pieces(eval_lines)
     nll = -sum(math.log((counts[piece] + 1) / total) for piece in held_out) / len(held_out)
     return math.exp(nll)
+
+
+class TokenizerHolder(tf.Module):
+    """A module holding a tokenizer, as an exported translator does: tokenize and detokenize as tf.functions."""
+
+    def __init__(self, tokenizer):
+        super().__init__()
+        self.tokenizer = tokenizer
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize(self, strings):
+        return self.tokenizer.tokenize(strings)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def detokenize(self, ids):
+        return self.tokenizer.detokenize(ids)

@@ -1,8 +1,6 @@
 """Keep the best, stop early (issue 14): RUN/best/ follows training.best_metric, patience ends a run,
 a resumed run keeps comparing against the earlier best, and average/evaluate/export take --checkpoint best."""
 
-import contextlib
-import io
 import json
 import pathlib
 import shutil
@@ -12,12 +10,11 @@ from unittest import mock
 
 import tensorflow as tf
 
-from t2t_keras import cli
 from t2t_keras.config import replace
 from t2t_keras.runs import RunDirectory, checkpoint_paths, load_run_model
 from t2t_keras.training.keep_best import BestState, KeepBest
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, tiny_transformer, toy_config, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, tiny_transformer, toy_config, write_toy_corpus
 from tests.test_training import event_tags
 
 
@@ -196,10 +193,8 @@ class RealRunBestCheckpointTest(TestCase):
         return values
 
     def cli(self, *args):
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(list(args))
-        return code, out.getvalue(), err.getvalue()
+        result = cli_in_process(*args)
+        return result.returncode, result.stdout.decode("utf-8"), result.stderr.decode("utf-8")
 
     def test_best_holds_the_lowest_dev_loss_and_its_weights(self):
         losses, bleus = self.dev_scalars("dev_loss"), self.dev_scalars("dev_bleu")

@@ -5,8 +5,6 @@ verbs agree with their nouns (context a model can use, a unigram cannot), beside
 ignore. The default LibreOffice corpus needs a package download the tests cannot count on.
 """
 
-import contextlib
-import io
 import json
 import pathlib
 import tempfile
@@ -14,14 +12,13 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras import cli
 from t2t_keras.config import load_config
 from t2t_keras.data import monolingual
 from t2t_keras.errors import ConfigError
 from t2t_keras.runs import RunDirectory
 from t2t_keras.special_ids import EOS_ID
 from t2t_keras.training.task_data import prepare_task_data
-from tests.helpers import TestCase, unigram_perplexity
+from tests.helpers import TestCase, cli_in_process, unigram_perplexity
 
 # noun -> (nominative article, accusative article, adjective ending nominative, accusative)
 NOUNS = {"Hund": ("der", "den", "e", "en"), "Katze": ("die", "die", "e", "e"), "Haus": ("das", "das", "e", "e"),
@@ -65,10 +62,8 @@ def task_settings(files, architecture, steps):
 
 def run_cli(*argv):
     """`t2t-keras ARGV` in this process: (exit code, stdout)."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = cli.main([str(arg) for arg in argv])
-    return code, out.getvalue()
+    result = cli_in_process(*argv)
+    return result.returncode, result.stdout.decode("utf-8")
 
 
 class _TaskRun(TestCase):
@@ -216,11 +211,9 @@ class TaskConfigTest(TestCase):
     def test_train_refuses_a_mismatch_before_writing_anything(self):
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = pathlib.Path(tmp) / "run"
-            stderr = io.StringIO()
-            with contextlib.redirect_stderr(stderr):
-                code, _ = run_cli("train", "--config", "lm-mini", "--run-dir", run_dir, "--set", "training.task=mlm")
-            self.assertEqual(code, 2)
-            self.assertIn("does not match", stderr.getvalue())
+            result = cli_in_process("train", "--config", "lm-mini", "--run-dir", run_dir, "--set", "training.task=mlm")
+            self.assertEqual(result.returncode, 2)
+            self.assertIn("does not match", result.stderr.decode("utf-8"))
             self.assertFalse(run_dir.exists())
 
     def test_a_single_text_file_is_a_corpus_for_lm(self):

@@ -19,7 +19,7 @@ from t2t_keras.data.tokenizer import (
     train_sentencepiece,
 )
 from t2t_keras.errors import DataError, VocabularyError
-from tests.helpers import TestCase
+from tests.helpers import TestCase, TokenizerHolder
 
 VOCAB_SIZE = 200
 
@@ -44,22 +44,6 @@ def train_test_tokenizer(model_path, vocab_size=VOCAB_SIZE, pairs=None):
     pairs = pairs or synthetic_corpus()
     sentences = [side for pair in pairs for side in pair]
     return train_sentencepiece(sentences, model_path, vocab_size, seed=1)
-
-
-class _TokenizerHolder(tf.Module):
-    """A module holding a tokenizer, as an exported translator would."""
-
-    def __init__(self, tokenizer):
-        super().__init__()
-        self.tokenizer = tokenizer
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def tokenize(self, strings):
-        return self.tokenizer.tokenize(strings)
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    def detokenize(self, ids):
-        return self.tokenizer.detokenize(ids)
 
 
 class TokenizerTest(TestCase):
@@ -139,7 +123,7 @@ class TokenizerTest(TestCase):
 
     def test_saved_model_round_trip(self):
         export_dir = os.path.join(self.get_temp_dir(), "holder")
-        tf.saved_model.save(_TokenizerHolder(self.tokenizer), export_dir)
+        tf.saved_model.save(TokenizerHolder(self.tokenizer), export_dir)
         restored = tf.saved_model.load(export_dir)
         strings = tf.constant(self.sentences[:10])
         ids = restored.tokenize(strings)

@@ -17,29 +17,13 @@ from t2t_keras.data.tokenizers import (
 from t2t_keras.data.wordpiece import MAX_BYTES_PER_WORD, WordpieceTokenizer, train_wordpiece
 from t2t_keras.errors import ConfigError, DataError, VocabularyError
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from tests.helpers import TestCase
+from tests.helpers import TestCase, TokenizerHolder
 from tests.test_tokenizer import synthetic_corpus
 
 KINDS = ("bpe", "unigram", "wordpiece")
 VOCAB_SIZE = 120  # within what the test corpus supports for every scheme (WordPiece needs at least 113 pieces)
 # Text beyond the training corpus's style: brackets, digits, an apostrophe, a hyphen, double spaces.
 UNUSUAL = ["Der Hund (klein) läuft, 3.5 Mal!", "don't  stop: the e-mail", "Straße über  Baum."]
-
-
-class _Holder(tf.Module):
-    """Holds a tokenizer, as an exported translator does."""
-
-    def __init__(self, tokenizer):
-        super().__init__()
-        self.tokenizer = tokenizer
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def tokenize(self, strings):
-        return self.tokenizer.tokenize(strings)
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    def detokenize(self, ids):
-        return self.tokenizer.detokenize(ids)
 
 
 def texts(strings):
@@ -130,7 +114,7 @@ class TokenizerSchemesTest(TestCase):
         strings = tf.constant(self.sentences[:6] + UNUSUAL)
         for kind, tokenizer in self.each():
             export_dir = str(self.dir / f"holder-{kind}")
-            tf.saved_model.save(_Holder(tokenizer), export_dir)
+            tf.saved_model.save(TokenizerHolder(tokenizer), export_dir)
             restored = tf.saved_model.load(export_dir)
             ids = restored.tokenize(strings)
             self.assertAllEqual(ids, tokenizer.tokenize(strings))

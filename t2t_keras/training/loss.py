@@ -23,11 +23,13 @@ def token_log_probs(y_true, logits):
     Returns:
         `(gold, total)`, both `(batch, length)` float32: `log p(y_true)` and `Σ_k log p(k)`.
     """
-    # float16 log-probabilities of a 32k vocabulary lose most of their precision.
-    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    # float16 log-probabilities of a 32k vocabulary lose most of their precision. log p(k) = z_k - logsumexp(z):
+    # one logsumexp per token, no log-softmax tensor of the whole vocabulary.
+    z = ops.cast(logits, "float32")
+    lse = ops.logsumexp(z, axis=-1)
     ids = ops.expand_dims(ops.cast(y_true, "int32"), axis=-1)
-    gold = ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), axis=-1)
-    return gold, ops.sum(log_probs, axis=-1)
+    gold = ops.squeeze(ops.take_along_axis(z, ids, axis=-1), axis=-1) - lse
+    return gold, ops.sum(z, axis=-1) - ops.cast(ops.shape(z)[-1], "float32") * lse
 
 
 def smoothed_cross_entropy(y_true, logits, epsilon):
