@@ -171,8 +171,8 @@ class LivePageBrowserTest(TestCase):
         self.wait_until_ready()
         second = self.rest("/v1/models/toy:attention",
                            {"instances": [{"inputs": sentence, "targets": served["translations"][1]}]})
-        self.assertEqual(driver.find_element("css selector", "#nbest tr.selected td:nth-child(2)").text,
-                         served["translations"][1])
+        self.assertEqual(rendered(driver.find_element("css selector", "#nbest tr.selected td:nth-child(2)").text),
+                         rendered(served["translations"][1]))
         self.assertAllClose(self.heatmap(second), np.array(second["kinds"]["cross"]["weights"])[0, 1], atol=1e-6)
 
         link = driver.find_element("id", "inspect-link").get_attribute("href")
