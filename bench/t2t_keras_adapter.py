@@ -4,20 +4,25 @@
         --adapter t2t_keras_adapter --size small --mode train --jit 1
 
 Training uses the package as `t2t-keras train` does: the `Transformer` model,
-Adam(0.9, 0.98, 1e-9) on the eq. (3) schedule and the label-smoothed loss,
-`model.fit` with `jit_compile` as asked. Decoding is greedy with exactly
+Adam(0.9, 0.98, 1e-9) on the eq. (3) schedule (`FusedAdam`) and the label-smoothed loss,
+`model.fit` with `jit_compile` as asked, and `training.fuse_elementwise: auto` (XLA-fused
+elementwise ops between the oneDNN matmuls for a bfloat16 graph-mode step on a CPU;
+`T2T_FUSE_ELEMENTWISE=0|1` overrides it). Decoding is greedy with exactly
 `gen_len` tokens: "cached" is `greedy_decode` over the key/value cache in one
 XLA-compiled loop; "naive" re-runs the decoder on the whole prefix every step.
 """
 
+import os
 import types
 
+import keras
 import tensorflow as tf
 from bench_decoding import PrefixRecomputeModel
 
 from t2t_keras.decoding import greedy_decode
 from t2t_keras.model import Transformer
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
+from t2t_keras.training.precision import choose_fusion, fuse_elementwise
 from t2t_keras.training.schedule import make_optimizer
 
 
@@ -27,6 +32,9 @@ def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
                         dropout=dropout, max_length=max(src_len, tgt_len) + 64)
     model.build()
     model.compile(optimizer=make_optimizer(cfg["d_model"]), loss=LabelSmoothedCrossEntropy(0.1), jit_compile=jit)
+    setting = {"0": False, "1": True}.get(os.environ.get("T2T_FUSE_ELEMENTWISE", ""), "auto")
+    fused = choose_fusion(setting, keras.config.dtype_policy().name, jit)
+    fuse_elementwise(fused)
 
     def make_generate(kind, gen_len):
         searched = {"cached": model, "naive": PrefixRecomputeModel(model)}.get(kind)
@@ -36,5 +44,6 @@ def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
         search = tf.function(lambda source: greedy_decode(searched, source, **fixed)["tokens"], jit_compile=True)
         return lambda source: search(tf.constant(source, tf.int32))
 
-    return types.SimpleNamespace(keras_model=model, make_generate=make_generate,
-                                 params_total=model.count_params(), variant="t2t_keras" + ("-xla" if jit else ""))
+    variant = "t2t_keras" + ("-xla" if jit else "-fused" if fused else "")
+    return types.SimpleNamespace(keras_model=model, make_generate=make_generate, params_total=model.count_params(),
+                                 variant=variant)

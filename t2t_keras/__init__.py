@@ -1,3 +1,7 @@
 """t2t_keras: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017) in Keras 3."""
 
 __version__ = "0.1.0"
+
+from t2t_keras.xla_flags import prepare_xla_flags  # noqa: E402  (before TensorFlow optimizes a graph)
+
+prepare_xla_flags()

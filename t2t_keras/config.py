@@ -181,6 +181,7 @@ class TrainingConfig:
     gradient_accumulation_steps: int = 1  # micro-batches per optimizer update, exact (training/accumulation.py)
     mixed_precision: str = "float32"  # "float32", "mixed_float16", "mixed_bfloat16" or "auto" (training/precision.py)
     jit_compile: typing.Union[bool, str] = True  # XLA (Keras leaves it off on CPU unless asked); or "auto"
+    fuse_elementwise: typing.Union[bool, str] = "auto"  # XLA-fuse the ops between graph-mode matmuls; "auto": bf16 CPU
     strategy: str = "auto"  # "auto", "mirrored", "multi_worker" or "one_device"
     steps_per_epoch: int = 1000  # Keras epoch length: logging and validation interval
     checkpoint_every_steps: int = 1000
@@ -216,6 +217,9 @@ class TrainingConfig:
         _check_choice("training", self, "mixed_precision", ("float32", "mixed_float16", "mixed_bfloat16", "auto"))
         if self.jit_compile not in (True, False, "auto"):
             raise ConfigError(f"training.jit_compile must be true, false or auto. Received: {self.jit_compile!r}")
+        if self.fuse_elementwise not in (True, False, "auto"):
+            raise ConfigError("training.fuse_elementwise must be true, false or auto. "
+                              f"Received: {self.fuse_elementwise!r}")
         _check_choice("training", self, "strategy", ("auto", "mirrored", "multi_worker", "one_device"))
 
 

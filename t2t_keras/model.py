@@ -19,6 +19,7 @@ from t2t_keras.layers import (
 )
 from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.block import BLOCK_ARGUMENTS
+from t2t_keras.layers.dropout import Dropout
 
 
 class StepOutput(NamedTuple):
@@ -116,7 +117,7 @@ class Transformer(keras.Model):
             self.target_position = LearnedPositionEmbedding(self.max_length, dtype=policy, name="target_position")
         else:
             self.source_position = self.target_position = SinusoidalPositionEncoding(dtype=policy, name="position")
-        self.embedding_dropout = keras.layers.Dropout(self.dropout, dtype=policy, name="embedding_dropout")
+        self.embedding_dropout = Dropout(self.dropout, dtype=policy, name="embedding_dropout")
 
     def _make_stacks(self):
         block_config = {name: getattr(self, name) for name in BLOCK_ARGUMENTS}  # the model's own values

@@ -9,7 +9,16 @@ import tensorflow as tf
 from t2t_keras.config import load_config
 from t2t_keras.errors import ConfigError
 from t2t_keras.training import precision
-from t2t_keras.training.precision import Hardware, choose_jit, choose_precision, cpu_flags, native_precision
+from t2t_keras.training.precision import (
+    Hardware,
+    choose_fusion,
+    choose_jit,
+    choose_precision,
+    cpu_flags,
+    fuse_elementwise,
+    native_precision,
+)
+from t2t_keras.xla_flags import XLA_CPU_FLAGS, prepare_xla_flags
 from tests.helpers import TestCase
 
 AVX2_CPU = Hardware(cpu_flags=frozenset({"sse4_2", "avx", "avx2", "fma"}))
@@ -58,6 +67,38 @@ class JitChoiceTest(TestCase):
         self.assertFalse(choose_jit(False, "float32", AVX2_CPU))
 
 
+class FusionChoiceTest(TestCase):
+    """`training.fuse_elementwise: auto`: XLA-fused elementwise ops around oneDNN matmuls in a bf16 CPU graph step."""
+
+    def test_auto_fuses_only_a_graph_mode_bfloat16_step_on_a_cpu(self):
+        self.assertTrue(choose_fusion("auto", "mixed_bfloat16", False, AVX512_BF16_CPU))
+        self.assertFalse(choose_fusion("auto", "mixed_bfloat16", True, AVX512_BF16_CPU))  # all XLA already
+        self.assertFalse(choose_fusion("auto", "float32", True, AVX2_CPU))  # the fallback: float32 with XLA
+        self.assertFalse(choose_fusion("auto", "float32", False, AVX2_CPU))
+        self.assertFalse(choose_fusion("auto", "mixed_bfloat16", False, Hardware(gpu_capabilities=((9, 0),))))
+        self.assertFalse(choose_fusion("auto", "mixed_bfloat16", False, Hardware(tpus=4)))
+
+    def test_explicit_settings_are_kept(self):
+        self.assertTrue(choose_fusion(True, "float32", True, AVX2_CPU))
+        self.assertFalse(choose_fusion(False, "mixed_bfloat16", False, AVX512_BF16_CPU))
+
+    def test_the_xla_flags_are_added_once_and_the_users_own_values_win(self):
+        environ = {}
+        prepare_xla_flags(environ)
+        self.assertEqual(environ["TF_XLA_FLAGS"].split(), list(XLA_CPU_FLAGS))
+        prepare_xla_flags(environ)
+        self.assertEqual(environ["TF_XLA_FLAGS"].split(), list(XLA_CPU_FLAGS))
+        environ = {"TF_XLA_FLAGS": "--tf_xla_ops_to_cluster=MISC --xla_dump_to=/tmp/x"}
+        prepare_xla_flags(environ)
+        self.assertEqual(environ["TF_XLA_FLAGS"].split(), ["--tf_xla_ops_to_cluster=MISC", "--xla_dump_to=/tmp/x",
+                                                           "--tf_xla_cpu_global_jit"])
+
+    def test_importing_the_package_set_them_in_this_process(self):
+        import os
+
+        self.assertTrue(set(XLA_CPU_FLAGS) <= set(os.environ["TF_XLA_FLAGS"].split()))
+
+
 class CpuFlagsTest(TestCase):
     def test_reads_x86_and_arm_cpuinfo(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +129,8 @@ class TrainerChoiceTest(TestCase):
         from t2t_keras.training.trainer import compile_model
 
         config = load_config("tiny", ["data.vocab_size=50", "training.mixed_precision=auto",
-                                      "training.jit_compile=auto"])
+                                      "training.jit_compile=auto", "training.fuse_elementwise=auto"])
+        self.addCleanup(fuse_elementwise, False)  # the setting is process-wide
         with mock.patch.object(Hardware, "detect", return_value=hardware):
             return compile_model(config, tf.distribute.get_strategy())
 
@@ -96,12 +138,14 @@ class TrainerChoiceTest(TestCase):
         model = self.compiled(AVX512_BF16_CPU)
         self.assertEqual(model.dtype_policy.name, "mixed_bfloat16")
         self.assertFalse(model.jit_compile)
+        self.assertEqual(tf.config.optimizer.get_jit(), "autoclustering")  # fused elementwise ops
         self.assertEqual(model.trainable_variables[0].dtype, "float32")  # float32 master weights
 
     def test_fallback_cpu_trains_in_float32_with_xla(self):
         model = self.compiled(AVX2_CPU)
         self.assertEqual(model.dtype_policy.name, "float32")
         self.assertTrue(model.jit_compile)
+        self.assertFalse(tf.config.optimizer.get_jit())
 
 
 class ResumedRunPrecisionTest(TestCase):
@@ -120,14 +164,14 @@ class ResumedRunPrecisionTest(TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             run = RunDirectory(tmp)
             auto = dict(mixed_precision="auto", jit_compile="auto")
-            self.assertEqual(self.settle(run, AVX512_BF16_CPU, **auto), ("mixed_bfloat16", False))
+            self.assertEqual(self.settle(run, AVX512_BF16_CPU, **auto), ("mixed_bfloat16", False, True))
             self.assertEqual(run.read_json("precision.json"), {"mixed_precision": "mixed_bfloat16",
-                                                                "jit_compile": False})
-            self.assertEqual(self.settle(run, AVX2_CPU, **auto), ("mixed_bfloat16", False))
+                                                                "jit_compile": False, "fuse_elementwise": True})
+            self.assertEqual(self.settle(run, AVX2_CPU, **auto), ("mixed_bfloat16", False, True))
             with self.assertLogs("t2t_keras.training.resume", "WARNING") as logs:
                 self.assertEqual(self.settle(run, AVX2_CPU, mixed_precision="float32", jit_compile="true"),
-                                 ("float32", True))
+                                 ("float32", True, False))
             self.assertIn("not an exact continuation", "\n".join(logs.output))
-            self.assertEqual(self.settle(run, AVX512_BF16_CPU, **auto), ("float32", True))  # what it used last
+            self.assertEqual(self.settle(run, AVX512_BF16_CPU, **auto), ("float32", True, False))  # as last used
         with tempfile.TemporaryDirectory() as tmp:  # a new run on the older CPU
-            self.assertEqual(self.settle(RunDirectory(tmp), AVX2_CPU, **auto), ("float32", True))
+            self.assertEqual(self.settle(RunDirectory(tmp), AVX2_CPU, **auto), ("float32", True, False))

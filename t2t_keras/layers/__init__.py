@@ -3,6 +3,7 @@
 from t2t_keras.layers.adaptive_softmax import AdaptiveSoftmax
 from t2t_keras.layers.decoder import Decoder
 from t2t_keras.layers.decoder_block import DecoderBlock
+from t2t_keras.layers.dropout import Dropout
 from t2t_keras.layers.encoder import Encoder
 from t2t_keras.layers.encoder_block import EncoderBlock
 from t2t_keras.layers.feed_forward import FeedForward
@@ -17,6 +18,7 @@ __all__ = [
     "AdaptiveSoftmax",
     "Decoder",
     "DecoderBlock",
+    "Dropout",
     "Encoder",
     "EncoderBlock",
     "FeedForward",

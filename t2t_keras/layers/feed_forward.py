@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_keras.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class FeedForward(keras.layers.Layer):
@@ -37,7 +39,7 @@ class FeedForward(keras.layers.Layer):
             self.intermediate_dim, activation=self.activation, dtype=self.dtype_policy, name="inner"
         )
         self.inner.build(input_shape)
-        self.inner_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="dropout")
+        self.inner_dropout = Dropout(self.dropout, dtype=self.dtype_policy, name="dropout")
         self.outer = keras.layers.Dense(input_shape[-1], dtype=self.dtype_policy, name="outer")
         self.outer.build(tuple(input_shape[:-1]) + (self.intermediate_dim,))
 

@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from t2t_keras.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class ScaledDotProductAttention(keras.layers.Layer):
@@ -37,7 +39,7 @@ class ScaledDotProductAttention(keras.layers.Layer):
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
         self.dropout = dropout
         self.softmax = keras.layers.Softmax(axis=-1, dtype=self.dtype_policy, name="softmax")
-        self.weights_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+        self.weights_dropout = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
     def call(self, query, key, value, attention_mask=None, training=None):
         # Scale the queries rather than the scores: fewer multiplies, and

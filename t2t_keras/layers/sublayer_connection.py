@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_keras.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class SublayerConnection(keras.layers.Layer):
@@ -39,7 +41,7 @@ class SublayerConnection(keras.layers.Layer):
         self.dropout = dropout
         self.normalize_first = normalize_first
         self.epsilon = epsilon
-        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+        self.output_dropout = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self.layer_norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm")
 
     def build(self, residual_shape, output_shape=None):

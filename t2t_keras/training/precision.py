@@ -5,6 +5,10 @@
 compute capability 7.x (tensor cores; Keras adds dynamic loss scaling), and float32 elsewhere. `auto` XLA
 compiles the training step except for bfloat16 on a CPU, where TensorFlow's graph mode runs the oneDNN
 bfloat16 kernels and XLA does not (docs/results.md has the measurements behind both rules).
+
+`training.fuse_elementwise: auto` completes that graph-mode path: the matmuls stay oneDNN kernels and XLA
+compiles only the elementwise and reduction ops between them (dropout, residual sums, LayerNorm, softmax,
+casts, the loss) into fused kernels, by TensorFlow's auto-clustering restricted to fusible ops.
 """
 
 import dataclasses
@@ -83,3 +87,22 @@ def choose_jit(setting, precision, hardware=None):
     jit = not (on_cpu and precision == "mixed_bfloat16")
     logger.info("training.jit_compile=auto: %s.", "XLA" if jit else "graph mode (oneDNN bfloat16 kernels, no XLA)")
     return jit
+
+
+def on_cpu_only(hardware):
+    return not hardware.tpus and not hardware.gpu_capabilities
+
+
+def choose_fusion(setting, precision, jit, hardware=None):
+    """`training.fuse_elementwise` as a bool: `auto` is on for a graph-mode (not XLA) bfloat16 step on a CPU."""
+    if setting != AUTO:
+        return bool(setting)
+    fuse = not jit and precision == "mixed_bfloat16" and on_cpu_only(hardware or Hardware.detect())
+    logger.info("training.fuse_elementwise=auto: %s.", "XLA-fused elementwise ops between the oneDNN matmuls"
+                if fuse else "off")
+    return fuse
+
+
+def fuse_elementwise(enabled):
+    """Turns TensorFlow's auto-clustering on or off for the functions traced from now on in this process."""
+    tf.config.optimizer.set_jit("autoclustering" if enabled else False)

@@ -13,7 +13,7 @@ import logging
 import keras
 import tensorflow as tf
 
-from t2t_keras.training.precision import AUTO, choose_jit, choose_precision
+from t2t_keras.training.precision import AUTO, choose_fusion, choose_jit, choose_precision
 
 logger = logging.getLogger(__name__)
 
@@ -67,14 +67,14 @@ def check_replicas(run, replicas, step):
 
 
 def settle_precision(run, training):
-    """`(precision, jit)` for this session: `auto` is resolved once per run and kept in `RUN/precision.json`.
+    """`(precision, jit, fuse)` for this session: `auto` is resolved once per run and kept in `RUN/precision.json`.
 
     A run resumed on other hardware (a CPU without bfloat16 units after one with them, say) goes on in the
     precision and compilation it started with, so the continuation stays exact. An explicit setting that
     differs from what the run used so far is honoured and logged as not exact.
     """
     previous = run.read_json("precision.json") or {}
-    precision, jit = training.mixed_precision, training.jit_compile
+    precision, jit, fuse = training.mixed_precision, training.jit_compile, training.fuse_elementwise
     if precision == AUTO and "mixed_precision" in previous:
         precision = previous["mixed_precision"]
         logger.info("training.mixed_precision=auto: %s, as this run chose when it started.", precision)
@@ -84,9 +84,15 @@ def settle_precision(run, training):
         jit = previous["jit_compile"]
     else:
         jit = choose_jit(jit, precision)
-    for key, value in (("mixed_precision", precision), ("jit_compile", jit)):
+    same_step = (previous.get("mixed_precision"), previous.get("jit_compile")) == (precision, jit)
+    if fuse == AUTO and "fuse_elementwise" in previous and same_step:
+        fuse = previous["fuse_elementwise"]
+    else:
+        fuse = choose_fusion(fuse, precision, jit)
+    chosen = {"mixed_precision": precision, "jit_compile": jit, "fuse_elementwise": fuse}
+    for key, value in chosen.items():
         if key in previous and previous[key] != value:
             logger.warning("training.%s is %s; this run trained with %s so far: the rest of the run is not an "
                            "exact continuation.", key, value, previous[key])
-    run.write_json("precision.json", {"mixed_precision": precision, "jit_compile": jit})
-    return precision, jit
+    run.write_json("precision.json", chosen)
+    return precision, jit, fuse

@@ -18,7 +18,7 @@ from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, samp
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import patch_for_multi_worker
-from t2t_keras.training.precision import choose_jit, choose_precision
+from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision, fuse_elementwise
 from t2t_keras.training.resume import InputPosition, check_replicas, random_state, settle_precision, skip_consumed
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
@@ -87,8 +87,9 @@ def compile_model(config, strategy):
             # mlm counts the masked positions only: their sample weights, which Keras gives weighted metrics.
             **{"weighted_metrics" if config.task == "mlm" else "metrics": [MaskedAccuracy(), Perplexity(),
                                                                            TokenCount()]},
-            jit_compile=_use_jit(config, strategy, precision),
+            jit_compile=(jit := _use_jit(config, strategy, precision)),
         )
+        fuse_elementwise(choose_fusion(t.fuse_elementwise, model.dtype_policy.name, jit))
         build_loss_and_metrics(model)
     if t.gradient_accumulation_steps > 1:
         enable_gradient_accumulation(model, loss, t.gradient_accumulation_steps)
@@ -171,8 +172,9 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
     data = prepare_task_data(run, config, strategy.num_replicas_in_sync)
     run.write_json("data.json", data.provenance)
-    precision, jit = settle_precision(run, config.training)
-    model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit}), strategy)
+    precision, jit, fuse = settle_precision(run, config.training)
+    model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
+                                                    "fuse_elementwise": fuse}), strategy)
     chief, task_id = worker_identity(strategy)
     state = RunState(InputPosition(config.training.gradient_accumulation_steps), BestState(),
                      tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates"))
