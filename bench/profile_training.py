@@ -7,8 +7,10 @@ The model, optimizer, loss and random batches are the peer harness's (`t2t_keras
 `tf_common.random_batch_data`), trained with `model.fit` as the harness does. After `--warmup` steps, `--steps`
 steps run under `tf.profiler`; the host trace's op events are summed by exclusive (self) time into the categories
 of a Transformer step: matmuls, attention softmax, LayerNorm, dropout, vocabulary projection and loss, optimizer
-update, input pipeline, other ops, and the host time in which no op ran on a core. The table (and the slowest ops)
-is printed and appended, with the machine, to `--output`.
+update, input pipeline, XLA-fused elementwise clusters (`training.fuse_elementwise`), other ops, and the core time
+in which no op ran. The table (and the slowest ops) is printed and appended, with the machine, to `--output`.
+`--baseline` profiles the step without the package's training levers (Keras' Adam and Dropout, no fused
+elementwise ops), for a before/after comparison in the same session.
 
 Under XLA (`--jit 1`) the step is one compiled cluster and the trace cannot split it; profile graph mode.
 """
@@ -34,8 +36,14 @@ import tensorflow as tf  # noqa: E402
 import tf_common as tc  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
+from t2t_keras.layers.dropout import Dropout  # noqa: E402
+from t2t_keras.training.loss import LabelSmoothedCrossEntropy  # noqa: E402
+from t2t_keras.training.schedule import TransformerSchedule  # noqa: E402
+
 CATEGORIES = ("input pipeline", "optimizer update", "vocabulary projection and loss", "dropout",
-              "attention softmax", "LayerNorm", "matmuls", "other ops", "no op running (host, idle)")
+              "attention softmax", "LayerNorm", "matmuls", "XLA-fused elementwise clusters", "other ops",
+              "no op running (host, idle)")
+XLA_TYPES = re.compile(r"^_?Xla(Run|Compile|Launch|Merge)")
 MATMUL_TYPES = re.compile(r"(MatMul|Einsum|Conv)", re.IGNORECASE)
 SOFTMAX_TYPES = re.compile(r"(Softmax|Exp|Max|Sum|Sub|RealDiv|Mul|Neg)", re.IGNORECASE)
 INPUT_TYPES = re.compile(r"(Iterator|Dataset|Prefetch)", re.IGNORECASE)
@@ -45,6 +53,8 @@ RANDOM_TYPES = re.compile(r"(Random|Philox|ThreeFry)", re.IGNORECASE)
 def categorize(name, op_type):
     """The category of one TensorFlow op from its scoped name and type."""
     lower = name.lower()
+    if XLA_TYPES.search(op_type):
+        return "XLA-fused elementwise clusters"
     if INPUT_TYPES.search(op_type) or "iteratorgetnext" in lower:
         return "input pipeline"
     if re.search(r"(^|/)(adam|optimizer|loss_scale_optimizer)(_\d+)?/", lower) or "assignaddvariableop" in \
@@ -124,14 +134,25 @@ def load_xspace(logdir):
     return space
 
 
+def use_baseline():
+    """The step before this package's training levers: Keras' Adam and Dropout, no XLA-fused elementwise ops."""
+    os.environ["T2T_FUSE_ELEMENTWISE"] = "0"
+    Dropout.call = keras.layers.Dropout.call
+
+
 def profile(args):
     cfg = bc.SIZES[args.size]
     keras.utils.set_random_seed(0)
     if args.precision == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    if args.baseline:
+        use_baseline()
     built = t2t_keras_adapter.build_for_bench(cfg, jit=bool(args.jit), dropout=bc.DROPOUT, src_len=args.src_len,
                                               tgt_len=args.tgt_len)
     model = built.keras_model
+    if args.baseline:
+        model.compile(optimizer=keras.optimizers.Adam(TransformerSchedule(cfg["d_model"]), 0.9, 0.98, 1e-9),
+                      loss=LabelSmoothedCrossEntropy(0.1), jit_compile=bool(args.jit))
     src, tin, tout = tc.random_batch_data(cfg, (args.warmup + args.steps) * args.batch, args.src_len, args.tgt_len)
     warm = slice(0, args.warmup * args.batch)
     model.fit([src[warm], tin[warm]], tout[warm], batch_size=args.batch, epochs=1, shuffle=False, verbose=0)
@@ -153,6 +174,7 @@ def profile(args):
     cores = os.cpu_count() or 1
     seconds["no op running (host, idle)"] = max(cores * wall - sum(seconds.values()), 0.0)
     return {"size": args.size, "precision": args.precision, "jit": bool(args.jit), "batch": args.batch,
+            "setting": "baseline" if args.baseline else built.variant,
             "steps": args.steps, "wall_seconds": wall, "step_ms": 1000 * wall / args.steps, "cores": cores,
             "target_tokens_per_second": args.steps * args.batch * args.tgt_len / wall,
             "core_seconds": {c: seconds[c] for c in CATEGORIES},
@@ -161,7 +183,8 @@ def profile(args):
 
 def markdown(result):
     total = sum(result["core_seconds"].values())
-    head = (f"### {result['size']}, {result['precision']}, {'XLA' if result['jit'] else 'graph'}, batch "
+    mode = "XLA" if result["jit"] else "graph"
+    head = (f"### {result['setting']}: {result['size']}, {result['precision']}, {mode}, batch "
             f"{result['batch']}: {result['step_ms']:.0f} ms a step, {result['target_tokens_per_second']:,.0f} target "
             f"tokens/s ({result['steps']} traced steps, {result['cores']} cores; "
             f"{platform.processor() or platform.machine()}, {datetime.date.today()})\n\n")
@@ -184,6 +207,8 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--top", type=int, default=15, help="how many of the slowest ops to list")
+    parser.add_argument("--baseline", action="store_true",
+                        help="Keras' Adam and Dropout and no fused elementwise ops (the step before the levers)")
     parser.add_argument("--output", type=pathlib.Path, help="append the markdown table to this file")
     parser.add_argument("--json", type=pathlib.Path, help="append the result as one JSON line to this file")
     args = parser.parse_args(argv)
