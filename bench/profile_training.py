@@ -57,7 +57,7 @@ def categorize(name, op_type):
         return "XLA-fused elementwise clusters"
     if INPUT_TYPES.search(op_type) or "iteratorgetnext" in lower:
         return "input pipeline"
-    if re.search(r"(^|/)(adam|optimizer|loss_scale_optimizer)(_\d+)?/", lower) or "assignaddvariableop" in \
+    if re.search(r"(^|/)(adam|fused_adam|optimizer|loss_scale_optimizer)(_\d+)?/", lower) or "assignaddvariableop" in \
             op_type.lower() and "iteration" in lower:
         return "optimizer update"
     if re.search(r"(output_projection|logits|/loss|label_smooth|cross_entropy|compute_loss)", lower):
