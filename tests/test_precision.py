@@ -4,6 +4,7 @@ import pathlib
 import tempfile
 from unittest import mock
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_keras.config import load_config
@@ -146,6 +147,24 @@ class TrainerChoiceTest(TestCase):
         self.assertEqual(model.dtype_policy.name, "float32")
         self.assertTrue(model.jit_compile)
         self.assertFalse(tf.config.optimizer.get_jit())
+
+
+class TrainedRunFusionTest(TestCase):
+    def test_a_fused_run_trains_and_leaves_the_process_setting_as_it_was(self):
+        from t2t_keras.runs import RunDirectory
+        from t2t_keras.training.trainer import train
+        from tests.helpers import toy_config, write_toy_corpus
+
+        with tempfile.TemporaryDirectory() as tmp:
+            config = toy_config(write_toy_corpus(f"{tmp}/data", train=120, dev=12, test=12), train_steps=3,
+                                mixed_precision="auto", jit_compile="auto", fuse_elementwise="auto")
+            with mock.patch.object(Hardware, "detect", return_value=AVX512_BF16_CPU):
+                result = train(config, f"{tmp}/run")
+            self.assertEqual(result.final_step, 3)
+            self.assertEqual(RunDirectory(f"{tmp}/run").read_json("precision.json"),
+                             {"mixed_precision": "mixed_bfloat16", "jit_compile": False, "fuse_elementwise": True})
+            self.assertTrue(all(np.isfinite(result.history["loss"])))
+        self.assertFalse(tf.config.optimizer.get_jit())  # evaluation and export after training are not clustered
 
 
 class ResumedRunPrecisionTest(TestCase):

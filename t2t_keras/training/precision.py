@@ -104,5 +104,9 @@ def choose_fusion(setting, precision, jit, hardware=None):
 
 
 def fuse_elementwise(enabled):
-    """Turns TensorFlow's auto-clustering on or off for the functions traced from now on in this process."""
+    """Turns TensorFlow's auto-clustering on or off for the functions traced from now on in this process.
+
+    `compile_model` calls it with the run's choice; `train` restores the process's setting after `fit`, so the
+    evaluation, export and decoding that follow in the same process are not affected.
+    """
     tf.config.optimizer.set_jit("autoclustering" if enabled else False)

@@ -173,6 +173,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     data = prepare_task_data(run, config, strategy.num_replicas_in_sync)
     run.write_json("data.json", data.provenance)
     precision, jit, fuse = settle_precision(run, config.training)
+    process_jit = tf.config.optimizer.get_jit()  # fuse_elementwise sets it for this run's training only
     model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
                                                     "fuse_elementwise": fuse}), strategy)
     chief, task_id = worker_identity(strategy)
@@ -189,20 +190,24 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
                   f"its early-stopping patience ({int(state.best.stale.numpy())} evaluations without improvement, "
                   f"training.early_stopping_patience={t.early_stopping_patience})")
         logger.info("%s has already reached %s.", run.path, reason)
+        tf.config.optimizer.set_jit(process_jit or False)
         return TrainResult(str(run.path), start, start, 0.0, {}, model)
     began = time.monotonic()
     train_data = skip_consumed(data.train, state.position.position(start))  # resume where it stopped
     if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
         train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
-    history = model.fit(
-        train_data,
-        epochs=-(-t.train_steps // t.steps_per_epoch) + 1,
-        initial_epoch=start // t.steps_per_epoch,
-        steps_per_epoch=t.steps_per_epoch,
-        validation_data=data.dev,
-        validation_steps=data.dev_steps or None,
-        shuffle=False,  # the dataset is shuffled by the input pipeline
-        callbacks=_callbacks(run, config, data, model, manager, state, minutes, callbacks, chief, task_id),
-        verbose=verbose,
-    )
+    try:
+        history = model.fit(
+            train_data,
+            epochs=-(-t.train_steps // t.steps_per_epoch) + 1,
+            initial_epoch=start // t.steps_per_epoch,
+            steps_per_epoch=t.steps_per_epoch,
+            validation_data=data.dev,
+            validation_steps=data.dev_steps or None,
+            shuffle=False,  # the dataset is shuffled by the input pipeline
+            callbacks=_callbacks(run, config, data, model, manager, state, minutes, callbacks, chief, task_id),
+            verbose=verbose,
+        )
+    finally:
+        tf.config.optimizer.set_jit(process_jit or False)
     return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)
