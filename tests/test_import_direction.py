@@ -4,7 +4,7 @@ Every `import` in `t2t_keras/` (also those inside functions) is read with `ast`
 and mapped to the part it comes from and the part it reaches. A part may
 import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
 
-    foundation (errors, special_ids, files, architecture, config)
+    foundation (errors, special_ids, files, architecture, config; xla_flags, read once on import)
       -> layers -> model, language_models -> build
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
@@ -27,6 +27,7 @@ ALLOWED = {
     "errors": set(),
     "special_ids": set(),
     "files": set(),
+    "xla_flags": set(),
     "architecture": {"errors"},
     "config": {"errors", "architecture"},
     "layers": FOUNDATION,

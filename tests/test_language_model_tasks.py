@@ -69,6 +69,7 @@ def run_cli(*argv):
 class _TaskRun(TestCase):
     architecture = None
     steps = 240
+    extra_settings = ()
 
     @classmethod
     def setUpClass(cls):
@@ -76,7 +77,7 @@ class _TaskRun(TestCase):
         root = pathlib.Path(cls.tmp.name)
         cls.files = write_corpus(root / "data")
         cls.run_dir = root / "run"
-        cls.settings = task_settings(cls.files, cls.architecture, cls.steps)
+        cls.settings = task_settings(cls.files, cls.architecture, cls.steps) + list(cls.extra_settings)
         code, _ = run_cli("train", "--config", "tiny", "--run-dir", cls.run_dir,
                           *[arg for setting in cls.settings for arg in ("--set", setting)])
         assert code == 0, code
@@ -170,6 +171,9 @@ class CausalLanguageModelTaskTest(_TaskRun):
 class MaskedLanguageModelTaskTest(_TaskRun):
     architecture = "encoder_only"
     steps = 600  # it learns from the ~15% masked positions only
+    # eq. (3) with d_model = 64 and 50 warmup steps peaks at 0.018: a post-LN encoder learning from so few positions
+    # then stays at the unigram plateau for some seeds (4 of 5 tried); half that rate leaves it every time (ppl ~3).
+    extra_settings = ("training.learning_rate_scale=0.5",)
 
     def test_trains_to_well_below_the_unigram_perplexity(self):
         result = self.evaluate("--split", "dev")
