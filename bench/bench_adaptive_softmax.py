@@ -21,6 +21,7 @@ The markdown report (for docs/results.md) is printed and written to `--output`.
 import argparse
 import os
 import pathlib
+import shlex
 import shutil
 import tempfile
 import time
@@ -95,9 +96,10 @@ def measure(config, run_dir, args):
 
 def report(rows, config, args):
     full = rows[0]
+    overrides = "".join(f" --set {shlex.quote(text)}" for text in args.set)
     lines = [f"## Adaptive softmax against the full softmax (`python bench/bench_adaptive_softmax.py "
              f"--config {args.config} --vocab-size {args.vocab_size} --cutoffs {' '.join(map(str, args.cutoffs))} "
-             f"--minutes {args.minutes}`)", "",
+             f"--minutes {args.minutes}{overrides}`)", "",
              f"`{args.config}` (d_model {config.model.hidden_dim}, {config.model.num_layers} layers) with a "
              f"{args.vocab_size}-piece shared {config.data.tokenizer} vocabulary, {config.data.batch_tokens} "
              f"tokens per batch, {args.minutes} minutes of training each, in one run. tokens/s: target tokens per "

@@ -1,7 +1,7 @@
 """Headline ratios of a same-run peer benchmark: t2t_keras in its best setting against each peer in its own.
 
     python bench/summarize_speed.py bench/results/speed/raw.jsonl --output bench/results/summary.json \
-        --markdown bench/results/speed/summary.md
+        --markdown bench/results/speed/summary.md [--decode-raw bench/results/speed-decode/raw.jsonl]
 
 Reads the harness's RESULT records (`../shared/bench-peers`, run by `bench/run_peers.sh`). For every peer, size
 and measurement it keeps the fastest variant (float32 or bf16, graph, XLA, eager, compiled), each variant's value
@@ -10,9 +10,12 @@ a clean run of the same configuration exists (the harness's own rule). Ratios ar
 
 - `train_{size}_vs_best_keras`: training target tokens/s against the faster of keras-hub (P1) and the TF
   tutorial model (P2); `train_{size}_vs_torch` against PyTorch `nn.Transformer` (P3);
-- `decode_b{batch}_{size}_vs_keras_hub`: greedy cached decoding, generated tokens/s;
+- `decode_b{batch}_{size}_vs_keras_hub` and `..._vs_torch`: greedy cached decoding, generated tokens/s;
 - `rss_train_base_vs_lowest_peer`: peak training RSS at `base` of our fastest variant over the lowest of the
   peers' (each in its fastest variant).
+
+With `--decode-raw`, the decoding figures come from that file (a later run of the decoding points only, all peers
+in it) and the training figures from the first.
 """
 
 import argparse
@@ -88,6 +91,7 @@ def summarize(records, max_other=0.25):
         for batch in (1, 32):
             ours_decode = best(decode, OURS, size, batch)
             summary[f"decode_b{batch}_{size}_vs_keras_hub"] = ratio(ours_decode, best(decode, KERAS_HUB, size, batch))
+            summary[f"decode_b{batch}_{size}_vs_torch"] = ratio(ours_decode, best(decode, TORCH, size, batch))
             detail["decode"][f"{size} b{batch}"] = {peer: best(decode, peer, size, batch)
                                                     for peer in (OURS, KERAS_HUB, TORCH)}
     ours = best(train, OURS, "base")
@@ -133,8 +137,12 @@ def main(argv=None):
     parser.add_argument("--output", type=pathlib.Path, default=pathlib.Path("bench/results/summary.json"))
     parser.add_argument("--markdown", type=pathlib.Path, help="also write the ratios and values as markdown")
     parser.add_argument("--max-other", type=float, default=0.25)
+    parser.add_argument("--decode-raw", type=pathlib.Path,
+                        help="take the decoding records from this later same-run measurement instead")
     args = parser.parse_args(argv)
     records = load(args.raw)
+    if args.decode_raw:
+        records = [r for r in records if r["mode"] != "decode"] + load(args.decode_raw)
     summary, detail = summarize(records, args.max_other)
     dates = sorted(r["time_unix"] for r in records if r.get("time_unix"))
     summary["machine"] = machine(records)

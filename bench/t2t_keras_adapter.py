@@ -9,7 +9,9 @@ Adam(0.9, 0.98, 1e-9) on the eq. (3) schedule (`FusedAdam`) and the label-smooth
 elementwise ops between the oneDNN matmuls for a bfloat16 graph-mode step on a CPU;
 `T2T_FUSE_ELEMENTWISE=0|1` overrides it). Decoding is greedy with exactly
 `gen_len` tokens: "cached" is `greedy_decode` over the key/value cache in one
-XLA-compiled loop; "naive" re-runs the decoder on the whole prefix every step.
+XLA-compiled loop; "naive" re-runs the decoder on the whole prefix every step. As the
+`Translator` and the SavedModel do, a batch is decoded as one concurrent search per CPU
+core (`decoding.sharding`; `T2T_DECODING_SHARDS=N` overrides it).
 """
 
 import os
@@ -20,6 +22,7 @@ import tensorflow as tf
 from bench_decoding import PrefixRecomputeModel
 
 from t2t_keras.decoding import greedy_decode
+from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.model import Transformer
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.precision import choose_fusion, fuse_elementwise
@@ -41,7 +44,9 @@ def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
         if searched is None:
             return None
         fixed = dict(max_extra_length=gen_len, max_length=gen_len, min_length=gen_len)
-        search = tf.function(lambda source: greedy_decode(searched, source, **fixed)["tokens"], jit_compile=True)
+        compiled = tf.function(lambda source: greedy_decode(searched, source, **fixed)["tokens"], jit_compile=True)
+        shards = choose_shards(int(os.environ.get("T2T_DECODING_SHARDS", "0")) or "auto")
+        search = tf.function(sharded(compiled, shards))
         return lambda source: search(tf.constant(source, tf.int32))
 
     variant = "t2t_keras" + ("-xla" if jit else "-fused" if fused else "")

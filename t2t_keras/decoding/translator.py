@@ -8,6 +8,7 @@ from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, pad_batch, plan_bat
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.decoding.parameters import check_beam_size, check_length_penalty, check_method
+from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.special_ids import EOS_ID
 
 
@@ -35,13 +36,15 @@ class Translator:
         batch_tokens: source-token budget of one batch.
         length_multiple: batch widths are rounded up to a multiple of this.
         jit_compile: compile the search with XLA.
+        shards: a batch is decoded as this many concurrent searches (see
+            `decoding.sharding`); "auto": one per CPU core, 1 on a GPU or TPU.
         progress: show a tqdm bar; None shows one for more than `progress_threshold` sentences.
         progress_threshold: see `progress`.
     """
 
     def __init__(self, model, tokenizer, method="beam", beam_size=4, alpha=0.6, length_penalty="gnmt",
                  max_extra_length=50, batch_tokens=4096, length_multiple=LENGTH_MULTIPLE, jit_compile=True,
-                 progress=None, progress_threshold=100):
+                 shards="auto", progress=None, progress_threshold=100):
         check_method(method)
         beam_size = check_beam_size(beam_size)
         check_length_penalty(length_penalty)
@@ -61,8 +64,11 @@ class Translator:
         self.length_multiple = length_multiple
         self.progress = progress
         self.progress_threshold = progress_threshold
-        self._search = tf.function(self._decode, jit_compile=jit_compile,
-                                   input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        self.shards = choose_shards(shards)
+        signature = [tf.TensorSpec([None, None], tf.int32)]
+        search = tf.function(self._decode, jit_compile=jit_compile, input_signature=signature)
+        self._search = tf.function(sharded(search, self.shards), input_signature=signature) if self.shards > 1 \
+            else search
 
     def _decode(self, source):
         """Best output ids `(batch, length)` for a padded source batch."""

@@ -65,7 +65,7 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
                       max_extra_length=50, length_penalty="gnmt", text_signatures=True, jit_compile=False,
-                      overwrite=False, quantization=None):
+                      overwrite=False, quantization=None, shards="auto"):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -82,6 +82,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
         overwrite: replace an existing export at `out_dir`.
         quantization: None, or "int8" for int8 Dense weights (see
             `export.quantization`; the inspection files keep float32).
+        shards: concurrent searches per batch (see `TranslatorModule`).
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -95,7 +96,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
     searched = model if quantization is None else quantized_copy(model, quantization)
     module = TranslatorModule(searched, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
                               beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
-                              length_penalty=length_penalty, jit_compile=jit_compile)
+                              length_penalty=length_penalty, jit_compile=jit_compile, shards=shards)
     with staged_directory(out_dir, overwrite) as staging:
         tf.saved_model.save(module, str(staging), signatures=module.signatures())
         if text_signatures:

@@ -70,6 +70,7 @@ from t2t_keras.decoding.parameters import (
     check_length_penalty,
     check_max_extra_length,
 )
+from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 MAX_BEAM_SIZE = 8
@@ -99,11 +100,14 @@ class TranslatorModule(tf.Module):
         jit_compile: compile each search with XLA. Several times faster per
             call, but every new input shape (rows, width rounded to 8,
             max_extra_length) is compiled on first use.
+        shards: each search splits its batch into this many concurrent searches
+            (`decoding.sharding`); "auto": one per CPU core of the exporting
+            machine, 1 with a GPU or TPU. Fixed in the export.
         name: module name.
     """
 
     def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
-                 max_extra_length=50, length_penalty="gnmt", jit_compile=False, name=None):
+                 max_extra_length=50, length_penalty="gnmt", jit_compile=False, shards="auto", name=None):
         super().__init__(name=name)
         _check_defaults(max_beam_size, beam_size, alpha, max_extra_length)
         check_length_penalty(length_penalty)
@@ -112,9 +116,11 @@ class TranslatorModule(tf.Module):
         self.length_penalty = length_penalty
         self._max_beam_size = max_beam_size
         self._jit_compile = jit_compile
+        self._shards = choose_shards(shards)
         # Variables, so that a client of the loaded SavedModel can read them.
         self.max_beam_size = tf.Variable(max_beam_size, trainable=False, name="max_beam_size")
         self.jit_compiled = tf.Variable(jit_compile, trainable=False, name="jit_compiled")
+        self.decoding_shards = tf.Variable(self._shards, trainable=False, name="decoding_shards")
         self.max_source_length = tf.Variable(model.max_length - 1, trainable=False, name="max_source_length")
         self.default_beam_size = tf.Variable(beam_size, trainable=False, name="default_beam_size")
         self.default_alpha = tf.Variable(float(alpha), trainable=False, name="default_alpha")
@@ -216,7 +222,8 @@ class TranslatorModule(tf.Module):
         searches = [self._search_function(1, 1)]
         for size in range(2, self._max_beam_size + 1):
             searches += [self._search_function(size, 1), self._search_function(size, size)]
-        branches = [functools.partial(search, source, alpha, max_extra_length, bound) for search in searches]
+        branches = [functools.partial(sharded(search, self._shards), source, alpha, max_extra_length, bound)
+                    for search in searches]
         tokens, scores = tf.switch_case(branch_index(beam_size, num_return), branches)
         return tokens[:, :num_return], scores[:, :num_return]
 

@@ -1,0 +1,73 @@
+"""A batch decoded as concurrent shards gives the rows of the unsharded search, in order."""
+
+from unittest import mock
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras.decoding import Translator
+from t2t_keras.decoding.sharding import choose_shards, cpu_cores, sharded
+from tests.test_greedy import DecodingTestCase, decoding_model
+from tests.test_translator import SENTENCES, CharTokenizer
+
+
+def shard_sizes(source):
+    """A stand-in search: each row gets the row count of the shard it was decoded in, and its own first id."""
+    rows = tf.shape(source)[0]
+    return {"rows": tf.fill([rows], rows), "first": source[:, 0]}
+
+
+class ShardedFunctionTest(DecodingTestCase):
+    def run_sharded(self, rows, shards):
+        """Outputs with the batch size known while tracing, and with it known only when run: they must agree."""
+        source = tf.constant(np.arange(rows * 3, dtype=np.int32).reshape(rows, 3))
+        static = tf.function(sharded(shard_sizes, shards))(source)
+        dynamic = tf.function(sharded(shard_sizes, shards), input_signature=[tf.TensorSpec([None, 3], tf.int32)])
+        tf.nest.map_structure(self.assertAllEqual, static, dynamic(source))
+        return static
+
+    def test_shards_are_balanced_and_rows_keep_their_order(self):
+        out = self.run_sharded(rows=7, shards=3)
+        self.assertEqual(out["rows"].numpy().tolist(), [3, 3, 3, 2, 2, 2, 2])  # 7 = 3 + 2 + 2
+        self.assertEqual(out["first"].numpy().tolist(), [3 * i for i in range(7)])
+
+    def test_a_batch_too_small_to_share_is_one_search(self):
+        out = self.run_sharded(rows=3, shards=2)  # fewer than 2 rows per shard
+        self.assertEqual(out["rows"].numpy().tolist(), [3, 3, 3])
+
+    def test_one_shard_is_the_search_itself(self):
+        self.assertIs(sharded(shard_sizes, 1), shard_sizes)
+
+
+class ChooseShardsTest(DecodingTestCase):
+    def test_auto_is_one_per_cpu_core(self):
+        self.assertEqual(choose_shards("auto"), cpu_cores())
+
+    def test_auto_is_one_with_a_gpu_or_tpu(self):
+        for kind in ("GPU", "TPU"):
+            devices = {kind: ["/device:0"]}
+            with mock.patch.object(tf.config, "list_logical_devices", lambda k=None: devices.get(k, [])):
+                self.assertEqual(choose_shards("auto"), 1, kind)
+
+    def test_the_inter_op_thread_setting_caps_the_cores(self):
+        with mock.patch.object(tf.config.threading, "get_inter_op_parallelism_threads", return_value=1):
+            self.assertEqual(cpu_cores(), 1)
+
+    def test_explicit_counts_and_bad_settings(self):
+        self.assertEqual(choose_shards(3), 3)
+        for bad in (0, -1, 1.5, "two", True):
+            with self.assertRaisesRegex(ValueError, "shards must be 'auto' or a positive integer"):
+                choose_shards(bad)
+
+
+class ShardedTranslationTest(DecodingTestCase):
+    def test_greedy_and_beam_translations_equal_the_unsharded_ones(self):
+        model = decoding_model()
+        sentences = SENTENCES * 3  # batches of 16 rows, split in 2 and 3 shards
+        for method in ("greedy", "beam"):
+            expected = Translator(model, CharTokenizer(), method=method, max_extra_length=5, shards=1)
+            self.assertEqual(expected.shards, 1)
+            for shards in (2, 3):
+                translator = Translator(model, CharTokenizer(), method=method, max_extra_length=5, shards=shards)
+                with self.subTest(method=method, shards=shards):
+                    self.assertEqual(translator.translate(sentences), expected.translate(sentences))
