@@ -182,7 +182,7 @@ class ResumedRunPrecisionTest(TestCase):
 
         with tempfile.TemporaryDirectory() as tmp:
             run = RunDirectory(tmp)
-            auto = dict(mixed_precision="auto", jit_compile="auto")
+            auto = dict(mixed_precision="auto", jit_compile="auto", fuse_elementwise="auto")
             self.assertEqual(self.settle(run, AVX512_BF16_CPU, **auto), ("mixed_bfloat16", False, True))
             self.assertEqual(run.read_json("precision.json"), {"mixed_precision": "mixed_bfloat16",
                                                                 "jit_compile": False, "fuse_elementwise": True})
