@@ -71,3 +71,19 @@ class ShardedTranslationTest(DecodingTestCase):
                 translator = Translator(model, CharTokenizer(), method=method, max_extra_length=5, shards=shards)
                 with self.subTest(method=method, shards=shards):
                     self.assertEqual(translator.translate(sentences), expected.translate(sentences))
+
+
+class ShardedExportSearchTest(DecodingTestCase):
+    def test_the_export_module_with_shards_gives_the_unsharded_n_best(self):
+        from t2t_keras.export.translator_module import TranslatorModule
+
+        model = decoding_model()
+        source = tf.constant(np.random.default_rng(0).integers(4, 20, size=(8, 6)).astype("int32"))
+        results = []
+        for shards in (1, 2):
+            module = TranslatorModule(model, None, max_beam_size=2, beam_size=2, max_extra_length=5, shards=shards)
+            self.assertEqual(int(module.decoding_shards.numpy()), shards)
+            for beam_size in (1, 2):
+                results.append(module.translate_ids(source, beam_size, 0.6, 5, beam_size))
+        for unsharded, with_shards in zip(results[:2], results[2:]):
+            tf.nest.map_structure(self.assertAllClose, unsharded, with_shards)

@@ -65,7 +65,7 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
                       max_extra_length=50, length_penalty="gnmt", text_signatures=True, jit_compile=False,
-                      overwrite=False, quantization=None, shards="auto"):
+                      overwrite=False, quantization=None, shards=1):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:

@@ -101,13 +101,14 @@ class TranslatorModule(tf.Module):
             call, but every new input shape (rows, width rounded to 8,
             max_extra_length) is compiled on first use.
         shards: each search splits its batch into this many concurrent searches
-            (`decoding.sharding`); "auto": one per CPU core of the exporting
-            machine, 1 with a GPU or TPU. Fixed in the export.
+            (`decoding.sharding`; "auto": one per CPU core of the exporting
+            machine, 1 with a GPU or TPU). Fixed in the export. Default 1: the
+            speed of sharded SavedModel searches has not been measured yet.
         name: module name.
     """
 
     def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
-                 max_extra_length=50, length_penalty="gnmt", jit_compile=False, shards="auto", name=None):
+                 max_extra_length=50, length_penalty="gnmt", jit_compile=False, shards=1, name=None):
         super().__init__(name=name)
         _check_defaults(max_beam_size, beam_size, alpha, max_extra_length)
         check_length_penalty(length_penalty)
