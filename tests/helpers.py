@@ -79,6 +79,7 @@ def toy_config(files, **training):
         "data.batch_tokens": 384, "data.shuffle_buffer": 100,
         "training.train_steps": 6, "training.steps_per_epoch": 3, "training.checkpoint_every_steps": 3,
         "training.warmup_steps": 10, "training.jit_compile": False,
+        "training.checkpoint_every_minutes": 600,  # checkpoints by steps only, however slow the machine
     }
     overrides.update({f"training.{k}": v for k, v in training.items()})
     return load_config("tiny", [f"{k}={v!r}" if isinstance(v, list) else f"{k}={v}" for k, v in overrides.items()])

@@ -7,7 +7,7 @@
 
 Test modules run in parallel worker processes, longest first (by `tests/durations.json`; a module not listed
 there counts as average), and each module's output is printed in one piece when it ends. Before the final
-line the runner lists the slowest test classes (set-up included), to keep the suite's time in view.
+line the runner lists the slowest test classes and tests (set-up included), to keep the suite's time in view.
 """
 
 import argparse
@@ -19,28 +19,32 @@ import json
 import multiprocessing
 import os
 import pathlib
+import resource
 import sys
 import time
 import traceback
 import unittest
 
-SLOWEST = 8
+SLOWEST = 20
 MAX_WORKERS = 4
 DURATIONS = pathlib.Path(__file__).with_name("durations.json")
 
 
 class TimedResult(unittest.TextTestResult):
-    """A text result that also adds up the seconds spent in each test class, its class set-up included."""
+    """A text result that also adds up the seconds spent in each test and test class, class set-up included."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.seconds = collections.Counter()
+        self.test_seconds = collections.Counter()
         self._last = time.monotonic()
 
     def stopTest(self, test):
         """Charges the time since the previous test ended, so a class's set-up counts with its first test."""
         super().stopTest(test)
-        self.seconds[type(test).__module__ + "." + type(test).__qualname__] += time.monotonic() - self._last
+        seconds = time.monotonic() - self._last
+        self.seconds[type(test).__module__ + "." + type(test).__qualname__] += seconds
+        self.test_seconds[test.id()] += seconds
         self._last = time.monotonic()
 
 
@@ -54,7 +58,9 @@ class ModuleReport:
     failed: int = 0
     skipped: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     class_seconds: dict = dataclasses.field(default_factory=dict)
+    test_seconds: dict = dataclasses.field(default_factory=dict)
 
 
 def run_tests(name, stream):
@@ -62,19 +68,26 @@ def run_tests(name, stream):
     suite = unittest.TestLoader().loadTestsFromName(name)
     result = unittest.TextTestRunner(verbosity=2, stream=stream, resultclass=TimedResult).run(suite)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-    return result.testsRun, failed, len(result.skipped), dict(result.seconds)
+    return result.testsRun, failed, len(result.skipped), dict(result.seconds), dict(result.test_seconds)
+
+
+def cpu_seconds():
+    """CPU seconds used so far by this process and the child processes it has waited for."""
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
 def run_module(name):
     """Runs one module in this (worker) process; never raises, an import error counts as a failure."""
     stream = io.StringIO()
-    start = time.monotonic()
+    start, cpu_start = time.monotonic(), cpu_seconds()
     try:
-        run, failed, skipped, class_seconds = run_tests(name, stream)
+        run, failed, skipped, class_seconds, test_seconds = run_tests(name, stream)
     except Exception:  # noqa: BLE001 - reported as the module's failure
         stream.write(traceback.format_exc())
-        run, failed, skipped, class_seconds = 0, 1, 0, {}
-    return ModuleReport(name, stream.getvalue(), run, failed, skipped, time.monotonic() - start, class_seconds)
+        run, failed, skipped, class_seconds, test_seconds = 0, 1, 0, {}, {}
+    return ModuleReport(name, stream.getvalue(), run, failed, skipped, time.monotonic() - start,
+                        cpu_seconds() - cpu_start, class_seconds, test_seconds)
 
 
 def discover_modules():
@@ -101,6 +114,7 @@ def _initialize_worker(threads):
     tests start, so that the workers share the cores instead of each spreading over all of them."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(threads))
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # CTranslate2's threads
 
 
 def run_parallel(names, workers, on_report):
@@ -141,7 +155,7 @@ def main(argv):
     def on_report(report):
         reports.append(report)
         sys.stdout.write(f"===== {report.name}: {report.run} run, {report.failed} failed, {report.skipped} skipped "
-                         f"in {report.seconds:.0f} s =====\n{report.output}")
+                         f"in {report.seconds:.0f} s (CPU {report.cpu_seconds:.0f} s) =====\n{report.output}")
         sys.stdout.flush()
 
     workers = min(args.workers, len(names))
@@ -154,11 +168,12 @@ def main(argv):
     failed = sum(r.failed for r in reports)
     skipped = sum(r.skipped for r in reports)
     passed = max(sum(r.run for r in reports) - failed - skipped, 0)  # a failed setUpClass is an error but no test
-    class_seconds = collections.Counter()
+    class_seconds, test_seconds = collections.Counter(), collections.Counter()
     for report in reports:
         class_seconds.update(report.class_seconds)
-    print("slowest test classes: " + ", ".join(f"{name} {seconds:.0f} s"
-                                               for name, seconds in class_seconds.most_common(SLOWEST)))
+        test_seconds.update(report.test_seconds)
+    for kind, seconds in (("test classes", class_seconds), ("tests", test_seconds)):
+        print(f"slowest {kind}: " + ", ".join(f"{name} {s:.0f} s" for name, s in seconds.most_common(SLOWEST)))
     if args.record_durations:
         durations.update({r.name: round(r.seconds, 1) for r in reports})
         DURATIONS.write_text(json.dumps(dict(sorted(durations.items())), indent=1) + "\n")

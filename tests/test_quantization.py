@@ -41,9 +41,9 @@ class QuantizationTest(TestCase):
             tokenizer = train_sentencepiece([s for p in toy_pairs(200) for s in p], pathlib.Path(tmp) / "t.model",
                                             100)
             model = tiny_transformer(vocab_size=100, max_length=32)
-            for jit_compile in (False, True):
-                out = export_translator(model, tokenizer, pathlib.Path(tmp) / f"int8-{jit_compile}", max_beam_size=2,
-                                        beam_size=2, max_extra_length=4, quantization="int8", jit_compile=jit_compile)
+            for jit_compile in (False, True):  # greedy only: the int8 weights are the same in every search
+                out = export_translator(model, tokenizer, pathlib.Path(tmp) / f"int8-{jit_compile}", max_beam_size=1,
+                                        beam_size=1, max_extra_length=4, quantization="int8", jit_compile=jit_compile)
                 translations = SavedModelTranslator(out).translate(["the cat", "a man eats bread", ""])
                 self.assertEqual(len(translations), 3)
                 self.assertEqual(translations[2], "")

@@ -15,6 +15,8 @@ It is off by default: whether it is faster than float32 depends on the CPU's
 int8 kernels; see `bench/bench_deployment.py`.
 """
 
+import contextlib
+import gc
 import math
 import warnings
 
@@ -88,12 +90,29 @@ def quantized_copy(model, mode="int8"):
     copy = Transformer.from_config(model.get_config())
     copy.build()
     copy.set_weights(model.get_weights())
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _one_garbage_collection():
         # Keras warns about every layer without weights to quantize (LayerNorm, Dropout, ...).
         warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
         copy.quantize(mode)
     _replace_target_embedding(copy)
     return copy
+
+
+@contextlib.contextmanager
+def _one_garbage_collection():
+    """Runs one `gc.collect()` at the end instead of the one Keras runs for every float kernel it deletes.
+
+    `Layer.__delattr__` collects after each deleted variable; quantizing a model deletes one per Dense layer
+    (32 in `tiny`), and in a process holding many objects each full collection takes a second
+    or more. The float kernels are freed by the single collection just the same.
+    """
+    collect = gc.collect
+    gc.collect = lambda *args, **kwargs: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        gc.collect()
 
 
 def _replace_target_embedding(model):
