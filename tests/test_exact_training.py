@@ -169,7 +169,6 @@ class AccumulatingTrainCommandTest(TestCase):
                 self.assertEqual(int(position), 2 * int(path.rsplit("-", 1)[1]))  # micro-batches consumed
 
 
-
 def checkpoint_weights(run_dir, step):
     """The model variables of `run_dir`'s checkpoint at `step`, by name."""
     path = str(run_dir / "checkpoints" / f"ckpt-{step}")
@@ -177,8 +176,12 @@ def checkpoint_weights(run_dir, step):
             if name.split("/")[0] in ("model", "random_state", "input_position")}
 
 
-class ExactResumeTest(TestCase):
-    """Interrupted `t2t-keras train` runs (dropout on) end where an uninterrupted run ends."""
+class _ResumeTest:
+    """Interrupted `t2t-keras train` runs (dropout on) end where an uninterrupted run ends.
+
+    Each interruption is shown in one precision, so the module starts no more training processes than it needs:
+    a SIGKILL in float32 (`ExactResumeTest`), a `--minutes` stop in mixed_bfloat16 (`MixedPrecisionResumeTest`).
+    """
 
     STEPS = 40
     PRECISION = "float32"
@@ -224,6 +227,10 @@ class ExactResumeTest(TestCase):
         for name, value in weights.items():
             self.assertAllClose(value, self.reference_weights[name], atol=1e-6, rtol=0, msg=name)
 
+
+class ExactResumeTest(_ResumeTest, TestCase):
+    """float32: a run killed with SIGKILL and started again."""
+
     def test_sigkilled_run_started_again_ends_like_an_uninterrupted_run(self):
         import signal
         import time
@@ -244,6 +251,12 @@ class ExactResumeTest(TestCase):
         self.assertIn(f"from step {killed_at} to {self.STEPS}", resumed.stdout)
         self.assert_same_as_reference(run_dir)
 
+
+class MixedPrecisionResumeTest(_ResumeTest, TestCase):
+    """mixed_bfloat16: a run stopped by `--minutes` and continued; checkpoints hold float32 master weights."""
+
+    PRECISION = "mixed_bfloat16"
+
     def test_run_stopped_by_minutes_and_continued_ends_like_an_uninterrupted_run(self):
         run_dir = pathlib.Path(self.tmp.name) / "minutes"
         stopped = self.run_train(run_dir, "--minutes", "0.00001")  # stops after its first update
@@ -251,14 +264,6 @@ class ExactResumeTest(TestCase):
         resumed = self.run_train(run_dir)
         self.assertIn(f"from step 1 to {self.STEPS}", resumed.stdout)
         self.assert_same_as_reference(run_dir)
-
-
-
-class MixedPrecisionResumeTest(ExactResumeTest):
-    """The same in mixed_bfloat16: checkpoints hold float32 master weights and resume exactly."""
-
-    PRECISION = "mixed_bfloat16"
-    test_sigkilled_run_started_again_ends_like_an_uninterrupted_run = None  # float32 covers SIGKILL; one path here
 
     def test_checkpoints_hold_float32_master_weights(self):
         self.assertTrue(self.reference_weights)
