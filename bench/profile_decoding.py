@@ -12,6 +12,12 @@ runs on its own, in its own XLA-compiled 32-iteration loop with the same shapes 
 - the whole search (`greedy_decode`, 32 generated tokens), for the overhead: what the loop adds on top of its parts
   (token bookkeeping, masks, the cache carried through the loop).
 
+`--kernels` times, instead, only the matrix products of one decoder step (per layer: the fused query/key/value
+projection, the self-attention output, the cross-attention query and output, the two feed-forward products; then the
+vocabulary projection) chained as in the step, 32 steps in one loop, with each kernel this machine offers: XLA and
+TensorFlow's graph-mode (oneDNN) kernels, in float32 and in bfloat16 weights and activations. It is the floor under
+a step that computes those products with that kernel and nothing else.
+
 Model: random weights built as the harness's adapter builds them (`t2t_keras_adapter.build_for_bench`), source 32
 random ids, exactly 32 generated tokens. Median of `--repeats` timed runs after one untimed (compiling) run.
 """
@@ -95,6 +101,50 @@ def parts(model, batch, repeats):
     return result
 
 
+KERNELS = {"XLA, float32": (True, tf.float32), "XLA, bfloat16": (True, tf.bfloat16),
+           "graph mode (oneDNN), float32": (False, tf.float32), "graph mode (oneDNN), bfloat16": (False, tf.bfloat16)}
+
+
+def kernel_floors(sizes, batch, repeats):
+    """Seconds for 32 steps of one decoder step's matrix products alone, for each kernel in `KERNELS`."""
+    d, ff, vocab, layers = sizes["d_model"], sizes["d_ff"], sizes["vocab"], sizes["n_dec"]
+    shapes = [(d, 3 * d), (d, d), (d, d), (d, d), (d, ff), (ff, d)]
+    rng = np.random.default_rng(0)
+
+    def weight(rows, cols, dtype):
+        return tf.Variable(tf.cast(rng.normal(0.0, rows ** -0.5, (rows, cols)).astype("float32"), dtype))
+
+    result = {}
+    for name, (jit, dtype) in KERNELS.items():
+        stack = [[weight(r, c, dtype) for r, c in shapes] for _ in range(layers)]
+        output = weight(d, vocab, dtype)
+
+        def steps(x, stack=stack, output=output):
+            def body(step, x):
+                h = x
+                for qkv, self_out, cross_q, cross_out, ff_in, ff_out in stack:
+                    h = tf.matmul(tf.matmul(h, qkv)[:, :d], self_out)
+                    h = tf.matmul(tf.matmul(h, cross_q), cross_out)
+                    h = tf.matmul(tf.nn.relu(tf.matmul(h, ff_in)), ff_out)
+                logits = tf.matmul(h, output)
+                return step + 1, h + 1e-6 * tf.reduce_max(logits, axis=-1, keepdims=True)
+
+            return tf.while_loop(lambda step, _: step < LENGTH, body, (tf.constant(0), x))[1]
+
+        x = tf.cast(tf.random.normal([batch, d]), dtype)
+        result[name] = timed(tf.function(steps, jit_compile=jit), x, repeats=repeats)
+    return result
+
+
+def kernels_markdown(args, result):
+    head = (f"### the matrix products of a decoder step alone, {args.size}, batch {args.batch} "
+            f"({platform.processor() or platform.machine()}, {os.cpu_count()} cores, {datetime.date.today()})\n\n")
+    rows = ["| kernel | ms a step (32 steps in one loop) | generated tokens/s at most |", "|---|---:|---:|"]
+    for name, seconds in result.items():
+        rows.append(f"| {name} | {1000 * seconds / LENGTH:.3f} | {args.batch * LENGTH / seconds:,.0f} |")
+    return head + "\n".join(rows) + "\n"
+
+
 def markdown(args, result):
     whole = result["whole search"]
     head = (f"### greedy cached decoding, {args.size}, {args.precision}, batch {args.batch}: "
@@ -113,8 +163,17 @@ def main(argv=None):
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--kernels", action="store_true",
+                        help="time only a decoder step's matrix products, with each kernel this machine offers")
     parser.add_argument("--output", type=pathlib.Path, help="append the markdown table to this file")
     args = parser.parse_args(argv)
+    if args.kernels:
+        text = kernels_markdown(args, kernel_floors(bc.SIZES[args.size], args.batch, args.repeats))
+        print(text)
+        if args.output:
+            with args.output.open("a", encoding="utf-8") as out:
+                out.write("\n" + text)
+        return 0
     keras.utils.set_random_seed(0)
     if args.precision == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
