@@ -15,7 +15,9 @@ a clean run of the same configuration exists (the harness's own rule). Ratios ar
   peers' (each in its fastest variant).
 
 With `--decode-raw`, the decoding figures come from that file (a later run of the decoding points only, all peers
-in it) and the training figures from the first.
+in it) and the training figures from the first. Keys of an existing `--output` that this script does not compute
+(figures measured outside the harness, e.g. `detail.rss_attribution` from `bench/results/rss_attribution.md`) are
+kept.
 """
 
 import argparse
@@ -152,6 +154,11 @@ def main(argv=None):
                                                                       "peak_rss_mb": round(b[2]), "runs": b[3]})
                                        for peer, b in row.items()} for name, row in rows.items()}
                          for mode, rows in detail.items()}
+    previous = json.loads(args.output.read_text()) if args.output.exists() else {}
+    for key, value in previous.items():
+        summary.setdefault(key, value)
+    for key, value in previous.get("detail", {}).items():
+        summary["detail"].setdefault(key, value)
     args.output.write_text(json.dumps(summary, indent=1) + "\n")
     text = markdown({k: v for k, v in summary.items() if k != "detail"}, detail)
     print(text)

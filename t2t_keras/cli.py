@@ -62,6 +62,16 @@ def _decoding_options(args):
     return dict(method=method, beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length)
 
 
+def _precision_option(args):
+    """`--precision` as a `Translator` option; only a translation run's model can be rounded."""
+    return dict(precision=args.precision)
+
+
+def _refuse_precision(args, what):
+    if args.precision is not None:
+        raise T2TError(f"--precision rounds the weights of a translation run (--run-dir); {what} keeps its own.")
+
+
 def _run_task(run_dir):
     from t2t_keras.runs import RunDirectory
 
@@ -85,13 +95,14 @@ def cmd_evaluate(args):
     if _run_task(args.run_dir) != "translation":
         from t2t_keras.evaluation.language_model import evaluate_language_model, format_perplexity
 
+        _refuse_precision(args, "an lm or mlm run")
         result = evaluate_language_model(args.run_dir, args.split, args.text, args.model)
         print(json.dumps(result) if args.json else format_perplexity(result))
         return 0
     if args.text:
         raise T2TError("--text is for lm and mlm runs; score a translation run with --source and --reference.")
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
-                          _model_source(args), **_decoding_options(args))
+                          _model_source(args), **_decoding_options(args), **_precision_option(args))
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
@@ -129,6 +140,7 @@ def cmd_translate(args):
         translations = translator.translate(lines, max_new_tokens=args.extra_length, **_sampling_options(args))
     elif translator is not None:
         _refuse_sampling(args, "a translation export")
+        _refuse_precision(args, "an export")
         options = {k: v for k, v in _decoding_options(args).items() if v is not None and k != "method"}
         if args.method == "greedy":
             options["beam_size"] = 1
@@ -136,13 +148,15 @@ def cmd_translate(args):
     elif _run_task(args.run_dir) == "lm":
         from t2t_keras.evaluation.continue_run import run_continuer
 
+        _refuse_precision(args, "an lm run")
         translations = run_continuer(args.run_dir, args.model, **_decoding_options(args),
                                      **_sampling_options(args)).translate(lines)
     else:
         from t2t_keras.evaluation.evaluate_run import run_translator
 
         _refuse_sampling(args, "a translation run")
-        translations = run_translator(args.run_dir, args.model, **_decoding_options(args)).translate(lines)
+        translations = run_translator(args.run_dir, args.model, **_decoding_options(args),
+                                      **_precision_option(args)).translate(lines)
     for line in translations:
         print(line)
     return 0
@@ -245,6 +259,9 @@ def _add_decoding_args(parser):
     parser.add_argument("--alpha", type=float, help="length penalty ((5+|Y|)/6)^alpha (default: decoding.alpha)")
     parser.add_argument("--extra-length", type=int, help="output limit = input length + this")
     parser.add_argument("--method", choices=("beam", "greedy"), help="search (default: beam)")
+    parser.add_argument("--precision", choices=("float32", "bfloat16"),
+                        help="weights of a run's model while decoding (default: decoding.precision); bfloat16 is "
+                             "faster for large models and batches on CPUs with bfloat16 units")
     parser.add_argument("--model", default="auto", choices=("auto", "averaged", "latest", "best"),
                         help="which weights of the run: averaged checkpoints, the newest checkpoint or the best "
                              "one (RUN/best/)")

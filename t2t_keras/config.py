@@ -231,9 +231,11 @@ class DecodingConfig:
     alpha: float = 0.6  # length penalty ((5+|Y|)/6)^alpha
     extra_length: int = 50  # maximum output length = input length + extra_length
     max_beam_size: int = 8  # largest beam size an export accepts (each size is a traced search in the SavedModel)
+    precision: str = "float32"  # translate/evaluate of a run: "bfloat16" rounds the weights (decoding.weight_precision)
 
     def __post_init__(self):
         _check_positive("decoding", self, "beam_size", "extra_length", "max_beam_size")
+        _check_choice("decoding", self, "precision", ("float32", "bfloat16"))
         if self.beam_size > self.max_beam_size:
             raise ConfigError(f"decoding.beam_size={self.beam_size} is larger than decoding.max_beam_size="
                               f"{self.max_beam_size}: raise max_beam_size or lower beam_size.")

@@ -9,6 +9,7 @@ from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.decoding.parameters import check_beam_size, check_length_penalty, check_method
 from t2t_keras.decoding.sharding import choose_shards, sharded
+from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.special_ids import EOS_ID
 
 
@@ -35,7 +36,11 @@ class Translator:
         max_extra_length: output limit = input length + this (§6.1).
         batch_tokens: source-token budget of one batch.
         length_multiple: batch widths are rounded up to a multiple of this.
-        jit_compile: compile the search with XLA.
+        jit_compile: compile the search with XLA; None: with float32 weights only (bfloat16 products are
+            faster in graph mode, see `decoding.weight_precision`).
+        precision: `"float32"`, or `"bfloat16"` to decode with a copy of the model whose weights are rounded
+            to bfloat16 (see `decoding.weight_precision`: faster for large models and batches on CPUs with
+            bfloat16 units, slower otherwise).
         shards: a batch is decoded as this many concurrent searches (see
             `decoding.sharding`); "auto": one per CPU core, 1 on a GPU or TPU.
         progress: show a tqdm bar; None shows one for more than `progress_threshold` sentences.
@@ -43,9 +48,10 @@ class Translator:
     """
 
     def __init__(self, model, tokenizer, method="beam", beam_size=4, alpha=0.6, length_penalty="gnmt",
-                 max_extra_length=50, batch_tokens=4096, length_multiple=LENGTH_MULTIPLE, jit_compile=True,
-                 shards="auto", progress=None, progress_threshold=100):
+                 max_extra_length=50, batch_tokens=4096, length_multiple=LENGTH_MULTIPLE, jit_compile=None,
+                 shards="auto", precision="float32", progress=None, progress_threshold=100):
         check_method(method)
+        self.precision = check_precision(precision)
         beam_size = check_beam_size(beam_size)
         check_length_penalty(length_penalty)
         if batch_tokens < length_multiple:
@@ -53,7 +59,9 @@ class Translator:
                 f"batch_tokens must be at least length_multiple={length_multiple}. "
                 f"Received: batch_tokens={batch_tokens}"
             )
-        self.model = model
+        self.model = bfloat16_copy(model) if precision == "bfloat16" else model
+        if jit_compile is None:
+            jit_compile = precision == "float32"
         self.tokenizer = tokenizer
         self.method = method
         self.beam_size = beam_size
