@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 
+from t2t_keras.config import DECODING_PRECISIONS
 from t2t_keras.errors import T2TError
 
 
@@ -62,11 +63,6 @@ def _decoding_options(args):
     return dict(method=method, beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length)
 
 
-def _precision_option(args):
-    """`--precision` as a `Translator` option; only a translation run's model can be rounded."""
-    return dict(precision=args.precision)
-
-
 def _refuse_precision(args, what):
     if args.precision is not None:
         raise T2TError(f"--precision rounds the weights of a translation run (--run-dir); {what} keeps its own.")
@@ -102,7 +98,7 @@ def cmd_evaluate(args):
     if args.text:
         raise T2TError("--text is for lm and mlm runs; score a translation run with --source and --reference.")
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
-                          _model_source(args), **_decoding_options(args), **_precision_option(args))
+                          _model_source(args), **_decoding_options(args), precision=args.precision)
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
@@ -156,7 +152,7 @@ def cmd_translate(args):
 
         _refuse_sampling(args, "a translation run")
         translations = run_translator(args.run_dir, args.model, **_decoding_options(args),
-                                      **_precision_option(args)).translate(lines)
+                                      precision=args.precision).translate(lines)
     for line in translations:
         print(line)
     return 0
@@ -259,7 +255,7 @@ def _add_decoding_args(parser):
     parser.add_argument("--alpha", type=float, help="length penalty ((5+|Y|)/6)^alpha (default: decoding.alpha)")
     parser.add_argument("--extra-length", type=int, help="output limit = input length + this")
     parser.add_argument("--method", choices=("beam", "greedy"), help="search (default: beam)")
-    parser.add_argument("--precision", choices=("float32", "bfloat16"),
+    parser.add_argument("--precision", choices=DECODING_PRECISIONS,
                         help="weights of a run's model while decoding (default: decoding.precision); bfloat16 is "
                              "faster for large models and batches on CPUs with bfloat16 units")
     parser.add_argument("--model", default="auto", choices=("auto", "averaged", "latest", "best"),

@@ -48,6 +48,7 @@ def _check_choice(section, obj, name, choices):
 
 
 # The task each architecture trains (`training.task`).
+DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
 TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
 ARCHITECTURE_OF_TASK = {task: architecture for architecture, task in TASK_OF_ARCHITECTURE.items()}
 
@@ -235,7 +236,7 @@ class DecodingConfig:
 
     def __post_init__(self):
         _check_positive("decoding", self, "beam_size", "extra_length", "max_beam_size")
-        _check_choice("decoding", self, "precision", ("float32", "bfloat16"))
+        _check_choice("decoding", self, "precision", DECODING_PRECISIONS)
         if self.beam_size > self.max_beam_size:
             raise ConfigError(f"decoding.beam_size={self.beam_size} is larger than decoding.max_beam_size="
                               f"{self.max_beam_size}: raise max_beam_size or lower beam_size.")

@@ -15,7 +15,7 @@ of a model rounded to bfloat16: check BLEU on your data before deploying it.
 
 import keras
 
-PRECISIONS = ("float32", "bfloat16")
+from t2t_keras.config import DECODING_PRECISIONS as PRECISIONS
 
 
 def check_precision(precision):
