@@ -132,11 +132,12 @@ def _export_translator(args):
 def cmd_translate(args):
     lines = _read_input(args.input)
     translator = _export_translator(args)
+    if translator is not None:
+        _refuse_precision(args, "an export")
     if hasattr(translator, "parameters"):  # a continuation export (lm)
         translations = translator.translate(lines, max_new_tokens=args.extra_length, **_sampling_options(args))
     elif translator is not None:
         _refuse_sampling(args, "a translation export")
-        _refuse_precision(args, "an export")
         options = {k: v for k, v in _decoding_options(args).items() if v is not None and k != "method"}
         if args.method == "greedy":
             options["beam_size"] = 1

@@ -107,6 +107,20 @@ class RunCommandsTest(TestCase):
                 self.assertEqual(from_ct2.stdout, from_run.stdout)
             self.assertEqual(len(from_ct2.stdout.decode().split("\n")), 4)
 
+    def test_precision_rounds_the_weights_of_a_run_and_is_refused_for_exports(self):
+        sentences = b"the cat sees a dog\nthe man eats bread\n"
+        rounded = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "1", "--precision", "bfloat16",
+                          stdin=sentences)
+        self.assertEqual(rounded.returncode, 0, rounded.stderr[-2000:])
+        self.assertEqual(len(rounded.stdout.decode().splitlines()), 2)
+        for export in (["--saved-model", str(self.saved_model())],
+                       ["--ctranslate2", str(self.ctranslate2_model("float32"))]):
+            refused = run_cli("translate", *export, "--precision", "bfloat16", stdin=sentences)
+            self.assertEqual(refused.returncode, 2, export)
+            self.assertIn("--precision rounds the weights of a translation run (--run-dir); an export keeps its own",
+                          refused.stderr.decode())
+            self.assertEqual(refused.stdout, b"")
+
     def test_ctranslate2_export_without_tokenizer_is_a_clear_error(self):
         broken = pathlib.Path(self.tmp.name) / "no-tokenizer"
         shutil.copytree(self.run_dir, broken)
