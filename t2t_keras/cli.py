@@ -63,9 +63,20 @@ def _decoding_options(args):
     return dict(method=method, beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length)
 
 
-def _refuse_precision(args, what):
-    if args.precision is not None:
-        raise T2TError(f"--precision rounds the weights of a translation run (--run-dir); {what} keeps its own.")
+def _refuse_run_decoding(args, what):
+    """--precision and --shards set how a translation run's own model decodes; exports and lm runs keep theirs."""
+    given = [flag for flag, value in (("--precision", args.precision), ("--shards", args.shards)) if value is not None]
+    if given:
+        raise T2TError(f"{' and '.join(given)} set how a translation run (--run-dir) decodes; {what} keeps its own.")
+
+
+def _shards(text):
+    """`--shards`: "auto" or a positive integer."""
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be auto or a positive integer, not {text!r}")
+    return int(text)
 
 
 def _run_task(run_dir):
@@ -91,14 +102,15 @@ def cmd_evaluate(args):
     if _run_task(args.run_dir) != "translation":
         from t2t_keras.evaluation.language_model import evaluate_language_model, format_perplexity
 
-        _refuse_precision(args, "an lm or mlm run")
+        _refuse_run_decoding(args, "an lm or mlm run")
         result = evaluate_language_model(args.run_dir, args.split, args.text, args.model)
         print(json.dumps(result) if args.json else format_perplexity(result))
         return 0
     if args.text:
         raise T2TError("--text is for lm and mlm runs; score a translation run with --source and --reference.")
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
-                          _model_source(args), **_decoding_options(args), precision=args.precision)
+                          _model_source(args), **_decoding_options(args), precision=args.precision,
+                          shards=args.shards)
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
@@ -133,7 +145,7 @@ def cmd_translate(args):
     lines = _read_input(args.input)
     translator = _export_translator(args)
     if translator is not None:
-        _refuse_precision(args, "an export")
+        _refuse_run_decoding(args, "an export")
     if hasattr(translator, "parameters"):  # a continuation export (lm)
         translations = translator.translate(lines, max_new_tokens=args.extra_length, **_sampling_options(args))
     elif translator is not None:
@@ -145,7 +157,7 @@ def cmd_translate(args):
     elif _run_task(args.run_dir) == "lm":
         from t2t_keras.evaluation.continue_run import run_continuer
 
-        _refuse_precision(args, "an lm run")
+        _refuse_run_decoding(args, "an lm run")
         translations = run_continuer(args.run_dir, args.model, **_decoding_options(args),
                                      **_sampling_options(args)).translate(lines)
     else:
@@ -153,7 +165,7 @@ def cmd_translate(args):
 
         _refuse_sampling(args, "a translation run")
         translations = run_translator(args.run_dir, args.model, **_decoding_options(args),
-                                      precision=args.precision).translate(lines)
+                                      precision=args.precision, shards=args.shards).translate(lines)
     for line in translations:
         print(line)
     return 0
@@ -259,6 +271,9 @@ def _add_decoding_args(parser):
     parser.add_argument("--precision", choices=DECODING_PRECISIONS,
                         help="weights of a run's model while decoding (default: decoding.precision); bfloat16 is "
                              "faster for large models and batches on CPUs with bfloat16 units")
+    parser.add_argument("--shards", type=_shards,
+                        help="a run's batch decoded as this many concurrent searches, or auto: one per CPU core, one "
+                             "on a GPU or TPU (default: decoding.shards); the tokens do not depend on it")
     parser.add_argument("--model", default="auto", choices=("auto", "averaged", "latest", "best"),
                         help="which weights of the run: averaged checkpoints, the newest checkpoint or the best "
                              "one (RUN/best/)")

@@ -233,10 +233,14 @@ class DecodingConfig:
     extra_length: int = 50  # maximum output length = input length + extra_length
     max_beam_size: int = 8  # largest beam size an export accepts (each size is a traced search in the SavedModel)
     precision: str = "float32"  # translate/evaluate of a run: "bfloat16" rounds the weights (decoding.weight_precision)
+    shards: typing.Union[int, str] = "auto"  # translate/evaluate of a run: concurrent searches (decoding.sharding)
 
     def __post_init__(self):
         _check_positive("decoding", self, "beam_size", "extra_length", "max_beam_size")
         _check_choice("decoding", self, "precision", DECODING_PRECISIONS)
+        if self.shards != "auto" and (not isinstance(self.shards, int) or isinstance(self.shards, bool)
+                                      or self.shards < 1):
+            raise ConfigError(f"decoding.shards must be auto or a positive integer. Received: shards={self.shards!r}")
         if self.beam_size > self.max_beam_size:
             raise ConfigError(f"decoding.beam_size={self.beam_size} is larger than decoding.max_beam_size="
                               f"{self.max_beam_size}: raise max_beam_size or lower beam_size.")

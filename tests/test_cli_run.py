@@ -107,19 +107,38 @@ class RunCommandsTest(TestCase):
                 self.assertEqual(from_ct2.stdout, from_run.stdout)
             self.assertEqual(len(from_ct2.stdout.decode().split("\n")), 4)
 
-    def test_precision_rounds_the_weights_of_a_run_and_is_refused_for_exports(self):
-        sentences = b"the cat sees a dog\nthe man eats bread\n"
+    def test_precision_and_shards_set_how_a_run_decodes_and_are_refused_for_exports(self):
+        sentences = b"the cat sees a dog\nthe man eats bread\nthe dog eats\nthe man sees a cat\n"
+        one_search = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "2", "--shards", "1",
+                             stdin=sentences)
+        two_shards = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "2", "--shards", "2",
+                             stdin=sentences)
+        self.assertEqual(two_shards.returncode, 0, two_shards.stderr[-2000:])
+        self.assertEqual(two_shards.stdout, one_search.stdout)  # shards change the speed, not the tokens
+        self.assertEqual(len(two_shards.stdout.decode().splitlines()), 4)
         rounded = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "1", "--precision", "bfloat16",
                           stdin=sentences)
         self.assertEqual(rounded.returncode, 0, rounded.stderr[-2000:])
-        self.assertEqual(len(rounded.stdout.decode().splitlines()), 2)
+        self.assertEqual(len(rounded.stdout.decode().splitlines()), 4)
+        for bad in ("0", "two", "-1"):
+            refused = run_cli("translate", "--run-dir", str(self.run_dir), "--shards", bad, stdin=sentences)
+            self.assertEqual(refused.returncode, 2, bad)
+            self.assertIn("must be auto or a positive integer", refused.stderr.decode())
         for export in (["--saved-model", str(self.saved_model())],
                        ["--ctranslate2", str(self.ctranslate2_model("float32"))]):
-            refused = run_cli("translate", *export, "--precision", "bfloat16", stdin=sentences)
-            self.assertEqual(refused.returncode, 2, export)
-            self.assertIn("--precision rounds the weights of a translation run (--run-dir); an export keeps its own",
-                          refused.stderr.decode())
-            self.assertEqual(refused.stdout, b"")
+            for option in (["--precision", "bfloat16"], ["--shards", "2"]):
+                refused = run_cli("translate", *export, *option, stdin=sentences)
+                self.assertEqual(refused.returncode, 2, (export, option))
+                self.assertIn(f"{option[0]} set how a translation run (--run-dir) decodes; an export keeps its own",
+                              refused.stderr.decode())
+                self.assertEqual(refused.stdout, b"")
+
+    def test_the_run_configuration_gives_the_default_shards(self):
+        from t2t_keras.decoding.sharding import choose_shards
+        from t2t_keras.evaluation.evaluate_run import run_translator
+
+        self.assertEqual(run_translator(self.run_dir).shards, choose_shards("auto"))  # decoding.shards: auto
+        self.assertEqual(run_translator(self.run_dir, shards=3).shards, 3)
 
     def test_ctranslate2_export_without_tokenizer_is_a_clear_error(self):
         broken = pathlib.Path(self.tmp.name) / "no-tokenizer"

@@ -65,6 +65,12 @@ class ValidationTest(TestCase):
         self.assertConfigError(["model.num_layers=0"], "model.num_layers", "positive")
         self.assertConfigError(["model.intermediate_dim=abc"], "intermediate_dim", "'abc'")
 
+    def test_decoding_shards_are_auto_or_a_positive_integer(self):
+        self.assertEqual(load_config("base").decoding.shards, "auto")
+        self.assertEqual(load_config("base", ["decoding.shards=2"]).decoding.shards, 2)
+        for bad in ("0", "two", "true", "1.5"):
+            self.assertConfigError([f"decoding.shards={bad}"], "decoding.shards", "auto or a positive integer")
+
     def test_choices(self):
         self.assertConfigError(["model.position_encoding=rotary"], "position_encoding", "sinusoidal", "learned")
 

@@ -149,7 +149,8 @@ class CausalLanguageModelTaskTest(_TaskRun):
         refused = cli_in_process("translate", "--saved-model", export_dir, "--input", prompt_file,
                                  "--precision", "bfloat16")
         self.assertEqual(refused.returncode, 2)
-        self.assertIn("an export keeps its own", refused.stderr.decode())
+        self.assertIn("--precision set how a translation run (--run-dir) decodes; an export keeps its own",
+                      refused.stderr.decode())
         continuer = SavedModelContinuer(export_dir)
         sampled = continuer.translate(prompts, temperature=1.0, top_k=5, seed=11)
         self.assertEqual(continuer.translate(prompts, temperature=1.0, top_k=5, seed=11), sampled)
@@ -165,13 +166,14 @@ class CausalLanguageModelTaskTest(_TaskRun):
         answer = client.post("/v1/models/default:predict", json={"inputs": prompts, "params": {"temperature": -1}})
         self.assertEqual(answer.status_code, 400)
 
-    def test_precision_is_refused_for_an_lm_run(self):
+    def test_precision_and_shards_are_refused_for_an_lm_run(self):
         prompts = pathlib.Path(self.tmp.name) / "precision-prompts.txt"
         prompts.write_text("die\n", "utf-8")
         for command in (["translate", "--input", prompts], ["evaluate", "--split", "dev"]):
-            refused = cli_in_process(*command, "--run-dir", self.run_dir, "--precision", "bfloat16")
+            refused = cli_in_process(*command, "--run-dir", self.run_dir, "--precision", "bfloat16", "--shards", "2")
             self.assertEqual(refused.returncode, 2, command)
-            self.assertIn("--precision rounds the weights of a translation run", refused.stderr.decode())
+            self.assertIn("--precision and --shards set how a translation run (--run-dir) decodes",
+                          refused.stderr.decode())
             self.assertEqual(refused.stdout, b"")
 
     def test_trains_on_the_configured_side_only(self):

@@ -18,7 +18,7 @@ def run_translator(run_dir, model_source="auto", **options):
     """A `Translator` over the run's trained model and tokenizer; `options` go to `Translator`."""
     decoding = RunDirectory(run_dir).load_config().decoding
     defaults = dict(beam_size=decoding.beam_size, alpha=decoding.alpha, max_extra_length=decoding.extra_length,
-                    precision=decoding.precision)
+                    precision=decoding.precision, shards=decoding.shards)
     defaults.update({k: v for k, v in options.items() if v is not None})
     model, tokenizer = load_run(run_dir, model_source)
     return Translator(model, tokenizer, **defaults)
