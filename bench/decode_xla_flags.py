@@ -19,7 +19,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 
 POINTS = (("base", 1, "mixed_bfloat16"), ("base", 1, "float32"), ("small", 1, "float32"),
           ("small", 32, "mixed_bfloat16"), ("base", 32, "float32"))
@@ -32,6 +31,7 @@ def measure(size, batch, policy):
     import keras
     import numpy as np
     import t2t_keras_adapter
+    from timing import measure as time_calls
 
     keras.mixed_precision.set_global_policy(policy)
     keras.utils.set_random_seed(0)
@@ -39,13 +39,8 @@ def measure(size, batch, policy):
     generate = bench.make_generate("cached", 32)
     source = np.random.default_rng(0).integers(4, bc.SIZES[size]["vocab"], size=(batch, 32)).astype("int32")
     source[:, -1] = 2
-    ids = np.asarray(generate(source))
-    seconds = []
-    for _ in range(7):
-        start = time.perf_counter()
-        generate(source)
-        seconds.append(time.perf_counter() - start)
-    return {"tokens_per_second": batch * 32 / statistics.median(seconds), "ids_sum": int(ids.sum())}
+    result = time_calls(lambda: np.asarray(generate(source)), repeats=7)
+    return {"tokens_per_second": batch * 32 / result["median_s"], "ids_sum": int(result["value"].sum())}
 
 
 def run_point(size, batch, policy, flags):

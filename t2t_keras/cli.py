@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from t2t_keras.config import DECODING_PRECISIONS
+from t2t_keras.config import DECODING_PRECISIONS, check_shards
 from t2t_keras.errors import T2TError
 
 
@@ -71,12 +71,11 @@ def _refuse_run_decoding(args, what):
 
 
 def _shards(text):
-    """`--shards`: "auto" or a positive integer."""
-    if text == "auto":
-        return text
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be auto or a positive integer, not {text!r}")
-    return int(text)
+    """`--shards`: "auto" or a positive integer (`config.check_shards`)."""
+    try:
+        return check_shards(int(text) if text.lstrip("-").isdigit() else text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _run_task(run_dir):

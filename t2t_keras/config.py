@@ -47,8 +47,15 @@ def _check_choice(section, obj, name, choices):
     check_choice(name, getattr(obj, name), choices, prefix=f"{section}.")
 
 
-# The task each architecture trains (`training.task`).
+def check_shards(value, prefix=""):
+    """`value` if it is "auto" or a positive integer (`decoding.shards`, `decoding.sharding`), else a ConfigError."""
+    if value != "auto" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ConfigError(f"{prefix}shards must be 'auto' or a positive integer. Received: shards={value!r}")
+    return value
+
+
 DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
+# The task each architecture trains (`training.task`).
 TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
 ARCHITECTURE_OF_TASK = {task: architecture for architecture, task in TASK_OF_ARCHITECTURE.items()}
 
@@ -238,9 +245,7 @@ class DecodingConfig:
     def __post_init__(self):
         _check_positive("decoding", self, "beam_size", "extra_length", "max_beam_size")
         _check_choice("decoding", self, "precision", DECODING_PRECISIONS)
-        if self.shards != "auto" and (not isinstance(self.shards, int) or isinstance(self.shards, bool)
-                                      or self.shards < 1):
-            raise ConfigError(f"decoding.shards must be auto or a positive integer. Received: shards={self.shards!r}")
+        check_shards(self.shards, prefix="decoding.")
         if self.beam_size > self.max_beam_size:
             raise ConfigError(f"decoding.beam_size={self.beam_size} is larger than decoding.max_beam_size="
                               f"{self.max_beam_size}: raise max_beam_size or lower beam_size.")

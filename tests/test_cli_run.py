@@ -123,7 +123,7 @@ class RunCommandsTest(TestCase):
         for bad in ("0", "two", "-1"):
             refused = run_cli("translate", "--run-dir", str(self.run_dir), "--shards", bad, stdin=sentences)
             self.assertEqual(refused.returncode, 2, bad)
-            self.assertIn("must be auto or a positive integer", refused.stderr.decode())
+            self.assertIn("shards must be 'auto' or a positive integer", refused.stderr.decode())
         for export in (["--saved-model", str(self.saved_model())],
                        ["--ctranslate2", str(self.ctranslate2_model("float32"))]):
             for option in (["--precision", "bfloat16"], ["--shards", "2"]):

@@ -69,7 +69,7 @@ class ValidationTest(TestCase):
         self.assertEqual(load_config("base").decoding.shards, "auto")
         self.assertEqual(load_config("base", ["decoding.shards=2"]).decoding.shards, 2)
         for bad in ("0", "two", "true", "1.5"):
-            self.assertConfigError([f"decoding.shards={bad}"], "decoding.shards", "auto or a positive integer")
+            self.assertConfigError([f"decoding.shards={bad}"], "decoding.shards must be 'auto' or a positive integer")
 
     def test_choices(self):
         self.assertConfigError(["model.position_encoding=rotary"], "position_encoding", "sinusoidal", "learned")

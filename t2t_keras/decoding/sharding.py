@@ -18,6 +18,8 @@ import os
 
 import tensorflow as tf
 
+from t2t_keras.config import check_shards
+
 MIN_ROWS_PER_SHARD = 2
 
 
@@ -32,15 +34,13 @@ def choose_shards(setting="auto"):
     """Shards for a search: `setting` if an integer, else ("auto") the CPU cores, or 1 with a GPU or TPU.
 
     Raises:
-        ValueError: for a setting that is neither "auto" nor a positive integer.
+        ConfigError (a ValueError): for a setting that is neither "auto" nor a positive integer.
     """
-    if setting == "auto":
-        if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
-            return 1
-        return cpu_cores()
-    if isinstance(setting, bool) or not isinstance(setting, int) or setting < 1:
-        raise ValueError(f"shards must be 'auto' or a positive integer. Received: shards={setting!r}")
-    return setting
+    if check_shards(setting) != "auto":
+        return setting
+    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+        return 1
+    return cpu_cores()
 
 
 def sharded(search, shards, min_rows=MIN_ROWS_PER_SHARD):
