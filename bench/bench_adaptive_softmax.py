@@ -39,7 +39,7 @@ from t2t_keras.evaluation.evaluate_run import load_eval_pairs  # noqa: E402
 from t2t_keras.evaluation.scoring import RunScorer, ScorePair, score_pairs  # noqa: E402
 from t2t_keras.params import count_parameters  # noqa: E402
 from t2t_keras.runs import RunDirectory  # noqa: E402
-from t2t_keras.training.data_setup import prepare_tokenizer  # noqa: E402
+from t2t_keras.tasks.base import prepare_tokenizer  # noqa: E402
 from t2t_keras.training.trainer import train  # noqa: E402
 
 FAST_PATH = ("training.mixed_precision=auto", "training.jit_compile=auto", "training.fuse_elementwise=auto")

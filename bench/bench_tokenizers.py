@@ -8,7 +8,7 @@ the same config (`--config` plus `--set`, by default `mini` on the default
 corpus), changing only `data.tokenizer`:
 
 1. it learns the shared vocabulary on the training split, as `train` would
-   (`training.data_setup.prepare_tokenizer`), and times that;
+   (`tasks.base.prepare_tokenizer`), and times that;
 2. it trains for `--minutes` minutes (the same budget for each; the steps
    reached differ with the tokens per sentence and are reported);
 3. it translates the dev split with the run's newest checkpoint and the
@@ -44,7 +44,7 @@ from t2t_keras.data import sources  # noqa: E402
 from t2t_keras.evaluation.evaluate_run import evaluate_run, load_eval_pairs  # noqa: E402
 from t2t_keras.runs import RunDirectory  # noqa: E402
 from t2t_keras.special_ids import UNK_ID  # noqa: E402
-from t2t_keras.training.data_setup import prepare_tokenizer  # noqa: E402
+from t2t_keras.tasks.base import prepare_tokenizer  # noqa: E402
 from t2t_keras.training.trainer import train  # noqa: E402
 
 HEADER = ("| tokenizer | vocabulary | vocabulary s | steps | other cores | dev BLEU | dev chrF "

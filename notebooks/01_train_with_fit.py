@@ -99,15 +99,15 @@ for source, target in train_pairs[100:103]:
 # "Sentence pairs were batched together by approximate sequence length" (§5.1). Pairs go into length
 # buckets, and each bucket's batch size keeps about `data.batch_tokens` tokens per side. A batch is
 # `((source, target_in), target_out, sample_weight)`: the decoder reads `<s> y1 … yn` and predicts
-# `y1 … yn </s>`; the weight is 0 on padding. `prepare_data` is the step `train` starts with.
+# `y1 … yn </s>`; the weight is 0 on padding. `load_data`, the run's task's data setup, is the step `train` starts with.
 
 # %%
 from t2t_keras.runs import RunDirectory
-from t2t_keras.training.data_setup import prepare_data
+from t2t_keras.tasks import task_of
 
 run = RunDirectory(RUN_DIR)
 config = run.resolve_config(config)  # writes RUN/config.yaml; a rerun checks model and data did not change
-data = prepare_data(run, config)
+data = task_of(config).load_data(run, config)
 tokenizer = data.tokenizer
 example = dev_pairs[0][0]
 ids = tokenizer.tokenize(tf.constant([example]))[0].numpy()

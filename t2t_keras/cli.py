@@ -33,10 +33,9 @@ def cmd_describe(args):
 
 
 def cmd_train(args):
-    from t2t_keras.inspect.summary import RunAttentionSummary
-    from t2t_keras.training.trainer import train
+    from t2t_keras.pipeline import train_run
 
-    result = train(_load(args), args.run_dir, minutes=args.minutes, callbacks=[RunAttentionSummary(args.run_dir)])
+    result = train_run(_load(args), args.run_dir, minutes=args.minutes)
     print(f"trained {result.run_dir} from step {result.start_step} to {result.final_step} "
           f"in {result.seconds / 60:.1f} min")
     return 0

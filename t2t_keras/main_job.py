@@ -16,9 +16,8 @@ from t2t_keras import config as config_lib
 from t2t_keras.evaluation.evaluate_run import evaluate_baseline, evaluate_run
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_run
-from t2t_keras.inspect.summary import RunAttentionSummary
+from t2t_keras.pipeline import train_run
 from t2t_keras.runs import RunDirectory, average_run, checkpoint_step
-from t2t_keras.training.trainer import train
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +33,7 @@ EXAMPLES = [
 def _train(config, run_dir, minutes):
     if minutes <= 0:
         return None
-    return train(config, run_dir, minutes=minutes, callbacks=[RunAttentionSummary(run_dir)])
+    return train_run(config, run_dir, minutes)
 
 
 def _baseline(run, split="test"):

@@ -17,7 +17,7 @@ from t2t_keras.data import monolingual
 from t2t_keras.errors import ConfigError
 from t2t_keras.runs import RunDirectory
 from t2t_keras.special_ids import EOS_ID
-from t2t_keras.training.task_data import prepare_task_data
+from t2t_keras.tasks import task_of
 from tests.helpers import TestCase, cli_in_process, unigram_perplexity
 
 # noun -> (nominative article, accusative article, adjective ending nominative, accusative)
@@ -198,7 +198,7 @@ class MaskedLanguageModelTaskTest(_TaskRun):
 
     def test_loss_and_metrics_count_the_masked_positions_only(self):
         config = RunDirectory(self.run_dir).load_config()
-        data = prepare_task_data(RunDirectory(self.run_dir), config)
+        data = task_of(config).load_data(RunDirectory(self.run_dir), config)
         for inputs, labels, weights in data.dev.take(data.dev_steps):
             inputs, labels, weights = inputs.numpy(), labels.numpy(), weights.numpy()
             self.assertTrue(np.all(weights[labels == 0] == 0))  # no padding

@@ -2,7 +2,7 @@
 
 Sentences travel through the translation input pipeline as pairs `(sentence,
 sentence)`, so tokenization, length filtering and bucketing are the same;
-`lm_batches` and `mlm_batches` then keep the one side each task needs.
+`lm_batches` and `mlm_batches` then keep the one side each task needs (`tasks.language_model`).
 """
 
 import tensorflow as tf
@@ -65,11 +65,3 @@ def mlm_batches(batches, vocab_size, seed):
     """`(corrupted x EOS, x EOS, weights at masked positions)` from pipeline batches (BERT's 80/10/10)."""
     return masked_lm_batches(batches.map(lambda inputs, target_out, weights: inputs[0]), vocab_size, seed)
 
-
-def task_batches(task, batches, vocab_size, seed):
-    """The task's `(inputs, labels, weights)` from pipeline batches; translation batches pass unchanged."""
-    if task == "lm":
-        return lm_batches(batches)
-    if task == "mlm":
-        return mlm_batches(batches, vocab_size, seed)
-    return batches

@@ -14,6 +14,7 @@ import numpy as np
 from t2t_keras.data import monolingual
 from t2t_keras.data.batching import make_eval_dataset
 from t2t_keras.runs import RunDirectory, load_run
+from t2t_keras.tasks import task_of
 
 EVALUATION_SEED = 20170612  # the masking of mlm evaluation text; fixed so runs compare on the same masks
 
@@ -36,7 +37,7 @@ def evaluate_language_model(run_dir, split="test", text_file=None, model_source=
         sentences, _ = monolingual.load_sentences(config.data, split)
     batches = make_eval_dataset(monolingual.as_pairs(sentences), tokenizer, max_length=config.data.max_length,
                                 batch_tokens=config.data.batch_tokens, drop_long=False, count_dropped=False)
-    batches = monolingual.task_batches(config.task, batches, config.model.vocab_size, EVALUATION_SEED)
+    batches = task_of(config).batches(batches, config.model.vocab_size, EVALUATION_SEED)
     total, tokens = 0.0, 0.0
     for inputs, labels, weights in batches:
         batch_total, batch_tokens = batch_negative_log_likelihood(model, inputs, labels, weights)

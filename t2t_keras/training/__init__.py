@@ -1,7 +1,6 @@
 """Training (§5): everything `model.fit` needs, and `train`, which puts it together.
 
     trainer       `train(config, run_dir)`: compile, restore, `model.fit` in a strategy
-    data_setup    the run's tokenizer and its training and validation datasets
     schedule      the learning rate of eq. (3) and Adam(0.9, 0.98, 1e-9) (§5.3)
     loss          label-smoothed cross-entropy that ignores padding (§5.4)
     metrics       padding-aware accuracy, perplexity and token counts

@@ -114,3 +114,56 @@ class TimeLimit(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if time.monotonic() - self._start >= self.seconds:
             self.model.stop_training = True
+
+
+class ProgressLog(keras.callbacks.Callback):
+    """One log line every `every_steps` updates: step, loss, target tokens/s and the time left.
+
+    For output that is not a terminal (a log file, CI), where Keras' progress bar
+    would redraw itself with carriage returns thousands of times per line.
+    The time left is the sooner of `train_steps` at the recent speed and the
+    `minutes` budget.
+    """
+
+    def __init__(self, every_steps, train_steps, minutes=None):
+        super().__init__()
+        self.every_steps = every_steps
+        self.train_steps = train_steps
+        self.seconds = None if not minutes else minutes * 60
+        self._began = self._time = None
+        self._step = self._tokens = 0
+
+    def on_train_begin(self, logs=None):
+        self._began = self._time = time.monotonic()
+        self._step = int(self.model.optimizer.iterations.numpy())
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._tokens = 0.0  # the token metric restarts every epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every_steps or not logs or step == self._step:
+            return
+        now, tokens = time.monotonic(), float(logs.get("target_tokens", 0.0))
+        speed = max(tokens - self._tokens, 0.0) / max(now - self._time, 1e-9)
+        steps_per_second = (step - self._step) / max(now - self._time, 1e-9)
+        left = (self.train_steps - step) / max(steps_per_second, 1e-9)
+        if self.seconds is not None:
+            left = min(left, self.seconds - (now - self._began))
+        logger.info("step %d/%d  loss %.4f  %.0f target tokens/s  %s left", step, self.train_steps,
+                    float(logs.get("loss", float("nan"))), speed, _duration(max(left, 0.0)))
+        self._step, self._tokens, self._time = step, tokens, now
+
+    def on_epoch_end(self, epoch, logs=None):
+        scores = {name: value for name, value in (logs or {}).items()
+                  if name.startswith("val_") and name != "val_target_tokens"}
+        if scores:
+            logger.info("validation after step %d: %s", int(self.model.optimizer.iterations.numpy()),
+                        "  ".join(f"{name[4:]} {float(value):.4f}" for name, value in sorted(scores.items())))
+
+
+def _duration(seconds):
+    """`1h02m`, `4m05s` or `12s`."""
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"

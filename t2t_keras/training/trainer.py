@@ -2,17 +2,19 @@
 
 import dataclasses
 import logging
+import sys
 import time
 
 import keras
 import tensorflow as tf
 
-from t2t_keras.build import SINGLE_STACK, build_model
+from t2t_keras.build import build_model
 from t2t_keras.config import replace
-from t2t_keras.errors import ConfigError
+from t2t_keras.errors import ConfigError, DataError
 from t2t_keras.runs import RunDirectory
+from t2t_keras.tasks import task_of
 from t2t_keras.training.accumulation import enable_gradient_accumulation, group_micro_batches
-from t2t_keras.training.callbacks import SkippedUpdates, StopAtStep, TimeLimit, TrainingScalars
+from t2t_keras.training.callbacks import ProgressLog, SkippedUpdates, StopAtStep, TimeLimit, TrainingScalars
 from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
 from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, sample_pairs
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
@@ -22,7 +24,6 @@ from t2t_keras.training.precision import choose_fusion, choose_jit, choose_preci
 from t2t_keras.training.resume import InputPosition, check_replicas, random_state, settle_precision, skip_consumed
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.strategy import make_strategy, worker_identity
-from t2t_keras.training.task_data import prepare_task_data
 
 logger = logging.getLogger(__name__)
 
@@ -51,15 +52,15 @@ def _use_jit(config, strategy, precision):
     return True
 
 
-def build_loss_and_metrics(model):
-    """Builds the compiled loss and metrics on a dummy batch.
+def build_loss_and_metrics(model, task):
+    """Builds the compiled loss and metrics on a dummy batch of `task`'s inputs.
 
     Under a distribution strategy `fit` otherwise builds them from a batch it
     averages across replicas, which turns token ids into floats and fails
     outright under MultiWorkerMirroredStrategy.
     """
     ids = tf.ones((1, 2), tf.int32)
-    inputs = ids if isinstance(model, tuple(SINGLE_STACK.values())) else (ids, ids)  # lm / mlm: one sequence
+    inputs = task.example_inputs(ids)
     logits = model(inputs)
     model.compute_loss(inputs, ids, logits)
     model.compute_metrics(inputs, ids, logits, None)
@@ -68,7 +69,7 @@ def build_loss_and_metrics(model):
 
 def compile_model(config, strategy):
     """The Transformer, its optimizer (eq. 3 schedule), label-smoothed loss and metrics, under `strategy`."""
-    t = config.training
+    t, task = config.training, task_of(config)
     precision = choose_precision(t.mixed_precision)
     with strategy.scope():
         model = build_model(config.model, dtype=precision)
@@ -85,12 +86,12 @@ def compile_model(config, strategy):
             optimizer=optimizer,
             loss=loss,
             # mlm counts the masked positions only: their sample weights, which Keras gives weighted metrics.
-            **{"weighted_metrics" if config.task == "mlm" else "metrics": [MaskedAccuracy(), Perplexity(),
-                                                                           TokenCount()]},
+            **{"weighted_metrics" if task.weighted_metrics else "metrics": [MaskedAccuracy(), Perplexity(),
+                                                                            TokenCount()]},
             jit_compile=(jit := _use_jit(config, strategy, precision)),
         )
         fuse_elementwise(choose_fusion(t.fuse_elementwise, model.dtype_policy.name, jit))
-        build_loss_and_metrics(model)
+        build_loss_and_metrics(model, task)
     if t.gradient_accumulation_steps > 1:
         enable_gradient_accumulation(model, loss, t.gradient_accumulation_steps)
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
@@ -128,24 +129,27 @@ def _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id
                      save_checkpoint=manager.save)]
 
 
-def _callbacks(run, config, data, model, manager, state, minutes, extra, chief=True, task_id=0):
+def _callbacks(run, config, data, model, manager, state, minutes, extra, chief=True, task_id=0, log_lines=False):
     """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones.
 
     The input position comes first, so that a checkpoint taken after a step includes it.
+    `log_lines`: a `ProgressLog` line every logging interval, in place of Keras' progress bar.
     """
     t = config.training
     log_dir = run.log_dir if chief else run.log_dir / f".worker-{task_id}"  # one writer per event file
+    every_steps = max(1, min(100, t.steps_per_epoch // 4))
     callbacks = [state.position, SkippedUpdates(state.skipped_updates)]
     callbacks += _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id)
     callbacks += [
         StopAtStep(t.train_steps),
         PeriodicCheckpoint(manager, t.checkpoint_every_steps, t.checkpoint_every_minutes),
-        TrainingScalars(log_dir / "train", every_steps=max(1, min(100, t.steps_per_epoch // 4)),
-                        skipped_updates=state.skipped_updates),
+        TrainingScalars(log_dir / "train", every_steps=every_steps, skipped_updates=state.skipped_updates),
         keras.callbacks.TensorBoard(str(log_dir), write_graph=False),
     ]
     if minutes:
         callbacks.append(TimeLimit(minutes))
+    if log_lines and chief:
+        callbacks.append(ProgressLog(every_steps, t.train_steps, minutes))
     extra = [callback for callback in extra or () if chief or not getattr(callback, "chief_only", False)]
     return callbacks + extra
 
@@ -163,14 +167,15 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         minutes: stop after this much training time.
         callbacks: more Keras callbacks (e.g. `inspect.RunAttentionSummary`);
             those with a true `chief_only` attribute run on the chief worker only.
-        verbose: passed to `model.fit`.
+        verbose: passed to `model.fit`; "auto" is Keras' progress bar on a terminal, and one
+            log line per logging interval otherwise (`callbacks.ProgressLog`).
     """
     run = RunDirectory(run_dir)
     config = run.resolve_config(config)
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
-    data = prepare_task_data(run, config, strategy.num_replicas_in_sync)
+    data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync)
     run.write_json("data.json", data.provenance)
     precision, jit, fuse = settle_precision(run, config.training)
     process_jit = tf.config.optimizer.get_jit()  # fuse_elementwise sets it for this run's training only
@@ -196,6 +201,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     train_data = skip_consumed(data.train, state.position.position(start))  # resume where it stopped
     if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
         train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
+    log_lines = verbose == "auto" and not sys.stdout.isatty()
     try:
         history = model.fit(
             train_data,
@@ -205,9 +211,13 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
             validation_data=data.dev,
             validation_steps=data.dev_steps or None,
             shuffle=False,  # the dataset is shuffled by the input pipeline
-            callbacks=_callbacks(run, config, data, model, manager, state, minutes, callbacks, chief, task_id),
-            verbose=verbose,
+            callbacks=_callbacks(run, config, data, model, manager, state, minutes, callbacks, chief, task_id,
+                                 log_lines),
+            verbose=0 if log_lines else verbose,
         )
+    except StopIteration:  # `data.train` repeats forever unless it holds no batch at all
+        raise DataError(f"The training data gave no batch: its pairs do not fill one batch of data.batch_tokens="
+                        f"{config.data.batch_tokens} tokens. Lower data.batch_tokens or train on more data.") from None
     finally:
         tf.config.optimizer.set_jit(process_jit or False)
     return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)

@@ -1,0 +1,23 @@
+"""`task: translation` (§3, §6.1): parallel sentence pairs into the encoder-decoder `Transformer`."""
+
+from t2t_keras.data import sources
+from t2t_keras.tasks.base import Task
+
+
+class TranslationTask(Task):
+    """Source and target sentences; the model translates, and its three attention kinds can be drawn."""
+
+    name = "translation"
+    attention_summary = True
+    output = "translation"
+
+    def examples(self, data_config, split, seed=None):
+        if split == "train":
+            return sources.training_pairs(data_config, seed=seed)
+        return sources.load_pairs(data_config, split)
+
+    def example_inputs(self, ids):
+        return (ids, ids)  # (source, target_in)
+
+    def dev_pairs(self, dev_examples):
+        return sources.as_string_pairs(dev_examples)
