@@ -9,6 +9,30 @@ import sys
 from t2t_keras.config import DECODING_PRECISIONS, check_shards
 from t2t_keras.errors import T2TError
 
+TASKS = ("translation", "lm", "mlm")
+# The tasks whose runs (or exports) each command takes; any other gets the one refusal of `check_task`.
+COMMAND_TASKS = {
+    "describe": TASKS, "train": TASKS, "average": TASKS, "evaluate": TASKS,
+    "translate": ("translation", "lm"),  # an lm continues the prompts; an mlm generates nothing
+    "score": ("translation",), "baseline": ("translation",), "inspect": ("translation",), "main": ("translation",),
+    "export": ("translation", "lm"), "serve": ("translation", "lm"),
+}
+
+
+def check_task(command, task, where):
+    """Refuses `command` on a model of `task` it does not take, with the same message for every command."""
+    if task not in COMMAND_TASKS[command]:
+        raise T2TError(f"t2t-keras {command} does not apply to {where}, a {task} model: it takes "
+                       f"{' and '.join(COMMAND_TASKS[command])} models. For an lm or mlm run, t2t-keras evaluate "
+                       "reports its perplexity.")
+
+
+def refuse_flags(args, flags, what):
+    """Refuses the `flags` (attribute names of `args`) given on the command line that do not apply to `what`."""
+    given = [f"--{flag.replace('_', '-')}" for flag in flags if getattr(args, flag, None) not in (None, False)]
+    if given:
+        raise T2TError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {what}.")
+
 
 def _add_config_args(parser):
     parser.add_argument("--config", default="base", help="preset name (configs/NAME.yaml) or a YAML file")
@@ -62,11 +86,10 @@ def _decoding_options(args):
     return dict(method=method, beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length)
 
 
-def _refuse_run_decoding(args, what):
-    """--precision and --shards set how a translation run's own model decodes; exports and lm runs keep theirs."""
-    given = [flag for flag, value in (("--precision", args.precision), ("--shards", args.shards)) if value is not None]
-    if given:
-        raise T2TError(f"{' and '.join(given)} set how a translation run (--run-dir) decodes; {what} keeps its own.")
+# Flags that apply to some models only, by what they set.
+SEARCH_FLAGS = ("beam", "alpha", "method")  # a beam search's (translation)
+RUN_DECODING_FLAGS = ("precision", "shards")  # how a translation run's own model decodes; exports keep theirs
+SAMPLING_FLAGS = ("temperature", "top_k", "seed")  # an lm's continuations
 
 
 def _shards(text):
@@ -84,13 +107,7 @@ def _run_task(run_dir):
 
 
 def _sampling_options(args):
-    return dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
-
-
-def _refuse_sampling(args, what):
-    given = [f"--{name.replace('_', '-')}" for name, value in _sampling_options(args).items() if value is not None]
-    if given:
-        raise T2TError(f"{', '.join(given)} continue prompts of an lm run (or its export); {what} does not sample.")
+    return {flag: getattr(args, flag) for flag in SAMPLING_FLAGS}
 
 
 def cmd_evaluate(args):
@@ -100,12 +117,12 @@ def cmd_evaluate(args):
     if _run_task(args.run_dir) != "translation":
         from t2t_keras.evaluation.language_model import evaluate_language_model, format_perplexity
 
-        _refuse_run_decoding(args, "an lm or mlm run")
+        refuse_flags(args, SEARCH_FLAGS + RUN_DECODING_FLAGS + ("source", "reference", "output"),
+                     "an lm or mlm run, whose perplexity evaluate reports")
         result = evaluate_language_model(args.run_dir, args.split, args.text, args.model)
         print(json.dumps(result) if args.json else format_perplexity(result))
         return 0
-    if args.text:
-        raise T2TError("--text is for lm and mlm runs; score a translation run with --source and --reference.")
+    refuse_flags(args, ("text",), "a translation run: score it with --split, or --source and --reference")
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
                           _model_source(args), **_decoding_options(args), precision=args.precision,
                           shards=args.shards)
@@ -122,46 +139,48 @@ def _read_input(path):
     return decode_text(sys.stdin.buffer.read(), "<stdin>")
 
 
-def _export_translator(args):
-    """The translator of `--saved-model` or `--ctranslate2`, or None (a run directory)."""
-    if args.saved_model and _is_continuation_export(args.saved_model):
-        from t2t_keras.export.continuation_export import SavedModelContinuer
+def _export_translator(args, batch_size=32):
+    """The export `--saved-model` or `--ctranslate2` names, opened once (`open_export`), or None (a run)."""
+    from t2t_keras.export.opening import open_export
 
-        return SavedModelContinuer(args.saved_model)
-    if args.saved_model:
-        from t2t_keras.export.loaded import SavedModelTranslator
+    path = args.saved_model or getattr(args, "ctranslate2", None)
+    return None if path is None else open_export(path, batch_size=batch_size)
 
-        return SavedModelTranslator(args.saved_model)
-    if args.ctranslate2:
-        from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
 
-        return CTranslate2Translator(args.ctranslate2)
-    return None
+def _inapplicable_decoding_flags(task, exported):
+    """Decoding flags `translate` refuses: sampling is an lm's; an export keeps its own search and precision."""
+    flags = SAMPLING_FLAGS if task == "translation" else ()
+    flags += RUN_DECODING_FLAGS if exported or task != "translation" else ()
+    return flags + (SEARCH_FLAGS if exported and task == "lm" else ())
+
+
+def _opened_task(args):
+    """`(task, exported)`: the task of `--run-dir` or of the export `--saved-model`/`--ctranslate2` (opened)."""
+    exported = _export_translator(args)
+    return (exported.task if exported is not None else _run_task(args.run_dir)), exported
 
 
 def cmd_translate(args):
+    task, translator = _opened_task(args)
+    check_task("translate", task, args.run_dir or args.saved_model or args.ctranslate2)
+    kind = f"{'an' if task == 'lm' else 'a'} {task} {'export' if translator is not None else 'run'}"
+    refuse_flags(args, _inapplicable_decoding_flags(task, translator is not None), kind)
     lines = _read_input(args.input)
-    translator = _export_translator(args)
-    if translator is not None:
-        _refuse_run_decoding(args, "an export")
-    if hasattr(translator, "parameters"):  # a continuation export (lm)
+    if translator is not None and task == "lm":
         translations = translator.translate(lines, max_new_tokens=args.extra_length, **_sampling_options(args))
     elif translator is not None:
-        _refuse_sampling(args, "a translation export")
         options = {k: v for k, v in _decoding_options(args).items() if v is not None and k != "method"}
         if args.method == "greedy":
             options["beam_size"] = 1
         translations = translator.translate(lines, **options)
-    elif _run_task(args.run_dir) == "lm":
+    elif task == "lm":
         from t2t_keras.evaluation.continue_run import run_continuer
 
-        _refuse_run_decoding(args, "an lm run")
         translations = run_continuer(args.run_dir, args.model, **_decoding_options(args),
                                      **_sampling_options(args)).translate(lines)
     else:
         from t2t_keras.evaluation.evaluate_run import run_translator
 
-        _refuse_sampling(args, "a translation run")
         translations = run_translator(args.run_dir, args.model, **_decoding_options(args),
                                       precision=args.precision, shards=args.shards).translate(lines)
     for line in translations:
@@ -172,7 +191,9 @@ def cmd_translate(args):
 def cmd_score(args):
     from t2t_keras.evaluation.scoring import RunScorer, format_score, read_score_pairs, score_pairs
 
-    scorer = RunScorer(args.run_dir, args.model) if args.run_dir else _export_translator(args)
+    task, exported = _opened_task(args)
+    check_task("score", task, args.run_dir or args.saved_model or args.ctranslate2)
+    scorer = RunScorer(args.run_dir, args.model) if args.run_dir else exported
     pairs = read_score_pairs(args.source, args.target, scorer.max_length, scorer.piece_lengths)
     for score in score_pairs(scorer, pairs, batch_tokens=args.batch_tokens):
         print(format_score(score, args.token_level, args.json))
@@ -183,30 +204,25 @@ def cmd_baseline(args):
     from t2t_keras.evaluation.bleu import format_scores
     from t2t_keras.evaluation.evaluate_run import evaluate_baseline
 
+    check_task("baseline", _run_task(args.run_dir), args.run_dir)
     result = evaluate_baseline(args.run_dir, args.split)
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
 
-def _is_continuation_export(path):
-    from t2t_keras.export.continuation_export import is_continuation_export
-
-    return is_continuation_export(path)
-
-
 def cmd_export(args):
-    if _run_task(args.run_dir) != "translation":
-        from t2t_keras.export.continuation_export import export_lm_run
-
-        print(export_lm_run(args.run_dir, args.out, average_last=args.average_last,
-                            max_new_tokens=args.extra_length, temperature=args.temperature or 0.0,
-                            top_k=args.top_k or 0, overwrite=args.overwrite))
-        return 0
+    task = _run_task(args.run_dir)
+    check_task("export", task, args.run_dir)
+    refuse_flags(args, ("temperature", "top_k") if task == "translation" else
+                 ("beam", "alpha", "max_beam_size", "ids_only", "quantization"), f"the export of a {task} run")
     if args.format == "ctranslate2":
         from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 
         if args.ids_only:
             raise T2TError("--ids-only applies to --format saved_model: a CTranslate2 export always takes text.")
+        if task != "translation":
+            raise T2TError("--format ctranslate2 holds an encoder-decoder translation model: export an lm run as a "
+                           "SavedModel (the default --format).")
         print(export_ctranslate2_run(args.run_dir, args.out, quantization=args.quantization or "float32",
                                      average_last=args.average_last, source=args.checkpoint or "auto",
                                      overwrite=args.overwrite,
@@ -217,36 +233,35 @@ def cmd_export(args):
     if args.quantization not in (None, "int8"):
         raise T2TError(f"--quantization {args.quantization} applies to --format ctranslate2; a SavedModel "
                        "takes --quantization int8 (int8 Dense weights).")
-    out = export_run(args.run_dir, args.out, average_last=args.average_last, source=args.checkpoint or "auto",
-                     beam_size=args.beam,
-                     alpha=args.alpha, max_extra_length=args.extra_length, max_beam_size=args.max_beam_size,
-                     overwrite=args.overwrite, text_signatures=not args.ids_only, quantization=args.quantization)
-    print(out)
+    options = {"text_signatures": False} if args.ids_only else {}  # only what was asked: an lm takes neither
+    if args.quantization is not None:
+        options["quantization"] = args.quantization
+    print(export_run(args.run_dir, args.out, average_last=args.average_last, source=args.checkpoint or "auto",
+                     beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length,
+                     max_beam_size=args.max_beam_size, temperature=args.temperature, top_k=args.top_k,
+                     overwrite=args.overwrite, **options))
     return 0
 
 
 def cmd_serve(args):
     from t2t_keras.serving.server import serve
 
-    if args.saved_model and _is_continuation_export(args.saved_model):
-        from t2t_keras.serving.continuation_server import serve_continuations
+    from t2t_keras.runs import RunDirectory
 
-        serve_continuations(args.saved_model, host=args.host, port=args.port, model_name=args.model_name,
-                            max_batch_size=args.max_batch_size)
-        return 0
-    options = {}
-    if args.ctranslate2:
-        from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
-
-        options["translator_class"] = CTranslate2Translator
-    serve(args.saved_model or args.ctranslate2, host=args.host, port=args.port, model_name=args.model_name,
-          max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms, **options)
+    path = args.saved_model or args.ctranslate2
+    if RunDirectory(path).exists():  # a run, not an export
+        check_task("serve", _run_task(path), path)
+        raise T2TError(f"{path} is a run directory: serve its export (t2t-keras export --run-dir {path} --out DIR).")
+    exported = _export_translator(args, args.max_batch_size)
+    serve(exported, host=args.host, port=args.port, model_name=args.model_name,
+          max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
     return 0
 
 
 def cmd_inspect(args):
     from t2t_keras.inspect.inspect_run import inspect_run
 
+    check_task("inspect", _opened_task(args)[0], args.run_dir or args.saved_model)
     result = inspect_run(run_dir=args.run_dir, saved_model=args.saved_model, text=args.text, out=args.out,
                          reference=args.reference)
     print(f"wrote {len(result.images)} heatmaps and {result.html}")
@@ -254,8 +269,10 @@ def cmd_inspect(args):
 
 
 def cmd_main(args):
+    from t2t_keras.config import load_config
     from t2t_keras.main_job import format_report, run_main_job
 
+    check_task("main", load_config(args.config, args.overrides).task, f"--config {args.config}")
     report = run_main_job(args.run_dir, args.config, args.minutes, args.overrides)
     print(format_report(report))
     return 0

@@ -129,8 +129,7 @@ class RunCommandsTest(TestCase):
             for option in (["--precision", "bfloat16"], ["--shards", "2"]):
                 refused = run_cli("translate", *export, *option, stdin=sentences)
                 self.assertEqual(refused.returncode, 2, (export, option))
-                self.assertIn(f"{option[0]} set how a translation run (--run-dir) decodes; an export keeps its own",
-                              refused.stderr.decode())
+                self.assertIn(f"{option[0]} does not apply to a translation export.", refused.stderr.decode())
                 self.assertEqual(refused.stdout, b"")
 
     def test_the_run_configuration_gives_the_default_shards(self):

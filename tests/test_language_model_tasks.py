@@ -133,8 +133,9 @@ class CausalLanguageModelTaskTest(_TaskRun):
     def test_export_reload_and_serve_continue_like_the_run(self):
         from starlette.testclient import TestClient
 
-        from t2t_keras.export.continuation_export import SavedModelContinuer
-        from t2t_keras.serving.continuation_server import create_continuation_app
+        from t2t_keras.export.continuer import SavedModelContinuer
+        from t2t_keras.export.opening import open_export
+        from t2t_keras.serving.server import create_app
 
         prompts = [line.split()[0] for line in self.german["test"][:3]]
         prompt_file = pathlib.Path(self.tmp.name) / "export-prompts.txt"
@@ -149,15 +150,19 @@ class CausalLanguageModelTaskTest(_TaskRun):
         refused = cli_in_process("translate", "--saved-model", export_dir, "--input", prompt_file,
                                  "--precision", "bfloat16")
         self.assertEqual(refused.returncode, 2)
-        self.assertIn("--precision set how a translation run (--run-dir) decodes; an export keeps its own",
+        self.assertIn("--precision does not apply to an lm export.",
                       refused.stderr.decode())
-        continuer = SavedModelContinuer(export_dir)
+        continuer = open_export(export_dir)
+        self.assertIsInstance(continuer, SavedModelContinuer)
         sampled = continuer.translate(prompts, temperature=1.0, top_k=5, seed=11)
         self.assertEqual(continuer.translate(prompts, temperature=1.0, top_k=5, seed=11), sampled)
-        client = TestClient(create_continuation_app(continuer))
+        with TestClient(create_app(continuer, max_wait_ms=1)) as client:  # the translation server, unchanged
+            self.check_served_continuations(client, prompts, from_run.splitlines(), sampled)
+
+    def check_served_continuations(self, client, prompts, greedy, sampled):
         answer = client.post("/v1/models/default:predict", json={"instances": prompts})
         self.assertEqual(answer.status_code, 200, answer.text)
-        self.assertEqual([p["continuations"] for p in answer.json()["predictions"]], from_run.splitlines())
+        self.assertEqual([p["continuations"] for p in answer.json()["predictions"]], greedy)
         answer = client.post("/v1/models/default:predict",
                              json={"inputs": prompts, "params": {"temperature": 1.0, "top_k": 5, "seed": 11}})
         self.assertEqual(answer.json()["outputs"]["continuations"], sampled)
@@ -165,6 +170,11 @@ class CausalLanguageModelTaskTest(_TaskRun):
         self.assertEqual(answer.status_code, 400)
         answer = client.post("/v1/models/default:predict", json={"inputs": prompts, "params": {"temperature": -1}})
         self.assertEqual(answer.status_code, 400)
+        metadata = client.get("/v1/models/default/metadata").json()["metadata"]
+        self.assertEqual(set(metadata["signature_def"]["signature_def"]), {"serving_default", "continue"})
+        self.assertEqual(metadata["decoding"]["defaults"]["max_new_tokens"], 12)
+        answer = client.post("/v1/models/default:attention", json={"instances": prompts[:1]})
+        self.assertEqual(answer.status_code, 501, answer.text)  # no source, no cross attention
 
     def test_precision_and_shards_are_refused_for_an_lm_run(self):
         prompts = pathlib.Path(self.tmp.name) / "precision-prompts.txt"
@@ -172,8 +182,7 @@ class CausalLanguageModelTaskTest(_TaskRun):
         for command in (["translate", "--input", prompts], ["evaluate", "--split", "dev"]):
             refused = cli_in_process(*command, "--run-dir", self.run_dir, "--precision", "bfloat16", "--shards", "2")
             self.assertEqual(refused.returncode, 2, command)
-            self.assertIn("--precision and --shards set how a translation run (--run-dir) decodes",
-                          refused.stderr.decode())
+            self.assertIn("--precision, --shards do not apply to an lm", refused.stderr.decode())
             self.assertEqual(refused.stdout, b"")
 
     def test_trains_on_the_configured_side_only(self):

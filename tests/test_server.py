@@ -79,7 +79,7 @@ def expected_answer(translator, body):
     parsed = rest_api.parse_predict_request(json.dumps(body).encode())
     params = translator.decoding_params(**parsed.params)
     result = translator.predict(parsed.sentences, params)
-    return rest_api.format_predict_response(result, parsed.columnar, params.num_return)
+    return rest_api.format_predict_response(translator.outputs(result, params), parsed.columnar)
 
 
 def assert_same_answer(test, got, expected):
@@ -253,8 +253,11 @@ class RestFormatTest(TestCase):
                 rest_api.parse_predict_request(raw)
 
     def test_non_finite_scores_become_null(self):
+        from t2t_keras.export.loaded import DecodingParams, TranslatorBase
+
         result = {"translations": [["a"]], "scores": [[float("-inf")]], "truncated": [False]}
-        self.assertEqual(rest_api.format_predict_response(result, False, 1),
+        outputs = TranslatorBase().outputs(result, DecodingParams(beam_size=1, alpha=0.6, max_extra_length=5))
+        self.assertEqual(rest_api.format_predict_response(outputs, False),
                          {"predictions": [{"translations": "a", "scores": None, "truncated": False}]})
 
 

@@ -6,6 +6,7 @@
 """
 
 import dataclasses
+import math
 import pathlib
 
 import numpy as np
@@ -35,7 +36,26 @@ class TranslatorBase:
     Subclasses set `path`, `defaults` (`DecodingParams`), `max_beam_size` and
     `max_source_length`, and implement `predict(sentences, params)` and
     `signature_defs()`; checking parameters and `translate` are shared here.
+    The server reads `parameter_names`, `signature_names`, `limits()` and
+    `outputs()` of whatever it serves (see `export.continuer` for the other kind).
     """
+
+    task = "translation"
+    parameter_names = PARAMETER_NAMES
+    signature_names = ("serving_default", "translate")  # both run the same search
+
+    def limits(self):
+        """What a caller may ask for, as the server's metadata lists it."""
+        return {"max_beam_size": self.max_beam_size, "max_source_length": self.max_source_length}
+
+    def outputs(self, result, params):
+        """`predict`'s result as the REST API's columns: with `num_return` 1, one translation and score each."""
+        nbest = params.num_return > 1
+        return {
+            "translations": [row if nbest else row[0] for row in result["translations"]],
+            "scores": [[finite(s) for s in row] if nbest else finite(row[0]) for row in result["scores"]],
+            "truncated": list(result["truncated"]),
+        }
 
     def decoding_params(self, beam_size=None, alpha=None, max_extra_length=None, num_return=None):
         """`DecodingParams` with None replaced by the export's defaults, after checking every value.
@@ -77,12 +97,12 @@ class SavedModelTranslator(TranslatorBase):
         max_source_length: longest input in pieces; longer ones are cut and flagged.
     """
 
-    def __init__(self, path, batch_size=32):
+    def __init__(self, path, batch_size=32, loaded=None):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
         self.path = pathlib.Path(path)
         self.batch_size = batch_size
-        loaded = _load(self.path)
+        loaded = _checked_translation_export(self.path, loaded or load_saved_model(self.path))
         self.saved_model = loaded
         self._tokenizer = None  # loaded when scoring needs piece counts
         self._translate = loaded.signatures["translate"]
@@ -141,13 +161,7 @@ class SavedModelTranslator(TranslatorBase):
         return out["nll"].numpy(), [row[:n] for row, n in zip(nll, lengths)]
 
     def signature_defs(self):
-        """The export's signatures as TF Serving's metadata lists them: inputs and outputs with dtype and shape."""
-        return {
-            name: {"inputs": _tensor_infos(function.structured_input_signature[1]),
-                   "outputs": _tensor_infos(function.structured_outputs),
-                   "method_name": "tensorflow/serving/predict"}
-            for name, function in self.saved_model.signatures.items()
-        }
+        return signature_defs(self.saved_model)
 
     def _call(self, sentences, params):
         """One call of the `translate` signature; numpy outputs."""
@@ -163,21 +177,41 @@ class SavedModelTranslator(TranslatorBase):
         return {name: value.numpy() for name, value in out.items()}
 
 
-def _load(path):
-    """The loaded SavedModel, after checking it is a text export of `export_run`."""
+def load_saved_model(path):
+    """The SavedModel at `path`, loaded once, with the TF-Text ops its tokenizer needs registered."""
+    path = pathlib.Path(path)
     if not (path / "saved_model.pb").exists():
-        raise T2TError(f"{path} is not a SavedModel directory (no saved_model.pb): export a run with export_run.")
+        raise T2TError(f"{path} is not a SavedModel directory (no saved_model.pb): export a run with "
+                       "t2t-keras export.")
     try:
         import tensorflow_text  # noqa: F401  (registers the tokenizer's TF-Text ops the export uses)
     except ImportError:
         raise T2TError("Translating text with an export needs tensorflow-text: pip install tensorflow-text.") from None
-    loaded = tf.saved_model.load(str(path))
+    return tf.saved_model.load(str(path))
+
+
+def _checked_translation_export(path, loaded):
     if "translate" not in loaded.signatures or not hasattr(loaded, "default_beam_size"):
         raise T2TError(
             f"{path} has no 'translate' signature: it is not a text export of export_run "
             "(an ids-only export takes token ids: call its 'translate_ids' signature)."
         )
     return loaded
+
+
+def signature_defs(saved_model):
+    """A SavedModel's signatures as TF Serving's metadata lists them: inputs and outputs with dtype and shape."""
+    return {
+        name: {"inputs": _tensor_infos(function.structured_input_signature[1]),
+               "outputs": _tensor_infos(function.structured_outputs),
+               "method_name": "tensorflow/serving/predict"}
+        for name, function in saved_model.signatures.items()
+    }
+
+
+def finite(value):
+    """JSON has no infinities or NaN: they become null."""
+    return value if math.isfinite(value) else None
 
 
 def _tensor_infos(tensors):

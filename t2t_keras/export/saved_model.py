@@ -1,4 +1,8 @@
-"""Writing a translation SavedModel, atomically: complete at `out_dir`, or absent.
+"""Writing a run as a SavedModel, atomically: complete at `out_dir`, or absent.
+
+A translation run becomes a `TranslatorModule` (strings in, translations out),
+an lm run a `ContinuerModule` (prompts in, continuations out); an mlm run has
+nothing to generate and is refused.
 
 The SavedModel is built in a temporary directory next to `out_dir` (same file
 system) and renamed into place; on any failure the temporary directory is
@@ -17,6 +21,8 @@ import pathlib
 import tensorflow as tf
 
 from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.errors import T2TError
+from t2t_keras.export.continuer_module import ContinuerModule
 from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
 from t2t_keras.files import check_can_write, staged_directory
@@ -26,8 +32,8 @@ logger = logging.getLogger(__name__)
 
 
 def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=None, alpha=None,
-               max_extra_length=None, max_beam_size=None, **options):
-    """Exports the trained model of a run, with its tokenizer, as a translation SavedModel.
+               max_extra_length=None, max_beam_size=None, temperature=None, top_k=None, **options):
+    """Exports the trained model of a run, with its tokenizer, as a SavedModel of its task.
 
     Args:
         run_dir: a training run directory (see `t2t_keras.runs`).
@@ -41,18 +47,28 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
             takes the run config's `decoding` section.
         max_beam_size: largest beam size the export accepts; None takes
             `decoding.max_beam_size`.
+        temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces);
+            `max_extra_length` is then its number of new pieces.
         **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
-            `quantization`).
+            `quantization`); an lm export takes `overwrite` only.
 
     Returns:
         the export directory, a `pathlib.Path`.
     """
-    run = RunDirectory(run_dir)
-    decoding = run.load_config().decoding
+    config = RunDirectory(run_dir).load_config()
+    if config.task == "mlm":
+        raise T2TError(f"{run_dir} trains task 'mlm': a masked language model has nothing to generate, so there "
+                       "is nothing to export. Export a translation or lm run; score the mlm with t2t-keras evaluate.")
+    decoding = config.decoding
     if average_last is not None:
         average_run(run_dir, average_last, checkpoint="best" if source == "best" else "last")
         source = "averaged"
+    _check_task_options(config.task, dict(beam_size=beam_size, alpha=alpha, max_beam_size=max_beam_size, **options),
+                        dict(temperature=temperature, top_k=top_k))
     model, tokenizer = load_run(run_dir, source)
+    if config.task == "lm":
+        return export_continuer(model, tokenizer, out_dir, decoding.extra_length if max_extra_length is None
+                                else max_extra_length, temperature or 0.0, top_k or 0, **options)
     return export_translator(
         model, tokenizer, out_dir,
         beam_size=decoding.beam_size if beam_size is None else beam_size,
@@ -61,6 +77,16 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
         max_beam_size=decoding.max_beam_size if max_beam_size is None else max_beam_size,
         **options,
     )
+
+
+def _check_task_options(task, translation_options, lm_options):
+    """Refuses options the run's task does not take, naming them (`overwrite` applies to every task)."""
+    given = {"translation": lm_options, "lm": {k: v for k, v in translation_options.items() if k != "overwrite"}}[task]
+    given = sorted(name for name, value in given.items() if value is not None)
+    if given:
+        raise T2TError(f"{', '.join(given)}: not for the export of a {task} run. A translation export "
+                       "takes beam_size, alpha, max_beam_size and the SavedModel options; an lm export takes "
+                       "max_extra_length (its new pieces), temperature and top_k.")
 
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
@@ -97,9 +123,26 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
     module = TranslatorModule(searched, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
                               beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
                               length_penalty=length_penalty, jit_compile=jit_compile, shards=shards)
+    return _write(module, out_dir, overwrite, (model, tokenizer) if text_signatures else None, "a translation")
+
+
+def export_continuer(model, tokenizer, out_dir, max_new_tokens=50, temperature=0.0, top_k=0, overwrite=False):
+    """Writes a `CausalLanguageModel` and its tokenizer as a continuation SavedModel (`continuer_module`).
+
+    `max_new_tokens`, `temperature` and `top_k` are the defaults of `serving_default`.
+    """
+    out_dir = pathlib.Path(out_dir)
+    check_can_write(out_dir, overwrite)
+    check_vocab_size(tokenizer.vocab_size, model.vocab_size)
+    module = ContinuerModule(model, tokenizer, max_new_tokens, temperature, top_k)
+    return _write(module, out_dir, overwrite, (model, tokenizer), "a continuation")
+
+
+def _write(module, out_dir, overwrite, inspection, kind):
+    """Saves `module` with its signatures at `out_dir` atomically, with `(model, tokenizer)` for inspection."""
     with staged_directory(out_dir, overwrite) as staging:
         tf.saved_model.save(module, str(staging), signatures=module.signatures())
-        if text_signatures:
-            write_inspection_files(staging, model, tokenizer)
-    logger.info("Exported a translation SavedModel to %s", out_dir)
+        if inspection is not None:
+            write_inspection_files(staging, *inspection)
+    logger.info("Exported %s SavedModel to %s", kind, out_dir)
     return out_dir

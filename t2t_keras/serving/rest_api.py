@@ -1,4 +1,7 @@
-"""TensorFlow Serving's REST predict format, for translation: parsing request bodies, shaping answers.
+"""TensorFlow Serving's REST predict format: parsing request bodies, shaping answers.
+
+Shown here for translation; an lm export takes prompts the same way, with its own
+parameter and signature names (`export.continuer`), and answers `continuations`.
 
 Request body, a JSON object with one of:
 
@@ -22,7 +25,6 @@ list, best first. Errors are `{"error": "..."}`.
 
 import dataclasses
 import json
-import math
 
 from t2t_keras.errors import T2TError
 from t2t_keras.export.loaded import PARAMETER_NAMES
@@ -61,8 +63,11 @@ def parse_json_body(body, limits=Limits()):
         raise BadRequest(f"The request body is not valid JSON ({error}): send a JSON object.") from None
 
 
-def parse_predict_request(body, limits=Limits()):
-    """A `PredictRequest` from a JSON body (bytes); raises `BadRequest` naming what is wrong."""
+def parse_predict_request(body, limits=Limits(), parameter_names=PARAMETER_NAMES, signature_names=SIGNATURE_NAMES):
+    """A `PredictRequest` from a JSON body (bytes); raises `BadRequest` naming what is wrong.
+
+    `parameter_names` and `signature_names` are those of the served export (translation's by default).
+    """
     request = parse_json_body(body, limits)
     if not isinstance(request, dict):
         raise BadRequest('The request must be a JSON object with "instances" or "inputs".')
@@ -70,28 +75,22 @@ def parse_predict_request(body, limits=Limits()):
         if field not in TOP_LEVEL_FIELDS:
             raise BadRequest(f'Unknown field "{field}": expected "instances" or "inputs", '
                              'and optionally "params" and "signature_name".')
-    _check_signature_name(request.get("signature_name", "serving_default"))
+    _check_signature_name(request.get("signature_name", "serving_default"), signature_names)
     if ("instances" in request) == ("inputs" in request):
         raise BadRequest('The request needs exactly one of "instances" (row format) or "inputs" (columnar format).')
-    params = _params(request.get("params", {}))
+    params = _params(request.get("params", {}), parameter_names)
     if "instances" in request:
         sentences, columnar = _row_sentences(request["instances"]), False
     else:
-        sentences, named = _columnar_sentences(request["inputs"])
+        sentences, named = _columnar_sentences(request["inputs"], parameter_names)
         _merge_params(params, named)
         columnar = True
     _check_sentences(sentences, limits)
     return PredictRequest(sentences, params, columnar)
 
 
-def format_predict_response(result, columnar, num_return):
-    """The JSON-ready answer for `SavedModelTranslator.predict`'s `result`."""
-    nbest = num_return > 1
-    outputs = {
-        "translations": [row if nbest else row[0] for row in result["translations"]],
-        "scores": [[_finite(s) for s in row] if nbest else _finite(row[0]) for row in result["scores"]],
-        "truncated": list(result["truncated"]),
-    }
+def format_predict_response(outputs, columnar):
+    """The JSON-ready answer from an export's output columns (`outputs(result, params)` of what is served)."""
     if columnar:
         return {"outputs": outputs}
     names = list(outputs)
@@ -102,17 +101,17 @@ def too_large_message(size, limit):
     return f"The request body has {size} bytes; the limit is {limit}: send fewer or shorter sentences."
 
 
-def _check_signature_name(name):
-    if name not in SIGNATURE_NAMES:
-        raise BadRequest(f"Unknown signature_name {name!r}: use one of {list(SIGNATURE_NAMES)}.")
+def _check_signature_name(name, signature_names):
+    if name not in signature_names:
+        raise BadRequest(f"Unknown signature_name {name!r}: use one of {list(signature_names)}.")
 
 
-def _params(params):
+def _params(params, parameter_names):
     if not isinstance(params, dict):
-        raise BadRequest('"params" must be an object, e.g. {"beam_size": 2}.')
+        raise BadRequest(f'"params" must be an object, e.g. {{"{parameter_names[0]}": 2}}.')
     for name in params:
-        if name not in PARAMETER_NAMES:
-            raise BadRequest(f'Unknown decoding parameter "{name}": use {list(PARAMETER_NAMES)}.')
+        if name not in parameter_names:
+            raise BadRequest(f'Unknown decoding parameter "{name}": use {list(parameter_names)}.')
     return dict(params)
 
 
@@ -133,14 +132,14 @@ def _row_sentences(instances):
     return sentences
 
 
-def _columnar_sentences(inputs):
+def _columnar_sentences(inputs, parameter_names):
     """The sentences, and the parameters given as named inputs."""
     named = {}
     if isinstance(inputs, dict):
         if "inputs" not in inputs:
             raise BadRequest('Named "inputs" must include "inputs", the list of sentences.')
         named = {name: value for name, value in inputs.items() if name != "inputs"}
-        _params(named)
+        _params(named, parameter_names)
         inputs = inputs["inputs"]
     if not isinstance(inputs, list):
         raise BadRequest('"inputs" must be a list of strings (or an object whose "inputs" is one).')
@@ -172,8 +171,3 @@ def _check_sentences(sentences, limits):
 def _json_type(value):
     names = {dict: "an object", list: "a list", bool: "a boolean", int: "a number", float: "a number"}
     return "null" if value is None else names.get(type(value), type(value).__name__)
-
-
-def _finite(value):
-    """JSON has no infinities or NaN: they become null."""
-    return value if math.isfinite(value) else None

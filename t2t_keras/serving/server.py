@@ -1,6 +1,11 @@
-"""An HTTP translation server speaking TensorFlow Serving's REST API (Starlette on uvicorn).
+"""An HTTP server speaking TensorFlow Serving's REST API (Starlette on uvicorn), for every kind of export.
 
     serve("exports/base", port=8501)        # blocks; Ctrl+C or SIGTERM stops it cleanly
+
+It serves what `export.opening.open_export` opens: a translation SavedModel, a
+CTranslate2 model (the same API), or an lm's continuation SavedModel, whose
+`:predict` takes prompts and `"params": {"max_new_tokens": 30, "temperature":
+0.8, "top_k": 20, "seed": 1}` and answers `continuations` and `scores`.
 
 Endpoints (NAME is `model_name`, "default" unless set, as in TF Serving; the
 served version is 1):
@@ -28,6 +33,7 @@ most `max_wait_ms` for company). Bad requests get HTTP 400 and `{"error":
 
 import contextlib
 import logging
+import os
 
 import tensorflow as tf
 import uvicorn
@@ -37,7 +43,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from t2t_keras.errors import T2TError
-from t2t_keras.export.loaded import SavedModelTranslator, TranslatorBase
+from t2t_keras.export.opening import open_export
 from t2t_keras.inspect.html_view import render_html
 from t2t_keras.serving import attention_api, rest_api
 from t2t_keras.serving.batcher import RequestBatcher
@@ -49,30 +55,27 @@ MODEL_VERSION = "1"
 DEFAULT_MODEL_NAME = "default"  # TF Serving's default --model_name
 
 
-def serve(saved_model_dir, host="127.0.0.1", port=8501, model_name=DEFAULT_MODEL_NAME, max_batch_size=32,
-          max_wait_ms=10, log_level="info", translator_class=SavedModelTranslator, **limits):
-    """Loads the export and serves it until interrupted (SIGINT/SIGTERM); see the module docstring.
+def serve(export, host="127.0.0.1", port=8501, model_name=DEFAULT_MODEL_NAME, max_batch_size=32,
+          max_wait_ms=10, log_level="info", **limits):
+    """Loads the export (a directory, or an object `open_export` gave) and serves it until interrupted.
 
-    `translator_class` loads the export directory: `SavedModelTranslator`, or
-    `ctranslate2_translator.CTranslate2Translator` for a CTranslate2 export
-    (same API, batching and limits). `limits` are `rest_api.Limits` fields:
+    See the module docstring. `limits` are `rest_api.Limits` fields:
     `max_request_bytes`, `max_instances`, `max_sentence_chars`. Port 0 picks
-    a free port (logged).
+    a free port (logged). SIGINT or SIGTERM stops it cleanly.
     """
-    translator = translator_class(saved_model_dir, batch_size=max_batch_size)
-    app = create_app(translator, model_name, max_batch_size, max_wait_ms, **limits)
+    app = create_app(export, model_name, max_batch_size, max_wait_ms, **limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
 def create_app(translator, model_name=DEFAULT_MODEL_NAME, max_batch_size=32, max_wait_ms=10, warm_up=True, **limits):
-    """The Starlette application serving `translator` (a `TranslatorBase`, or a SavedModel directory).
+    """The Starlette application serving `translator` (what `open_export` opens, or an export directory).
 
     The batcher starts and stops with the application (its lifespan); with
     `warm_up`, one sentence is translated at start-up so the first request
     does not pay for preparing the search. `app.state.batcher` holds the batcher.
     """
-    if not isinstance(translator, TranslatorBase):
-        translator = SavedModelTranslator(translator, batch_size=max_batch_size)
+    if isinstance(translator, (str, os.PathLike)):
+        translator = open_export(translator, batch_size=max_batch_size)
     batcher = RequestBatcher(translator.predict, max_batch_size, max_wait_ms)
     handlers = _Handlers(translator, batcher, model_name, rest_api.Limits(**limits))
 
@@ -110,7 +113,9 @@ class _Handlers:
         self.batcher = batcher
         self.model_name = model_name
         self.limits = limits
-        self.attention_model = attention_api.AttentionModel(translator.path)
+        # Attention is drawn for translation exports only: an lm export has no source and no cross attention.
+        self.attention_model = attention_api.AttentionModel(translator.path if translator.task == "translation"
+                                                            else None)
 
     async def health(self, request):
         if not self.batcher.running:
@@ -132,9 +137,7 @@ class _Handlers:
             "model_spec": {"name": self.model_name, "signature_name": "", "version": MODEL_VERSION},
             "metadata": {
                 "signature_def": {"signature_def": self.translator.signature_defs()},
-                "decoding": {"defaults": vars(self.translator.defaults),
-                             "max_beam_size": self.translator.max_beam_size,
-                             "max_source_length": self.translator.max_source_length},
+                "decoding": {"defaults": vars(self.translator.defaults), **self.translator.limits()},
                 "limits": vars(self.limits),
             },
         })
@@ -142,7 +145,8 @@ class _Handlers:
     async def predict(self, request):
         self._check_model(request)
         try:
-            parsed = rest_api.parse_predict_request(await self._body(request), self.limits)
+            parsed = rest_api.parse_predict_request(await self._body(request), self.limits,
+                                                    self.translator.parameter_names, self.translator.signature_names)
             params = self.translator.decoding_params(**parsed.params)
             result = await self.batcher.submit(parsed.sentences, params)
         except (T2TError, tf.errors.InvalidArgumentError) as error:
@@ -150,7 +154,7 @@ class _Handlers:
         except Exception as error:  # noqa: BLE001 -- the server answers and keeps serving
             logger.exception("Translation failed.")
             return _error(f"Translation failed: {error}", 500)
-        return JSONResponse(rest_api.format_predict_response(result, parsed.columnar, params.num_return))
+        return JSONResponse(rest_api.format_predict_response(self.translator.outputs(result, params), parsed.columnar))
 
     async def attention(self, request):
         self._check_model(request)

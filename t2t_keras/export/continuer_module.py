@@ -30,7 +30,7 @@ PARAMETER_SPECS = (
 STRINGS_SPEC = tf.TensorSpec([None], tf.string, name="inputs")
 
 
-class ContinuationModule(tf.Module):
+class ContinuerModule(tf.Module):
     """Tokenizer + `CausalLanguageModel` + sampling; exported functions `serve` and `continue_text`.
 
     Args:

@@ -1,0 +1,104 @@
+"""Every command of the CLI on every task: it runs, or it is refused with `cli.check_task`'s one clear message.
+
+The walk follows the parser's own command table, so a new command fails here until the table says which tasks it
+takes. The runs are `mini`, `lm-mini` and `mlm-mini`, shrunk, trained with an attention-summary step at every
+update: `lm-mini` and `mlm-mini` inherit the attention summary from `mini`, and single-stack models must train
+past it (they have no cross attention to draw, so it is not attached to them).
+"""
+
+import pathlib
+import tempfile
+from unittest import mock
+
+from t2t_keras import cli
+from tests.helpers import TestCase, cli_in_process, write_toy_corpus
+
+TASKS = ("translation", "lm", "mlm")
+PRESET = {"translation": "mini", "lm": "lm-mini", "mlm": "mlm-mini"}
+# Commands in an order where each finds what it needs (serve needs export's output).
+ORDER = ("describe", "train", "average", "evaluate", "translate", "score", "baseline", "export", "serve",
+         "inspect", "main")
+SMALL = ("model.hidden_dim=32", "model.num_layers=1", "model.num_heads=2", "model.intermediate_dim=64",
+         "model.max_length=64", "data.max_length=32", "data.vocab_size=100", "model.vocab_size=100",
+         "data.batch_tokens=256", "data.shuffle_buffer=50", "training.train_steps=4", "training.steps_per_epoch=2",
+         "training.checkpoint_every_steps=2", "training.warmup_steps=2", "training.average_last=2",
+         "training.attention_every_steps=1", "training.attention_probes=1", "training.attention_max_extra_length=3",
+         "training.mixed_precision=float32", "training.jit_compile=False", "training.fuse_elementwise=False",
+         "decoding.beam_size=2", "decoding.extra_length=3")
+
+
+class CommandTableTest(TestCase):
+    def test_the_table_names_every_command_of_the_parser(self):
+        commands = cli.build_parser()._subparsers._group_actions[0].choices
+        self.assertEqual(set(commands), set(cli.COMMAND_TASKS))
+        self.assertEqual(set(ORDER), set(cli.COMMAND_TASKS))
+
+    def test_the_refusal_names_the_command_the_model_and_what_it_takes(self):
+        with self.assertRaisesRegex(cli.T2TError, "t2t-keras score does not apply to runs/x, a lm model: it takes "
+                                                  "translation models"):
+            cli.check_task("score", "lm", "runs/x")
+        cli.check_task("evaluate", "mlm", "runs/x")  # evaluate takes every task
+
+
+class EveryCommandOnEveryTaskTest(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.root = pathlib.Path(cls.tmp.name)
+        cls.files = write_toy_corpus(cls.root / "data", train=200, dev=12, test=12)
+        corpus = ("data.source=text", f"data.train_files={cls.files['train']!r}",
+                  f"data.dev_files={cls.files['dev']!r}", f"data.test_files={cls.files['test']!r}")
+        cls.settings = [arg for setting in corpus + SMALL for arg in ("--set", setting)]
+        cls.runs = {task: cls.root / f"run-{task}" for task in TASKS}
+        cls.trained = {task: cls.cli("train", "--config", PRESET[task], "--run-dir", cls.runs[task], *cls.settings)
+                       for task in TASKS}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @staticmethod
+    def cli(*argv):
+        with mock.patch("uvicorn.run") as run:  # `serve` opens and checks the export, then would block here
+            result = cli_in_process(*argv)
+        result.served = run.called
+        return result
+
+    def arguments(self, command, task):
+        run, dev_source, dev_target = str(self.runs[task]), *self.files["dev"]
+        export = self.root / f"export-{task}"
+        return {
+            "describe": ["--config", PRESET[task]],
+            "train": ["--config", PRESET[task], "--run-dir", run, *self.settings],  # resumes: already done
+            "average": ["--run-dir", run, "--last", "2"],
+            "evaluate": ["--run-dir", run, "--split", "dev"],
+            "translate": ["--run-dir", run, "--input", dev_source],
+            "score": ["--run-dir", run, "--source", dev_source, "--target", dev_target],
+            "baseline": ["--run-dir", run, "--split", "dev"],
+            "export": ["--run-dir", run, "--out", export],
+            "serve": ["--saved-model", export if export.exists() else run],  # no mlm export can exist
+            "inspect": ["--run-dir", run, "--text", "the cat sees a dog", "--out", self.root / f"inspect-{task}"],
+            "main": ["--config", PRESET[task], "--run-dir", run, *self.settings, "--minutes", "0"],
+        }[command]
+
+    def test_lm_and_mlm_train_past_their_attention_summary_steps(self):
+        for task in TASKS:
+            self.assertEqual(self.trained[task].returncode, 0, self.trained[task].stderr.decode()[-3000:])
+            self.assertIn("from step 0 to 4", self.trained[task].stdout.decode())
+        self.assertTrue((self.runs["translation"] / "logs" / "attention").exists())
+        self.assertFalse((self.runs["lm"] / "logs" / "attention").exists())
+        self.assertFalse((self.runs["mlm"] / "logs" / "attention").exists())
+
+    def test_every_command_runs_or_gives_the_one_refusal(self):
+        for command in ORDER:
+            for task in TASKS:
+                with self.subTest(command=command, task=task):
+                    result = self.cli(command, *self.arguments(command, task))
+                    stderr = result.stderr.decode()
+                    if task in cli.COMMAND_TASKS[command]:
+                        self.assertEqual(result.returncode, 0, stderr[-3000:])
+                        self.assertEqual(result.served, command == "serve")
+                    else:
+                        self.assertEqual(result.returncode, 2, stderr[-3000:])
+                        self.assertIn(f"t2t-keras {command}: error: t2t-keras {command} does not apply to ", stderr)
+                        self.assertIn(f"a {task} model: it takes ", stderr)
