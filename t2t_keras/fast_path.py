@@ -39,7 +39,7 @@ class Hardware:
 
     @classmethod
     def detect(cls):
-        gpus = tf.config.list_physical_devices("GPU")
+        gpus = tf.config.get_visible_devices("GPU")  # not those a process hid with set_visible_devices
         capabilities = tuple(tf.config.experimental.get_device_details(gpu).get("compute_capability") or (0, 0)
                              for gpu in gpus)
         return cls(len(tf.config.list_logical_devices("TPU")), capabilities, cpu_flags())
