@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from t2t_keras.xla_flags import prepare_xla_flags  # noqa: E402  (before TensorFlow optimizes a graph)
+from t2t_keras.xla_flags import prepare_xla_flags  # noqa: E402
 
-prepare_xla_flags()
+prepare_xla_flags()  # before TensorFlow's runtime starts, which reads them once (see xla_flags.py)

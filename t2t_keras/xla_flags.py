@@ -1,9 +1,18 @@
 """TensorFlow XLA flags the package needs set before TensorFlow optimizes its first graph.
 
-`training.fuse_elementwise` (training/precision.py) turns TensorFlow's auto-clustering on for a graph-mode step
-on a CPU. Auto-clustering reads two flags from `TF_XLA_FLAGS` once per process: one lets it run on CPUs, one
-restricts it to fusible (elementwise and reduction) ops, so the matmuls stay oneDNN kernels. Both are inert
-while auto-clustering is off, which is TensorFlow's default. Importing `t2t_keras` adds them.
+`training.fuse_elementwise` (fast_path.py) turns TensorFlow's auto-clustering on for a graph-mode step on a CPU.
+Auto-clustering reads two flags from `TF_XLA_FLAGS`: one lets it run on CPUs, one restricts it to fusible
+(elementwise and reduction) ops, so the matmuls stay oneDNN kernels. Both are inert while auto-clustering is off,
+which is TensorFlow's default. Importing `t2t_keras` adds them.
+
+Why on import and not at the start of `train` or the CLI: TensorFlow parses `TF_XLA_FLAGS` once, when its runtime
+starts (the first op or device listing), not at the first XLA compilation. Measured with TF 2.21 and an unknown
+flag: set after `import tensorflow` but before the first op, TensorFlow aborts at that op; set after the first op,
+it is never read. `train`, a `Translator` or a notebook cell usually run after TensorFlow has started (the input
+pipeline, a test, a server), so setting the flags there would silently come too late; the package's import comes
+before any of its code runs. A process that runs a TensorFlow op before importing `t2t_keras` keeps its own flags
+(without `--tf_xla_cpu_global_jit` auto-clustering leaves a CPU step unclustered: plain graph mode, slower, the
+same numbers).
 """
 
 import os

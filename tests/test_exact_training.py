@@ -62,10 +62,11 @@ def fit_one_update(strategy, initial, dataset, accumulate):
     import keras
 
     from t2t_keras.model import Transformer
-    from t2t_keras.training.accumulation import enable_gradient_accumulation, group_micro_batches
+    from t2t_keras.tasks import TASKS
+    from t2t_keras.training.accumulation import group_micro_batches
     from t2t_keras.training.loss import LabelSmoothedCrossEntropy
     from t2t_keras.training.metrics import MaskedAccuracy, TokenCount
-    from t2t_keras.tasks import TASKS
+    from t2t_keras.training.steps import set_fit_steps
     from t2t_keras.training.trainer import build_loss_and_metrics
 
     with strategy.scope():
@@ -74,9 +75,9 @@ def fit_one_update(strategy, initial, dataset, accumulate):
         model.set_weights(initial)
         loss = LabelSmoothedCrossEntropy(epsilon=0.1)
         model.compile(keras.optimizers.SGD(1.0), loss=loss, metrics=[MaskedAccuracy(), TokenCount()])
-        build_loss_and_metrics(model, TASKS["translation"])  # as `train` does; fit would build them from a grouped batch
+        build_loss_and_metrics(model, TASKS["translation"])  # as `train` does; fit would build from a grouped batch
     if accumulate:
-        enable_gradient_accumulation(model, loss, MICRO_BATCHES)
+        set_fit_steps(model, loss, accumulation_steps=MICRO_BATCHES)
         dataset = group_micro_batches(dataset, MICRO_BATCHES)
     history = model.fit(dataset, epochs=1, steps_per_epoch=1, shuffle=False, verbose=0)
     return {"weights": [w.tolist() for w in model.get_weights()], "iterations": int(model.optimizer.iterations.numpy()),

@@ -5,9 +5,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.fast_path import xla_auto_clustering
 from t2t_keras.model import Transformer
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
-from t2t_keras.training.precision import fuse_elementwise
 from t2t_keras.training.schedule import make_optimizer
 from tests.helpers import TestCase, random_ids
 
@@ -17,23 +17,22 @@ STEPS, BATCH = 12, 16
 def losses(policy, jit, fused):
     """Per-step training losses of a small Transformer on fixed random batches."""
     keras.mixed_precision.set_global_policy(policy)
-    fuse_elementwise(fused)
     try:
-        keras.utils.set_random_seed(0)
-        model = Transformer(vocab_size=64, hidden_dim=32, num_layers=2, num_heads=4, intermediate_dim=64,
-                            dropout=0.1, max_length=32)
-        model.build()
-        model.compile(optimizer=make_optimizer(32, warmup_steps=4), loss=LabelSmoothedCrossEntropy(0.1),
-                      jit_compile=jit)
-        source, target = random_ids(STEPS * BATCH, 12, 64, seed=1), random_ids(STEPS * BATCH, 13, 64, seed=2)
-        per_step = []
-        model.fit((source, target[:, :-1]), target[:, 1:], batch_size=BATCH, epochs=1, shuffle=False, verbose=0,
-                  callbacks=[keras.callbacks.LambdaCallback(
-                      on_train_batch_end=lambda batch, logs: per_step.append(logs["loss"]))])
-        return np.array(per_step)
+        with xla_auto_clustering(fused):  # process-wide inside the block only
+            keras.utils.set_random_seed(0)
+            model = Transformer(vocab_size=64, hidden_dim=32, num_layers=2, num_heads=4, intermediate_dim=64,
+                                dropout=0.1, max_length=32)
+            model.build()
+            model.compile(optimizer=make_optimizer(32, warmup_steps=4), loss=LabelSmoothedCrossEntropy(0.1),
+                          jit_compile=jit)
+            source, target = random_ids(STEPS * BATCH, 12, 64, seed=1), random_ids(STEPS * BATCH, 13, 64, seed=2)
+            per_step = []
+            model.fit((source, target[:, :-1]), target[:, 1:], batch_size=BATCH, epochs=1, shuffle=False, verbose=0,
+                      callbacks=[keras.callbacks.LambdaCallback(
+                          on_train_batch_end=lambda batch, logs: per_step.append(logs["loss"]))])
+            return np.array(per_step)
     finally:
         keras.mixed_precision.set_global_policy("float32")
-        fuse_elementwise(False)
 
 
 class FastPathTest(TestCase):

@@ -4,7 +4,8 @@ Every `import` in `t2t_keras/` (also those inside functions) is read with `ast`
 and mapped to the part it comes from and the part it reaches. A part may
 import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
 
-    foundation (errors, special_ids, files, architecture, config; xla_flags, read once on import)
+    foundation (errors, special_ids, files, architecture, config, fast_path, keras_compat;
+                xla_flags, read once on import)
       -> layers -> model, language_models -> build
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
@@ -22,7 +23,7 @@ import unittest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
-FOUNDATION = {"errors", "special_ids", "files", "architecture", "config"}
+FOUNDATION = {"errors", "special_ids", "files", "architecture", "config", "fast_path", "keras_compat"}
 MODELS = {"layers", "model", "language_models", "build"}
 SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks"}
 ALLOWED = {
@@ -30,6 +31,8 @@ ALLOWED = {
     "special_ids": set(),
     "files": set(),
     "xla_flags": set(),
+    "fast_path": set(),
+    "keras_compat": set(),
     "architecture": {"errors"},
     "config": {"errors", "architecture"},
     "layers": FOUNDATION,

@@ -9,22 +9,26 @@ import tensorflow as tf
 
 from t2t_keras.config import load_config
 from t2t_keras.errors import ConfigError
-from t2t_keras.training import precision
-from t2t_keras.training.precision import (
+from t2t_keras.fast_path import (
+    FastPath,
     Hardware,
-    choose_fusion,
-    choose_jit,
-    choose_precision,
     cpu_flags,
-    fuse_elementwise,
     native_precision,
+    set_auto_clustering,
+    xla_auto_clustering,
 )
+from t2t_keras.training import precision
+from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
 from t2t_keras.xla_flags import XLA_CPU_FLAGS, prepare_xla_flags
 from tests.helpers import TestCase
 
 AVX2_CPU = Hardware(cpu_flags=frozenset({"sse4_2", "avx", "avx2", "fma"}))
 AVX512_BF16_CPU = Hardware(cpu_flags=frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}))
 ARM_BF16_CPU = Hardware(cpu_flags=frozenset({"fp", "asimd", "sve", "bf16"}))
+
+
+def on(hardware):
+    return FastPath.of(hardware)
 
 
 class NativePrecisionTest(TestCase):
@@ -50,38 +54,38 @@ class NativePrecisionTest(TestCase):
 
     def test_explicit_settings_are_kept(self):
         for setting in precision.PRECISIONS:
-            self.assertEqual(choose_precision(setting, AVX2_CPU), setting)
-            self.assertEqual(choose_precision(setting, AVX512_BF16_CPU), setting)
-        self.assertEqual(choose_precision("auto", AVX2_CPU), "float32")
-        self.assertEqual(choose_precision("auto", AVX512_BF16_CPU), "mixed_bfloat16")
+            self.assertEqual(choose_precision(setting, on(AVX2_CPU)), setting)
+            self.assertEqual(choose_precision(setting, on(AVX512_BF16_CPU)), setting)
+        self.assertEqual(choose_precision("auto", on(AVX2_CPU)), "float32")
+        self.assertEqual(choose_precision("auto", on(AVX512_BF16_CPU)), "mixed_bfloat16")
 
 
 class JitChoiceTest(TestCase):
     def test_auto_is_xla_except_bfloat16_on_a_cpu(self):
-        self.assertTrue(choose_jit("auto", "float32", AVX512_BF16_CPU))
-        self.assertFalse(choose_jit("auto", "mixed_bfloat16", AVX512_BF16_CPU))
-        self.assertTrue(choose_jit("auto", "mixed_bfloat16", Hardware(gpu_capabilities=((9, 0),))))
-        self.assertTrue(choose_jit("auto", "mixed_bfloat16", Hardware(tpus=4)))
+        self.assertTrue(choose_jit("auto", "float32", on(AVX512_BF16_CPU)))
+        self.assertFalse(choose_jit("auto", "mixed_bfloat16", on(AVX512_BF16_CPU)))
+        self.assertTrue(choose_jit("auto", "mixed_bfloat16", on(Hardware(gpu_capabilities=((9, 0),)))))
+        self.assertTrue(choose_jit("auto", "mixed_bfloat16", on(Hardware(tpus=4))))
 
     def test_explicit_settings_are_kept(self):
-        self.assertTrue(choose_jit(True, "mixed_bfloat16", AVX512_BF16_CPU))
-        self.assertFalse(choose_jit(False, "float32", AVX2_CPU))
+        self.assertTrue(choose_jit(True, "mixed_bfloat16", on(AVX512_BF16_CPU)))
+        self.assertFalse(choose_jit(False, "float32", on(AVX2_CPU)))
 
 
 class FusionChoiceTest(TestCase):
     """`training.fuse_elementwise: auto`: XLA-fused elementwise ops around oneDNN matmuls in a bf16 CPU graph step."""
 
     def test_auto_fuses_only_a_graph_mode_bfloat16_step_on_a_cpu(self):
-        self.assertTrue(choose_fusion("auto", "mixed_bfloat16", False, AVX512_BF16_CPU))
-        self.assertFalse(choose_fusion("auto", "mixed_bfloat16", True, AVX512_BF16_CPU))  # all XLA already
-        self.assertFalse(choose_fusion("auto", "float32", True, AVX2_CPU))  # the fallback: float32 with XLA
-        self.assertFalse(choose_fusion("auto", "float32", False, AVX2_CPU))
-        self.assertFalse(choose_fusion("auto", "mixed_bfloat16", False, Hardware(gpu_capabilities=((9, 0),))))
-        self.assertFalse(choose_fusion("auto", "mixed_bfloat16", False, Hardware(tpus=4)))
+        self.assertTrue(choose_fusion("auto", "mixed_bfloat16", False, on(AVX512_BF16_CPU)))
+        self.assertFalse(choose_fusion("auto", "mixed_bfloat16", True, on(AVX512_BF16_CPU)))  # all XLA already
+        self.assertFalse(choose_fusion("auto", "float32", True, on(AVX2_CPU)))  # the fallback: float32 with XLA
+        self.assertFalse(choose_fusion("auto", "float32", False, on(AVX2_CPU)))
+        self.assertFalse(choose_fusion("auto", "mixed_bfloat16", False, on(Hardware(gpu_capabilities=((9, 0),)))))
+        self.assertFalse(choose_fusion("auto", "mixed_bfloat16", False, on(Hardware(tpus=4))))
 
     def test_explicit_settings_are_kept(self):
-        self.assertTrue(choose_fusion(True, "float32", True, AVX2_CPU))
-        self.assertFalse(choose_fusion(False, "mixed_bfloat16", False, AVX512_BF16_CPU))
+        self.assertTrue(choose_fusion(True, "float32", True, on(AVX2_CPU)))
+        self.assertFalse(choose_fusion(False, "mixed_bfloat16", False, on(AVX512_BF16_CPU)))
 
     def test_the_xla_flags_are_added_once_and_the_users_own_values_win(self):
         environ = {}
@@ -98,6 +102,64 @@ class FusionChoiceTest(TestCase):
         import os
 
         self.assertTrue(set(XLA_CPU_FLAGS) <= set(os.environ["TF_XLA_FLAGS"].split()))
+
+
+class FastPathTest(TestCase):
+    """The hardware's fast path: one object, detected once per process, used by training and decoding."""
+
+    def test_device_and_bfloat16_from_the_hardware(self):
+        self.assertEqual((on(AVX2_CPU).device, on(AVX2_CPU).bfloat16), ("cpu", False))
+        self.assertEqual((on(AVX512_BF16_CPU).device, on(AVX512_BF16_CPU).bfloat16), ("cpu", True))
+        self.assertEqual(on(Hardware(gpu_capabilities=((7, 5),))).device, "gpu")
+        self.assertEqual(on(Hardware(tpus=4, gpu_capabilities=((9, 0),))).device, "tpu")
+        self.assertTrue(on(AVX2_CPU).cpu_only)
+        self.assertFalse(on(Hardware(tpus=4)).cpu_only)
+
+    def test_detected_once_and_logged_once(self):
+        from t2t_keras import fast_path
+
+        fast_path._detected.cache_clear()
+        self.addCleanup(fast_path._detected.cache_clear)
+        with mock.patch.object(Hardware, "detect", return_value=AVX512_BF16_CPU) as detect, \
+                self.assertLogs("t2t_keras.fast_path", "INFO") as logs:
+            self.assertIs(FastPath.detect(), FastPath.detect())
+        self.assertEqual(detect.call_count, 1)
+        self.assertEqual(len(logs.output), 1)
+        self.assertIn("mixed_bfloat16 (CPU with amx_bf16, avx512_bf16)", logs.output[0])
+        self.assertIn("graph mode with XLA-fused elementwise ops", logs.output[0])
+
+    def test_decoding_compiles_float32_weights_only(self):
+        self.assertTrue(FastPath.decoding_jit("float32"))
+        self.assertFalse(FastPath.decoding_jit("bfloat16"))
+
+
+class AutoClusteringSwitchTest(TestCase):
+    """`xla_auto_clustering`: process-wide inside the block, the process's setting back after it, also on error."""
+
+    def test_restores_on_exit_and_on_error(self):
+        self.assertFalse(tf.config.optimizer.get_jit())
+        with xla_auto_clustering(True):
+            self.assertEqual(tf.config.optimizer.get_jit(), "autoclustering")
+        self.assertFalse(tf.config.optimizer.get_jit())
+        with self.assertRaisesRegex(RuntimeError, "inside"):
+            with xla_auto_clustering(True):
+                raise RuntimeError("inside")
+        self.assertFalse(tf.config.optimizer.get_jit())
+
+    def test_as_a_decorator_it_undoes_what_the_function_set(self):
+        @xla_auto_clustering()
+        def fails_after_setting():
+            set_auto_clustering(True)
+            raise ValueError("after setting")
+
+        with self.assertRaises(ValueError):
+            fails_after_setting()
+        self.assertFalse(tf.config.optimizer.get_jit())
+        self.addCleanup(set_auto_clustering, False)
+        set_auto_clustering(True)
+        with xla_auto_clustering(False):
+            self.assertFalse(tf.config.optimizer.get_jit())
+        self.assertEqual(tf.config.optimizer.get_jit(), "autoclustering")  # an enabled process stays enabled
 
 
 class CpuFlagsTest(TestCase):
@@ -131,8 +193,8 @@ class TrainerChoiceTest(TestCase):
 
         config = load_config("tiny", ["data.vocab_size=50", "training.mixed_precision=auto",
                                       "training.jit_compile=auto", "training.fuse_elementwise=auto"])
-        self.addCleanup(fuse_elementwise, False)  # the setting is process-wide
-        with mock.patch.object(Hardware, "detect", return_value=hardware):
+        self.addCleanup(set_auto_clustering, False)  # the setting is process-wide
+        with mock.patch.object(FastPath, "detect", return_value=on(hardware)):
             return compile_model(config, tf.distribute.get_strategy())
 
     def test_bfloat16_cpu_trains_in_bfloat16_graph_mode(self):
@@ -158,7 +220,7 @@ class TrainedRunFusionTest(TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             config = toy_config(write_toy_corpus(f"{tmp}/data", train=120, dev=12, test=12), train_steps=3,
                                 mixed_precision="auto", jit_compile="auto", fuse_elementwise="auto")
-            with mock.patch.object(Hardware, "detect", return_value=AVX512_BF16_CPU):
+            with mock.patch.object(FastPath, "detect", return_value=on(AVX512_BF16_CPU)):
                 result = train(config, f"{tmp}/run")
             self.assertEqual(result.final_step, 3)
             self.assertEqual(RunDirectory(f"{tmp}/run").read_json("precision.json"),
@@ -174,7 +236,7 @@ class ResumedRunPrecisionTest(TestCase):
         from t2t_keras.training.resume import settle_precision
 
         training = load_config("tiny", [f"training.{key}={value}" for key, value in settings.items()]).training
-        with mock.patch.object(Hardware, "detect", return_value=hardware):
+        with mock.patch.object(FastPath, "detect", return_value=on(hardware)):
             return settle_precision(run, training)
 
     def test_a_resume_on_other_hardware_keeps_the_first_choice(self):

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding import Translator
 from t2t_keras.decoding.sharding import choose_shards, cpu_cores, sharded
+from t2t_keras.fast_path import FastPath, Hardware
 from tests.test_greedy import DecodingTestCase, decoding_model
 from tests.test_translator import SENTENCES, CharTokenizer
 
@@ -44,10 +45,9 @@ class ChooseShardsTest(DecodingTestCase):
         self.assertEqual(choose_shards("auto"), cpu_cores())
 
     def test_auto_is_one_with_a_gpu_or_tpu(self):
-        for kind in ("GPU", "TPU"):
-            devices = {kind: ["/device:0"]}
-            with mock.patch.object(tf.config, "list_logical_devices", lambda k=None: devices.get(k, [])):
-                self.assertEqual(choose_shards("auto"), 1, kind)
+        for hardware in (Hardware(gpu_capabilities=((8, 0),)), Hardware(tpus=1)):
+            with mock.patch.object(FastPath, "detect", return_value=FastPath.of(hardware)):
+                self.assertEqual(choose_shards("auto"), 1, hardware)
 
     def test_the_inter_op_thread_setting_caps_the_cores(self):
         with mock.patch.object(tf.config.threading, "get_inter_op_parallelism_threads", return_value=1):

@@ -19,6 +19,7 @@ import os
 import tensorflow as tf
 
 from t2t_keras.config import check_shards
+from t2t_keras.fast_path import FastPath
 
 MIN_ROWS_PER_SHARD = 2
 
@@ -38,9 +39,7 @@ def choose_shards(setting="auto"):
     """
     if check_shards(setting) != "auto":
         return setting
-    if tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"):
-        return 1
-    return cpu_cores()
+    return cpu_cores() if FastPath.detect().cpu_only else 1
 
 
 def sharded(search, shards, min_rows=MIN_ROWS_PER_SHARD):
@@ -67,6 +66,15 @@ def sharded(search, shards, min_rows=MIN_ROWS_PER_SHARD):
                        lambda: search(source, *args))
 
     return run
+
+
+def compiled_search(search, jit_compile, shards, input_signature=None):
+    """`search` as a `tf.function` (XLA-compiled if `jit_compile`), run in `shards` concurrent shards if more than 1.
+
+    The searches of `Translator` and of the benchmarks are built here, so they compile and shard alike.
+    """
+    compiled = tf.function(search, jit_compile=jit_compile, input_signature=input_signature)
+    return tf.function(sharded(compiled, shards), input_signature=input_signature) if shards > 1 else compiled
 
 
 def _in_shards(search, source, args, shards):

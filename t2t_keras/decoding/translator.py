@@ -8,8 +8,9 @@ from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, pad_batch, plan_bat
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.decoding.parameters import check_beam_size, check_length_penalty, check_method
-from t2t_keras.decoding.sharding import choose_shards, sharded
+from t2t_keras.decoding.sharding import choose_shards, compiled_search
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
+from t2t_keras.fast_path import FastPath
 from t2t_keras.special_ids import EOS_ID
 
 
@@ -61,7 +62,7 @@ class Translator:
             )
         self.model = bfloat16_copy(model) if precision == "bfloat16" else model
         if jit_compile is None:
-            jit_compile = precision == "float32"
+            jit_compile = FastPath.decoding_jit(precision)
         self.tokenizer = tokenizer
         self.method = method
         self.beam_size = beam_size
@@ -73,10 +74,7 @@ class Translator:
         self.progress = progress
         self.progress_threshold = progress_threshold
         self.shards = choose_shards(shards)
-        signature = [tf.TensorSpec([None, None], tf.int32)]
-        search = tf.function(self._decode, jit_compile=jit_compile, input_signature=signature)
-        self._search = tf.function(sharded(search, self.shards), input_signature=signature) if self.shards > 1 \
-            else search
+        self._search = compiled_search(self._decode, jit_compile, self.shards, [tf.TensorSpec([None, None], tf.int32)])
 
     def _decode(self, source):
         """Best output ids `(batch, length)` for a padded source batch."""

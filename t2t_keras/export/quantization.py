@@ -15,8 +15,6 @@ It is off by default: whether it is faster than float32 depends on the CPU's
 int8 kernels; see `bench/bench_deployment.py`.
 """
 
-import contextlib
-import gc
 import math
 import warnings
 
@@ -24,6 +22,7 @@ import keras
 from keras import ops
 
 from t2t_keras.errors import T2TError
+from t2t_keras.keras_compat import one_garbage_collection, replace_layer
 
 SAVED_MODEL_QUANTIZATIONS = (None, "int8")
 
@@ -90,31 +89,12 @@ def quantized_copy(model, mode="int8"):
     copy = Transformer.from_config(model.get_config())
     copy.build()
     copy.set_weights(model.get_weights())
-    with warnings.catch_warnings(), _one_garbage_collection():
+    with warnings.catch_warnings(), one_garbage_collection():
         # Keras warns about every layer without weights to quantize (LayerNorm, Dropout, ...).
         warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
         copy.quantize(mode)
     _replace_target_embedding(copy)
     return copy
-
-
-@contextlib.contextmanager
-def _one_garbage_collection():
-    """Runs one `gc.collect()` at the end instead of the one Keras runs for every float kernel it deletes.
-
-    `Layer.__delattr__` collects after each deleted variable; quantizing a model deletes one per Dense layer
-    (32 in `tiny`), and each full collection takes 0.1 s in a fresh process and about 0.5 s in one holding
-    many objects (a test worker). The float kernels are freed by the single collection just the same. The
-    replacement is process-wide while `quantize` runs: a `gc.collect()` from another thread in that time is
-    skipped, and Python's automatic collection is unaffected.
-    """
-    collect = gc.collect
-    gc.collect = lambda *args, **kwargs: 0
-    try:
-        yield
-    finally:
-        gc.collect = collect
-        gc.collect()
 
 
 def _replace_target_embedding(model):
@@ -123,10 +103,5 @@ def _replace_target_embedding(model):
     new = Int8TokenEmbedding(old.vocab_size, old.hidden_dim, dtype=old.dtype_policy, name=old.name)
     new.assign_float(ops.convert_to_numpy(old.embeddings))
     tied_source = model.source_embedding is old
-    # A built Keras layer locks its state; Keras' own `quantize` unlocks it the same way to swap weights.
-    model._tracker.unlock()
-    model._layers.remove(old)  # untracks the float layer, so its weights are not saved
-    model.target_embedding = new
-    if tied_source:
-        model.source_embedding = new
-    model._tracker.lock()
+    # The float layer is untracked, so its weights are not saved.
+    replace_layer(model, old, new, ["target_embedding"] + (["source_embedding"] if tied_source else []))

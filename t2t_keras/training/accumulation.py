@@ -10,7 +10,8 @@ is normalised by its own token count. Here instead one `fit` step consumes N mic
    micro-batch between replicas (rows added to equalise batch sizes are all padding);
 2. `make_accumulating_train_step` sums the gradients of the *summed* per-token losses of
    the N micro-batches, divides by the non-padding target tokens of all N micro-batches on
-   all replicas, and calls `apply_gradients` once.
+   all replicas, and calls `apply_gradients` once (`training.steps.set_fit_steps` makes it
+   the model's step).
 
 One step is therefore one optimizer update: `training.train_steps`, the eq. (3) schedule,
 checkpoints (saved between steps, never inside an update), TensorBoard steps, `--minutes`
@@ -19,8 +20,8 @@ and `steps_per_epoch` all count updates.
 
 import tensorflow as tf
 from keras import ops
-from keras.src.losses.loss import unscale_loss_for_distribution
 
+from t2t_keras.keras_compat import loss_tracker, unscale_loss_for_distribution
 from t2t_keras.training.loss import sum_across_replicas, token_weights
 
 
@@ -86,13 +87,8 @@ def make_accumulating_train_step(model, loss_fn, steps):
                                            (tf.constant(0), tf.constant(0.0), zeros))
         model.optimizer.apply_gradients(zip(gradients, variables))
         batch_size = tf.shape(data[1])[0]
-        model._loss_tracker.update_state(unscale_loss_for_distribution(loss), sample_weight=batch_size)
+        loss_tracker(model).update_state(unscale_loss_for_distribution(loss), sample_weight=batch_size)
         return model.get_metrics_result()
 
     return train_step
 
-
-def enable_gradient_accumulation(model, loss_fn, steps):
-    """Makes `model.fit` take groups of `steps` micro-batches (see `group_micro_batches`); returns `model`."""
-    object.__setattr__(model, "train_step", make_accumulating_train_step(model, loss_fn, steps))
-    return model

@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from t2t_keras.keras_compat import adam_slots
+
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class FusedAdam(keras.optimizers.Adam):
@@ -23,9 +25,8 @@ class FusedAdam(keras.optimizers.Adam):
     def update_step(self, gradient, variable, learning_rate):
         if not self._fusable(gradient, variable):
             return super().update_step(gradient, variable, learning_rate)
-        index = self._get_variable_index(variable)
         weight = variable.value if isinstance(variable, keras.Variable) else variable
-        m, v = self._momentums[index].value, self._velocities[index].value
+        m, v = (slot.value for slot in adam_slots(self, variable))
         local_step = tf.cast(self.iterations + 1, tf.float32)
         beta_1 = tf.constant(self.beta_1, tf.float32)
         beta_2 = tf.constant(self.beta_2, tf.float32)

@@ -14,17 +14,11 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     with `scale · (d_model · warmup_steps)^-0.5`, and then decays with the inverse square root
     of the step number.
 
-    Step counting: a Keras optimizer calls the schedule with its raw `iterations` counter,
-    which is 0 during the first update. The paper's `step_num` starts at 1 (at 0 the formula
-    gives a zero rate, so the first update would be wasted), hence
-    `step_num = iterations // gradient_accumulation_steps + 1`.
-
-    With gradient accumulation, a Keras 3 optimizer increments its raw counter on every
-    `apply_gradients` call (every micro-batch) and hands that raw counter to the schedule,
-    while weights change only on every `gradient_accumulation_steps`-th call. Passing the
-    same `gradient_accumulation_steps` here makes `step_num` count weight updates, so
-    `warmup_steps` keeps meaning weight updates, as in the paper. The k-th update happens at
-    raw iterations `k·N - 1`, which maps to `step_num = k`.
+    Step counting: a Keras optimizer calls the schedule with its `iterations` counter, which
+    is 0 during the first update. The paper's `step_num` starts at 1 (at 0 the formula gives
+    a zero rate, so the first update would be wasted), hence `step_num = iterations + 1`.
+    With gradient accumulation (training/accumulation.py) the optimizer still makes one
+    `apply_gradients` call per update, so `warmup_steps` keeps meaning weight updates.
 
     All arithmetic is float32.
 
@@ -33,8 +27,6 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         warmup_steps: the number of warmup updates (4000 in the paper).
         scale: a constant factor on the whole rate (1.0 in the paper; tensor2tensor's
             `learning_rate_constant`).
-        gradient_accumulation_steps: the number of optimizer `apply_gradients` calls per
-            weight update (the optimizer's own `gradient_accumulation_steps`, or 1).
 
     Example:
 
@@ -45,27 +37,19 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         Vaswani et al., 2017, §5.3, eq. (3).
     """
 
-    def __init__(self, hidden_dim, warmup_steps=4000, scale=1.0, gradient_accumulation_steps=1):
+    def __init__(self, hidden_dim, warmup_steps=4000, scale=1.0):
         if not isinstance(hidden_dim, int) or hidden_dim <= 0:
             raise ConfigError(f"hidden_dim must be a positive integer. Received: hidden_dim={hidden_dim}")
         if not isinstance(warmup_steps, int) or warmup_steps <= 0:
             raise ConfigError(f"warmup_steps must be a positive integer. Received: warmup_steps={warmup_steps}")
         if not scale > 0:
             raise ConfigError(f"scale must be positive. Received: scale={scale}")
-        if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps <= 0:
-            raise ConfigError(
-                "gradient_accumulation_steps must be a positive integer. "
-                f"Received: gradient_accumulation_steps={gradient_accumulation_steps}"
-            )
         self.hidden_dim = hidden_dim
         self.warmup_steps = warmup_steps
         self.scale = float(scale)
-        self.gradient_accumulation_steps = gradient_accumulation_steps
 
     def __call__(self, step):
-        # Integer division first: the optimizer's counter is an int64 variable.
-        updates = keras.ops.floor_divide(keras.ops.cast(step, "int64"), self.gradient_accumulation_steps)
-        step_num = keras.ops.cast(updates + 1, "float32")
+        step_num = keras.ops.cast(keras.ops.cast(step, "int64") + 1, "float32")  # the counter is an int64 variable
         warmup = keras.ops.cast(self.warmup_steps, "float32")
         factor = self.scale * self.hidden_dim**-0.5
         return factor * keras.ops.minimum(keras.ops.rsqrt(step_num), step_num * warmup**-1.5)
@@ -75,8 +59,12 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "hidden_dim": self.hidden_dim,
             "warmup_steps": self.warmup_steps,
             "scale": self.scale,
-            "gradient_accumulation_steps": self.gradient_accumulation_steps,
         }
+
+    @classmethod
+    def from_config(cls, config):
+        # Models saved before the optimizer-side accumulation was removed carry `gradient_accumulation_steps: 1`.
+        return cls(**{key: value for key, value in config.items() if key != "gradient_accumulation_steps"})
 
 
 def make_optimizer(
@@ -86,7 +74,6 @@ def make_optimizer(
     beta_1=0.9,
     beta_2=0.98,
     epsilon=1e-9,
-    gradient_accumulation_steps=None,
     clipnorm=None,
 ):
     """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 on the schedule of eq. (3).
@@ -96,10 +83,6 @@ def make_optimizer(
         warmup_steps: warmup length in weight updates.
         scale: constant factor on the learning rate.
         beta_1, beta_2, epsilon: Adam's hyper-parameters (the paper's values by default).
-        gradient_accumulation_steps: `None` for one update per batch, or N >= 2 to average the
-            gradients of N consecutive batches into one update (a larger effective batch on
-            limited memory). The schedule then counts updates, not batches, so `warmup_steps`
-            keeps its meaning, and Adam's bias correction also counts updates.
         clipnorm: optional per-variable gradient norm clipping (not used in the paper).
 
     Returns:
@@ -108,24 +91,5 @@ def make_optimizer(
     References:
         Vaswani et al., 2017, §5.3.
     """
-    if gradient_accumulation_steps is not None and (
-        not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 2
-    ):
-        raise ConfigError(
-            "gradient_accumulation_steps must be None or an integer >= 2. "
-            f"Received: gradient_accumulation_steps={gradient_accumulation_steps}"
-        )
-    schedule = TransformerSchedule(
-        hidden_dim,
-        warmup_steps=warmup_steps,
-        scale=scale,
-        gradient_accumulation_steps=gradient_accumulation_steps or 1,
-    )
-    return FusedAdam(
-        learning_rate=schedule,
-        beta_1=beta_1,
-        beta_2=beta_2,
-        epsilon=epsilon,
-        clipnorm=clipnorm,
-        gradient_accumulation_steps=gradient_accumulation_steps,
-    )
+    schedule = TransformerSchedule(hidden_dim, warmup_steps=warmup_steps, scale=scale)
+    return FusedAdam(learning_rate=schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, clipnorm=clipnorm)

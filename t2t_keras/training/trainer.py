@@ -11,18 +11,19 @@ import tensorflow as tf
 from t2t_keras.build import build_model
 from t2t_keras.config import replace
 from t2t_keras.errors import ConfigError, DataError
+from t2t_keras.fast_path import FastPath, set_auto_clustering, xla_auto_clustering
 from t2t_keras.runs import RunDirectory
 from t2t_keras.tasks import task_of
-from t2t_keras.training.accumulation import enable_gradient_accumulation, group_micro_batches
+from t2t_keras.training.accumulation import group_micro_batches
 from t2t_keras.training.callbacks import ProgressLog, SkippedUpdates, StopAtStep, TimeLimit, TrainingScalars
 from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
 from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, sample_pairs
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
-from t2t_keras.training.multi_worker import patch_for_multi_worker
-from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision, fuse_elementwise
+from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
 from t2t_keras.training.resume import InputPosition, check_replicas, random_state, settle_precision, skip_consumed
 from t2t_keras.training.schedule import make_optimizer
+from t2t_keras.training.steps import set_fit_steps
 from t2t_keras.training.strategy import make_strategy, worker_identity
 
 logger = logging.getLogger(__name__)
@@ -45,8 +46,7 @@ def _use_jit(config, strategy, precision):
     """
     if not choose_jit(config.training.jit_compile, precision):
         return False
-    on_cpu = not tf.config.list_logical_devices("GPU") and not tf.config.list_logical_devices("TPU")
-    if strategy.num_replicas_in_sync > 1 and on_cpu:
+    if strategy.num_replicas_in_sync > 1 and FastPath.detect().cpu_only:
         logger.warning("jit_compile is off: XLA does not support several replicas on logical CPU devices.")
         return False
     return True
@@ -90,13 +90,11 @@ def compile_model(config, strategy):
                                                                             TokenCount()]},
             jit_compile=(jit := _use_jit(config, strategy, precision)),
         )
-        fuse_elementwise(choose_fusion(t.fuse_elementwise, model.dtype_policy.name, jit))
+        # Process-wide, for the training that follows: `train` scopes it (`xla_auto_clustering`).
+        set_auto_clustering(choose_fusion(t.fuse_elementwise, model.dtype_policy.name, jit))
         build_loss_and_metrics(model, task)
-    if t.gradient_accumulation_steps > 1:
-        enable_gradient_accumulation(model, loss, t.gradient_accumulation_steps)
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        patch_for_multi_worker(model)
-    return model
+    return set_fit_steps(model, loss, t.gradient_accumulation_steps,
+                         multi_worker=isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
 
 
 @dataclasses.dataclass
@@ -154,6 +152,7 @@ def _callbacks(run, config, data, model, manager, state, minutes, extra, chief=T
     return callbacks + extra
 
 
+@xla_auto_clustering()  # what compile_model sets for this run's training, undone on return or error
 def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     """Trains (or continues) the run in `run_dir`; returns a `TrainResult`.
 
@@ -178,7 +177,6 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync)
     run.write_json("data.json", data.provenance)
     precision, jit, fuse = settle_precision(run, config.training)
-    process_jit = tf.config.optimizer.get_jit()  # fuse_elementwise sets it for this run's training only
     model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
                                                     "fuse_elementwise": fuse}), strategy)
     chief, task_id = worker_identity(strategy)
@@ -195,7 +193,6 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
                   f"its early-stopping patience ({int(state.best.stale.numpy())} evaluations without improvement, "
                   f"training.early_stopping_patience={t.early_stopping_patience})")
         logger.info("%s has already reached %s.", run.path, reason)
-        tf.config.optimizer.set_jit(process_jit or False)
         return TrainResult(str(run.path), start, start, 0.0, {}, model)
     began = time.monotonic()
     train_data = skip_consumed(data.train, state.position.position(start))  # resume where it stopped
@@ -218,6 +215,4 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     except StopIteration:  # `data.train` repeats forever unless it holds no batch at all
         raise DataError(f"The training data gave no batch: its pairs do not fill one batch of data.batch_tokens="
                         f"{config.data.batch_tokens} tokens. Lower data.batch_tokens or train on more data.") from None
-    finally:
-        tf.config.optimizer.set_jit(process_jit or False)
     return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)

@@ -1,0 +1,160 @@
+"""The fast path for the hardware at hand, decided once per process and logged once.
+
+What the hardware offers decides four things, for training, decoding and export alike:
+
+- the device (`tpu`, `gpu` or `cpu`): with neither a TPU nor a GPU the process is CPU-only, where a training step
+  in bfloat16 runs in graph mode and a batch is decoded as one concurrent search per core (decoding/sharding.py);
+- the precision `auto` stands for: bfloat16 where the hardware computes it natively (TPUs, GPUs of compute
+  capability 8.0 or more, CPUs with AVX512_BF16 or AMX-BF16, Arm CPUs with the BF16 extension), float16 on GPUs
+  of compute capability 7.x (tensor cores; Keras adds dynamic loss scaling), and float32 elsewhere;
+- XLA: the training step is compiled except for bfloat16 on a CPU, where TensorFlow's graph mode runs the oneDNN
+  bfloat16 kernels and XLA does not; a search is compiled for float32 weights only (decoding/weight_precision.py);
+- fusion: that bfloat16 graph-mode step on a CPU gets XLA-fused elementwise ops between its oneDNN matmuls
+  (TensorFlow's auto-clustering restricted to fusible ops; `xla_flags.py` sets what restricts it).
+
+docs/results.md has the measurements behind these rules. `FastPath.detect()` looks at the hardware the first
+time it is called and returns the same object afterwards; `xla_auto_clustering` is the process-wide switch that
+fusion needs, scoped to a block.
+"""
+
+import contextlib
+import dataclasses
+import functools
+import logging
+
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+CPU_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX-512 / AMX; Arm's BF16 extension
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+    """What the fast path depends on: accelerators present and the CPU's feature flags."""
+
+    tpus: int = 0
+    gpu_capabilities: tuple = ()  # (major, minor) per GPU
+    cpu_flags: frozenset = frozenset()
+
+    @classmethod
+    def detect(cls):
+        gpus = tf.config.get_visible_devices("GPU")  # not those a process hid with set_visible_devices
+        capabilities = tuple(tf.config.experimental.get_device_details(gpu).get("compute_capability") or (0, 0)
+                             for gpu in gpus)
+        return cls(len(tf.config.list_logical_devices("TPU")), capabilities, cpu_flags())
+
+
+def cpu_flags(cpuinfo="/proc/cpuinfo"):
+    """The CPU's feature flags (`flags` on x86, `Features` on Arm); empty where /proc/cpuinfo is missing."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def native_precision(hardware):
+    """The mixed precision policy `auto` stands for on `hardware`, and why."""
+    if hardware.tpus:
+        return "mixed_bfloat16", "TPU"
+    if hardware.gpu_capabilities:
+        oldest = min(hardware.gpu_capabilities)
+        if oldest >= (8, 0):
+            return "mixed_bfloat16", f"GPU compute capability {oldest[0]}.{oldest[1]}"
+        if oldest >= (7, 0):
+            return "mixed_float16", f"GPU compute capability {oldest[0]}.{oldest[1]} (float16 tensor cores)"
+        return "float32", f"GPU compute capability {oldest[0]}.{oldest[1]} (no fast half precision)"
+    found = sorted(set(CPU_BFLOAT16_FLAGS) & hardware.cpu_flags)
+    if found:
+        return "mixed_bfloat16", "CPU with " + ", ".join(found)
+    return "float32", "CPU without bfloat16 instructions"
+
+
+@dataclasses.dataclass(frozen=True)
+class FastPath:
+    """The hardware's fast path: build it with `FastPath.detect()` (once per process) or `FastPath.of(hardware)`.
+
+    Args:
+        device: "tpu", "gpu" or "cpu" (neither a TPU nor a GPU: a CPU-only process).
+        precision: the Keras dtype policy the hardware computes natively (`auto`).
+        reason: why that precision, for the log.
+    """
+
+    device: str
+    precision: str
+    reason: str
+
+    @classmethod
+    def of(cls, hardware):
+        device = "tpu" if hardware.tpus else "gpu" if hardware.gpu_capabilities else "cpu"
+        return cls(device, *native_precision(hardware))
+
+    @classmethod
+    def detect(cls):
+        """The fast path of this process's hardware: detected and logged on the first call, then the same object."""
+        return _detected()
+
+    @property
+    def cpu_only(self):
+        return self.device == "cpu"
+
+    @property
+    def bfloat16(self):
+        """Whether the hardware computes bfloat16 natively (its `auto` precision is mixed_bfloat16)."""
+        return self.precision == "mixed_bfloat16"
+
+    def jit(self, precision):
+        """XLA for a training step in `precision`: yes, except bfloat16 on a CPU (oneDNN's graph-mode kernels)."""
+        return not (self.cpu_only and precision == "mixed_bfloat16")
+
+    def fuse_elementwise(self, precision, jit):
+        """XLA-fused elementwise ops for a graph-mode (not XLA) bfloat16 training step on a CPU."""
+        return not jit and precision == "mixed_bfloat16" and self.cpu_only
+
+    @staticmethod
+    def decoding_jit(weights):
+        """XLA for a search over `weights` ("float32" or "bfloat16"): float32 only, on every device.
+
+        bfloat16 products are faster in graph mode (oneDNN) than under XLA on a CPU; see decoding/weight_precision.py.
+        """
+        return weights == "float32"
+
+    def describe(self):
+        jit = self.jit(self.precision)
+        fused = self.fuse_elementwise(self.precision, jit)
+        step = "XLA" if jit else "graph mode with XLA-fused elementwise ops" if fused else "graph mode"
+        return (f"{self.device.upper()}; auto precision {self.precision} ({self.reason}); auto training step: "
+                f"{step}; search: XLA for float32 weights, graph mode for bfloat16 weights")
+
+
+@functools.cache
+def _detected():
+    fast_path = FastPath.of(Hardware.detect())
+    logger.info("Fast path: %s.", fast_path.describe())
+    return fast_path
+
+
+@contextlib.contextmanager
+def xla_auto_clustering(enabled=None):
+    """TensorFlow's auto-clustering on or off (None: as it is) for the functions traced inside the block.
+
+    The setting is process-wide; the process's own setting comes back when the block ends, also on an error.
+    Used as a decorator (`@xla_auto_clustering()`), it scopes what the function sets (`set_auto_clustering`).
+    """
+    previous = tf.config.optimizer.get_jit()
+    if enabled is not None:
+        set_auto_clustering(enabled)
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_jit(previous or False)
+
+
+def set_auto_clustering(enabled):
+    """Turns auto-clustering on or off for the functions traced from now on: call it inside `xla_auto_clustering`."""
+    tf.config.optimizer.set_jit("autoclustering" if enabled else False)
