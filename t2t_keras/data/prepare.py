@@ -1,10 +1,10 @@
 """One-off preparation of a training corpus into shuffled, tokenized binary shards (`prepare_corpus`).
 
-The corpus is streamed, never held: a first pass keeps a uniform reservoir
-sample of bounded size for the vocabulary (and hashes nothing twice: the
-checksums are taken before it), a second pass tokenizes windows of pairs and
-writes them as shards (`shards.py`), counting and dropping empty and over-long
-pairs on the way. Tokenization runs in tf.data, a batch of sentences per call,
+The corpus is streamed, never held: its files are hashed for the manifest,
+a first pass keeps a uniform reservoir sample of bounded size for the
+vocabulary (skipped when the tokenizer file exists), a second pass tokenizes
+windows of pairs and writes them as shards (`shards.py`), counting and
+dropping empty and over-long pairs on the way. Tokenization runs in tf.data, a batch of sentences per call,
 with `num_parallel_calls=AUTOTUNE`, so every core tokenizes.
 
 Shuffling: a window of `window_shards` shards' worth of consecutive pairs is
@@ -237,8 +237,12 @@ def _window_shards(window, tokenizer, settings, index, bar):
     return counts, [([source_ids[i] for i in part], [target_ids[i] for i in part]) for part in parts]
 
 
-def tokenize_pairs(pairs, tokenizer, bar=None):
-    """`(source_ids, target_ids)`: lists of 1-D int32 arrays, one per pair, tokenized in parallel in tf.data."""
+def tokenize_pairs(pairs, tokenizer, bar=None, parallel_calls=tf.data.AUTOTUNE):
+    """`(source_ids, target_ids)`: lists of 1-D int32 arrays, one per pair, tokenized in parallel in tf.data.
+
+    `parallel_calls` batches of `TOKENIZE_BATCH` pairs are tokenized at once (AUTOTUNE: as many as the cores
+    keep busy); `bar` (tqdm) is advanced by each batch's pairs.
+    """
     if not pairs:
         return [], []
 
@@ -248,7 +252,7 @@ def tokenize_pairs(pairs, tokenizer, bar=None):
 
     columns = tuple(np.array(side, dtype=object) for side in zip(*pairs))
     batches = (tf.data.Dataset.from_tensor_slices(columns).batch(TOKENIZE_BATCH)
-               .map(tokenized, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+               .map(tokenized, num_parallel_calls=parallel_calls, deterministic=True)
                .prefetch(tf.data.AUTOTUNE))
     source_ids, target_ids = [], []
     for source, source_lengths, target, target_lengths in batches.as_numpy_iterator():

@@ -82,7 +82,11 @@ class _BatchStream:
 
     def __init__(self, out_dir, *, seed, plan, worker_index, num_workers, group_shards):
         self.out_dir = pathlib.Path(out_dir)
-        self.names = [shard["name"] for shard in load_complete_manifest(out_dir)["shards"]]
+        manifest = load_complete_manifest(out_dir)
+        self.names = [shard["name"] for shard in manifest["shards"]]
+        if max(plan.lengths) > manifest["settings"]["max_length"]:
+            logger.warning("%s was prepared with max_length=%d: it holds no pair longer than that, although "
+                           "batches may be %d long.", out_dir, manifest["settings"]["max_length"], max(plan.lengths))
         if not 0 <= worker_index < num_workers <= len(self.names):
             raise DataError(f"{out_dir} has {len(self.names)} shards; worker_index={worker_index} of "
                             f"num_workers={num_workers} needs 0 <= worker_index < num_workers <= shards. "
