@@ -230,6 +230,24 @@ class PreparedDataTest(TestCase):
                 np.testing.assert_array_equal(x, y)
         self.assertFalse(all(a[0].shape == b[0].shape and (a[0] == b[0]).all() for a, b in zip(first, other)))
 
+    def test_a_shorter_max_length_when_reading_leaves_out_the_longer_pairs(self):
+        batches = take(self.dataset(max_length=16), 30)
+        self.assertTrue(all(source.shape[1] <= 16 for source, *_ in batches))
+        self.assertIn(16, {source.shape[1] for source, *_ in batches})
+
+    def test_more_workers_than_shards_is_refused(self):
+        with self.assertRaisesRegex(DataError, "6 shards.*smaller pairs_per_shard"):
+            self.dataset(worker_index=0, num_workers=7)
+
+    def test_misaligned_files_are_refused_naming_the_shorter_file(self):
+        directory = self.root / "misaligned"
+        directory.mkdir()
+        files = write_pairs(directory, corpus_pairs())
+        pathlib.Path(files[1]).write_text("eins\nzwei\n", encoding="utf-8")
+        config = dataclasses.replace(self.config, data=dataclasses.replace(self.config.data, train_files=files))
+        with self.assertRaisesRegex(DataError, r"train\.de ends after 2 lines"):
+            prepare_corpus(config, self.root / "misaligned-prepared", **SHARDING)
+
     def test_reservoir_sample_is_bounded_and_covers_the_whole_stream(self):
         sample, count = prepare.reservoir_sample(range(10_000), 100, seed=0)
         self.assertEqual((len(sample), count), (100, 10_000))
