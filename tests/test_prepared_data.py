@@ -139,6 +139,20 @@ class PreparedDataTest(TestCase):
         self.assertEqual(resumed.call_count, len(self.manifest["shards"]) - 2)  # the finished window is kept
         self.assertEqual(file_digests(out), file_digests(self.out))
 
+    def test_a_preparation_interrupted_after_training_the_tokenizer_resumes_to_the_same_files(self):
+        out = self.root / "interrupted-tokenizer"
+        real_train = prepare.train_tokenizer
+
+        def train_then_fail(*args, **kwargs):
+            real_train(*args, **kwargs)  # the file is written, its checksum not yet recorded
+            raise KeyboardInterrupt
+
+        with mock.patch.object(prepare, "train_tokenizer", train_then_fail):
+            with self.assertRaises(KeyboardInterrupt):
+                prepare_corpus(self.config, out, **SHARDING)
+        prepare_corpus(self.config, out, **SHARDING)
+        self.assertEqual(file_digests(out), file_digests(self.out))
+
     def test_a_corpus_file_changed_after_preparation_is_refused(self):
         directory = self.root / "changing"
         directory.mkdir()

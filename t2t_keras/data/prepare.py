@@ -127,30 +127,45 @@ def _started_manifest(out_dir, corpus, settings) -> dict:
 
 
 def _ready_tokenizer(manifest, out_dir, path, pairs):
-    """The tokenizer recorded in the manifest (checked), an existing file, or one trained on a sample."""
+    """The tokenizer recorded in the manifest (checked), an existing file, or one trained on a sample.
+
+    A training is recorded (without checksum) before it starts, so one that was interrupted is done again
+    on resume rather than mistaken for a file the caller provided.
+    """
     settings, recorded = manifest["settings"], manifest["tokenizer"]
-    if recorded is not None:
+    if recorded is not None and recorded["sha256"] is not None:
         current = manifests.file_fingerprint(path) if path.exists() else {"sha256": "missing"}
         if path.resolve() != _recorded_file(out_dir, recorded) or current["sha256"] != recorded["sha256"]:
             raise DataError(f"The tokenizer {path} is not the one {out_dir} was prepared with "
                             f"({recorded['path']}, sha256 {recorded['sha256']}): pass that tokenizer_path, "
                             "or prepare into a new directory (or pass overwrite=True).")
         return load_tokenizer(path, settings["tokenizer_kind"])
-    trained = not path.exists()
+    trained = recorded is not None or not path.exists()
     if trained:
-        sample, total = reservoir_sample((p for p in pairs() if p[0] and p[1]), settings["sample_pairs"],
-                                         settings["seed"])
-        logger.info("Training a %d-piece %s vocabulary on %d of %d pairs.", settings["vocab_size"],
-                    settings["tokenizer_kind"], len(sample), total)
-        train_tokenizer(settings["tokenizer_kind"], _sentences(sample), path, settings["vocab_size"],
-                        seed=settings["seed"])
+        manifest["tokenizer"] = dict(path=_path_record(out_dir, path), sha256=None, trained=True)
+        manifests.write_manifest(out_dir, manifest)
+        _train_on_sample(settings, pairs, path)
     tokenizer = load_tokenizer(path, settings["tokenizer_kind"])
-    manifest["tokenizer"] = dict(manifests.file_fingerprint(path), kind=tokenizer.kind,
-                                 vocab_size=tokenizer.vocab_size, trained=trained)
-    if path.resolve().is_relative_to(out_dir.resolve()):  # the directory can move with its tokenizer
-        manifest["tokenizer"]["path"] = str(path.resolve().relative_to(out_dir.resolve()))
+    manifest["tokenizer"] = dict(manifests.file_fingerprint(path), path=_path_record(out_dir, path),
+                                 kind=tokenizer.kind, vocab_size=tokenizer.vocab_size, trained=trained)
     manifests.write_manifest(out_dir, manifest)
     return tokenizer
+
+
+def _train_on_sample(settings, pairs, path):
+    """Trains the configured tokenizer at `path` on a uniform sample of the non-empty pairs of `pairs()`."""
+    sample, total = reservoir_sample((p for p in pairs() if p[0] and p[1]), settings["sample_pairs"],
+                                     settings["seed"])
+    logger.info("Training a %d-piece %s vocabulary on %d of %d pairs.", settings["vocab_size"],
+                settings["tokenizer_kind"], len(sample), total)
+    train_tokenizer(settings["tokenizer_kind"], _sentences(sample), path, settings["vocab_size"],
+                    seed=settings["seed"])
+
+
+def _path_record(out_dir, path):
+    """`path` as the manifest records it: relative to `out_dir` when inside it, so the directory can move."""
+    path, out_dir = path.resolve(), out_dir.resolve()
+    return str(path.relative_to(out_dir)) if path.is_relative_to(out_dir) else str(path)
 
 
 def _recorded_file(out_dir, recorded):
