@@ -10,4 +10,10 @@
     tokenizer    the shared SentencePiece vocabulary (BPE or unigram), trained in Python, applied in-graph
     wordpiece    the shared WordPiece vocabulary, learned by TF-Text's tool, applied in-graph
     batching     tokenization, length filtering and token-budget length buckets in tf.data
+    pair_stream  the pairs of text or TSV files one at a time, for corpora too large to hold
+    prepare      one-off preparation of a training corpus into shuffled, tokenized shards
+    shards       the shard files: token ids and lengths in NumPy files
+    manifest     what a preparation was made from (checksums), its shards and counts
+    batch_plan   each epoch's batches of prepared shards as a pure function of their lengths
+    prepared     training batches from prepared shards, with exact resume by seeking
 """

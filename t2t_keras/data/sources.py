@@ -45,6 +45,26 @@ def _configured_files(data_config, split):
     return files
 
 
+def split_files(data_config, split):
+    """`(kind, files)` of one corpus's `split` on disk: "text" with [source, target] or "tsv" with [file].
+
+    The default corpus (libreoffice) is prepared if needed and given as text files.
+
+    Raises:
+      ConfigError: the source is TFDS (no files on disk) or the files are not set.
+    """
+    kind = data_config.source
+    if kind == "tfds":
+        raise ConfigError("data.source='tfds' has no corpus files on disk to read line by line: use "
+                          "data.source: text or tsv with data.train_files.")
+    if kind == "libreoffice":
+        return "text", [str(path) for path in _libreoffice_files(data_config, split)[0]]
+    files = _configured_files(data_config, split)
+    if kind == "text" and len(files) != 2:
+        raise ConfigError(f"data.{split}_files must list two files [source, target]. Received: {files!r}")
+    return kind, [str(path) for path in files]
+
+
 def has_split(data_config, split):
     """Whether the configured source (the first of `data.sources`) provides `split`."""
     data_config = components(data_config)[0][0]

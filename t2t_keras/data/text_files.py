@@ -106,6 +106,15 @@ def decode_text(data: bytes, origin) -> list[str]:
     return decoded
 
 
+def iter_lines(path) -> Iterator[str]:
+    """Yields the lines of ``path`` one at a time (no line endings, BOM removed), without holding the file.
+
+    Raises:
+      DataError: the file does not exist or a line is not UTF-8 (file and line named).
+    """
+    return _decode_lines(path)
+
+
 def _read_lines(path) -> list[str]:
     """Lines of ``path`` without their line endings, decoded as strict UTF-8."""
     lines = list(_decode_lines(path))

@@ -1,0 +1,121 @@
+"""Every epoch's batches of a prepared corpus as a pure function of the shards' lengths and the seed.
+
+Epoch ``e`` of worker ``w`` (of ``W``):
+
+1. the shards in a seeded order, ``permutation(seed, e)``; the worker takes the
+   shards at positions ``w, w + W, w + 2W, ...`` of it (file-level sharding);
+2. its shards in groups of ``group_shards``, the pairs of each group shuffled
+   together (seeded by seed, epoch, worker and group), the groups one after
+   another: the epoch's stream of pairs;
+3. that stream into length buckets (`batching.bucket_plan`), as
+   `tf.data.Dataset.bucket_by_sequence_length` does it: a bucket emits a batch
+   the moment it holds its batch size; the partial buckets left at the end of
+   the epoch are dropped, and pairs longer than ``max_length`` are skipped.
+
+Only lengths are needed, never token ids. A bucket's batches in an epoch are
+``floor(pairs in the bucket / its batch size)`` whatever the order, so the
+batches an epoch has follow from a per-shard histogram of buckets, and the
+epoch and index of batch ``position`` are found by arithmetic (`locate`):
+resuming costs one epoch's plan (NumPy over that epoch's lengths), however
+far the run has gone.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from t2t_keras.errors import DataError
+
+
+class EpochPlan(NamedTuple):
+    """One epoch of one worker: its pairs in stream order, and the batches over them.
+
+    ``shard_of[i]`` and ``row_of[i]`` locate the i-th pair of the stream (shard
+    index, row in that shard); a batch is ``(padded length, stream positions)``;
+    ``leftover`` are the stream positions of kept pairs that filled no batch.
+    """
+
+    shard_of: np.ndarray
+    row_of: np.ndarray
+    batches: list
+    leftover: np.ndarray
+
+
+def worker_shards(num_shards, seed, epoch, worker_index=0, num_workers=1) -> np.ndarray:
+    """The shard indices worker ``worker_index`` reads in ``epoch``, in reading order."""
+    order = np.random.default_rng([seed, epoch]).permutation(num_shards)
+    return order[worker_index::num_workers]
+
+
+def pair_lengths(lengths: np.ndarray) -> np.ndarray:
+    """The padded length each pair needs: the longer of source + EOS and target + EOS."""
+    return lengths.max(axis=1).astype(np.int64) + 1
+
+
+def bucket_histogram(shard_lengths, plan) -> np.ndarray:
+    """``(shards, buckets)`` int64: how many pairs of each shard fall in each bucket (over-long ones in none)."""
+    buckets = len(plan.lengths)
+    rows = [np.bincount(np.searchsorted(plan.lengths, pair_lengths(lengths)), minlength=buckets + 1)[:buckets]
+            for lengths in shard_lengths]
+    return np.array(rows, np.int64).reshape(len(shard_lengths), buckets)
+
+
+def batches_in_epoch(histogram, plan, shards) -> int:
+    """The number of batches an epoch over ``shards`` has (independent of the order of its pairs)."""
+    return int((histogram[shards].sum(axis=0) // np.array(plan.batch_sizes)).sum())
+
+
+def locate(position, histogram, plan, seed, worker_index=0, num_workers=1) -> tuple[int, int]:
+    """``(epoch, index)``: batch ``position`` of the repeated stream is batch ``index`` of ``epoch``."""
+    num_shards = len(histogram)
+    epoch = 0
+    if num_workers == 1:  # every epoch reads every shard: the same count each time
+        count = _checked(batches_in_epoch(histogram, plan, np.arange(num_shards)), plan)
+        return position // count, position % count
+    while True:
+        shards = worker_shards(num_shards, seed, epoch, worker_index, num_workers)
+        count = _checked(batches_in_epoch(histogram, plan, shards), plan)
+        if position < count:
+            return epoch, position
+        position -= count
+        epoch += 1
+
+
+def epoch_plan(shard_lengths, plan, seed, epoch, *, worker_index=0, num_workers=1, group_shards=4) -> EpochPlan:
+    """The batches of ``epoch`` for one worker, from the shards' ``(pairs, 2)`` length arrays."""
+    shards = worker_shards(len(shard_lengths), seed, epoch, worker_index, num_workers)
+    shard_of, row_of, lengths = [], [], []
+    for group_index, start in enumerate(range(0, len(shards), group_shards)):
+        group = shards[start:start + group_shards]
+        order = np.random.default_rng([seed, epoch, worker_index, group_index + 1]).permutation(
+            sum(len(shard_lengths[s]) for s in group))
+        shard_of.append(np.concatenate([np.full(len(shard_lengths[s]), s, np.int64) for s in group])[order])
+        row_of.append(np.concatenate([np.arange(len(shard_lengths[s]), dtype=np.int64) for s in group])[order])
+        lengths.append(np.concatenate([pair_lengths(shard_lengths[s]) for s in group])[order])
+    shard_of, row_of, lengths = np.concatenate(shard_of), np.concatenate(row_of), np.concatenate(lengths)
+    batches, leftover = _bucketed(lengths, plan)
+    return EpochPlan(shard_of, row_of, batches, leftover)
+
+
+def _bucketed(lengths, plan):
+    """``([(padded length, positions)] in emission order, leftover positions)`` of a stream of pair lengths."""
+    bucket = np.searchsorted(plan.lengths, lengths)
+    chunks, emitted_at, leftover = [], [], []
+    for index, (length, size) in enumerate(zip(plan.lengths, plan.batch_sizes)):
+        positions = np.flatnonzero(bucket == index)
+        full = len(positions) // size * size
+        leftover.append(positions[full:])
+        for chunk in positions[:full].reshape(-1, size):
+            chunks.append((length, chunk))
+            emitted_at.append(chunk[-1])  # a bucket emits when its last pair arrives
+    order = np.argsort(np.array(emitted_at, np.int64), kind="stable")
+    return [chunks[i] for i in order], np.sort(np.concatenate(leftover))
+
+
+def _checked(count, plan):
+    if count == 0:
+        raise DataError(
+            f"An epoch of the prepared corpus fills no batch (batch sizes {list(plan.batch_sizes)} per bucket "
+            f"of lengths {list(plan.lengths)}): lower batch_tokens, or prepare a larger corpus."
+        )
+    return count

@@ -1,0 +1,139 @@
+"""Training batches from a prepared corpus, with exact resume by seeking (`prepared_training_dataset`).
+
+The batches have the structure of `batching.make_training_dataset`'s:
+``((source, target_in), target_out, sample_weight)``, int32 ids padded with 0
+to a bucket length of `batching.bucket_plan`, float32 weights 0 exactly on
+padding; source = pieces + [EOS], target_in = [BOS] + pieces, target_out =
+pieces + [EOS].
+
+Resume design: each epoch's batches are planned in NumPy from the stored
+lengths alone (`batch_plan`), and the batch at ``position`` is located by
+arithmetic on a per-shard bucket histogram. The stream then starts at that
+batch of that epoch, gathering its pairs by index from memory-mapped shards:
+nothing consumed before is read again, and starting costs one epoch's plan
+whatever ``position`` is. tf.data's own iterator checkpoints were the
+alternative; they store shuffle buffers (large), tie the checkpoint to the
+pipeline's graph, and do not let a run resume on another worker count.
+A Python generator (`tf.data.Dataset.from_generator`) runs the plan; it only
+slices NumPy arrays, a few vectorized calls per batch, and tf.data prefetches
+ahead of the model.
+"""
+
+import logging
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_keras.data import batch_plan
+from t2t_keras.data.batching import bucket_plan
+from t2t_keras.data.manifest import load_complete_manifest
+from t2t_keras.data.shards import gather_padded, open_shard, read_lengths
+from t2t_keras.errors import DataError
+from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
+
+logger = logging.getLogger(__name__)
+
+GROUP_SHARDS = 4  # shards whose pairs are shuffled together each epoch
+
+
+def prepared_training_dataset(out_dir, *, seed, batch_tokens, max_length, num_replicas=1, worker_index=0,
+                              num_workers=1, position=0, bucket_boundaries=None,
+                              group_shards=GROUP_SHARDS) -> tf.data.Dataset:
+    """The repeated stream of training batches of the corpus prepared in `out_dir`, from batch `position` on.
+
+    Args:
+      out_dir: a directory that `prepare.prepare_corpus` finished.
+      seed: seed of the shard order and the shuffle (the same on every worker).
+      batch_tokens, max_length, num_replicas, bucket_boundaries: as for `batching.bucket_plan`;
+        `max_length` may be below the preparation's, never usefully above it.
+      worker_index, num_workers: this worker reads only the shards at positions
+        `worker_index + k * num_workers` of each epoch's shard order.
+      position: batches this worker already consumed; the stream starts at the next one.
+      group_shards: shards whose pairs are shuffled together.
+
+    Returns:
+      An infinite `tf.data.Dataset`; its auto-sharding is off (the sharding is by file, here).
+
+    Raises:
+      DataError: the preparation is missing or unfinished, or has fewer shards than workers.
+    """
+    stream = _BatchStream(out_dir, seed=seed, plan=bucket_plan(max_length, batch_tokens,
+                                                               bucket_boundaries=bucket_boundaries,
+                                                               num_replicas=num_replicas),
+                          worker_index=worker_index, num_workers=num_workers, group_shards=group_shards)
+    ids = tf.TensorSpec([None, None], tf.int32)
+    dataset = tf.data.Dataset.from_generator(
+        lambda: stream.batches(position),
+        output_signature=((ids, ids), ids, tf.TensorSpec([None, None], tf.float32)))
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
+
+
+def prepared_lengths(out_dir) -> list:
+    """The ``(pairs, 2)`` source and target piece counts of every shard of `out_dir`, in shard order."""
+    manifest = load_complete_manifest(out_dir)
+    return [read_lengths(out_dir, shard["name"]) for shard in manifest["shards"]]
+
+
+class _BatchStream:
+    """The epoch plans of one worker and the batches they name, gathered from the shards."""
+
+    def __init__(self, out_dir, *, seed, plan, worker_index, num_workers, group_shards):
+        self.out_dir = pathlib.Path(out_dir)
+        manifest = load_complete_manifest(out_dir)
+        self.names = [shard["name"] for shard in manifest["shards"]]
+        if max(plan.lengths) > manifest["settings"]["max_length"]:
+            logger.warning("%s was prepared with max_length=%d: it holds no pair longer than that, although "
+                           "batches may be %d long.", out_dir, manifest["settings"]["max_length"], max(plan.lengths))
+        if not 0 <= worker_index < num_workers <= len(self.names):
+            raise DataError(f"{out_dir} has {len(self.names)} shards; worker_index={worker_index} of "
+                            f"num_workers={num_workers} needs 0 <= worker_index < num_workers <= shards. "
+                            "Prepare with a smaller pairs_per_shard so every worker has shards.")
+        self.lengths = [read_lengths(out_dir, name) for name in self.names]
+        self.histogram = batch_plan.bucket_histogram(self.lengths, plan)
+        self.seed, self.plan, self.group_shards = seed, plan, group_shards
+        self.worker_index, self.num_workers = worker_index, num_workers
+        self.opened = {}
+
+    def batches(self, position):
+        """Yields the batches from `position` on, forever."""
+        epoch, index = batch_plan.locate(position, self.histogram, self.plan, self.seed, self.worker_index,
+                                         self.num_workers)
+        while True:
+            plan = batch_plan.epoch_plan(self.lengths, self.plan, self.seed, epoch, worker_index=self.worker_index,
+                                         num_workers=self.num_workers, group_shards=self.group_shards)
+            for width, positions in plan.batches[index:]:
+                yield self.batch(plan.shard_of[positions], plan.row_of[positions], width)
+            epoch, index = epoch + 1, 0
+
+    def batch(self, shard_of, row_of, width):
+        """``((source, target_in), target_out, sample_weight)`` of the pairs ``(shard_of[i], row_of[i])``."""
+        source = np.zeros([len(row_of), width], np.int32)
+        target = np.zeros([len(row_of), width], np.int32)
+        source_lengths = np.zeros(len(row_of), np.int64)
+        target_lengths = np.zeros(len(row_of), np.int64)
+        for index in np.unique(shard_of):
+            here = np.flatnonzero(shard_of == index)
+            shard = self.shard(index)
+            source[here] = gather_padded(shard, row_of[here], 0, width)
+            target[here] = gather_padded(shard, row_of[here], 1, width)
+            source_lengths[here], target_lengths[here] = shard.lengths[row_of[here]].T
+        return _with_special_ids(source, target, source_lengths, target_lengths)
+
+    def shard(self, index):
+        if index not in self.opened:
+            self.opened[index] = open_shard(self.out_dir, self.names[index])
+        return self.opened[index]
+
+
+def _with_special_ids(source, target, source_lengths, target_lengths):
+    """Adds EOS to source and target_out, BOS to target_in; weights 1 on target_out's tokens."""
+    rows = np.arange(len(source))
+    source[rows, source_lengths] = EOS_ID
+    target_in = np.concatenate([np.full([len(target), 1], BOS_ID, np.int32), target[:, :-1]], axis=1)
+    target_out = target
+    target_out[rows, target_lengths] = EOS_ID
+    sample_weight = (target_out != PAD_ID).astype(np.float32)
+    return (source, target_in), target_out, sample_weight

@@ -1,0 +1,112 @@
+"""The shard files of a prepared corpus: token ids of sentence pairs, with their lengths beside them.
+
+A shard ``shard-00000`` is two NumPy ``.npy`` files:
+
+    shard-00000.ids.npy      1-D, uint16 when the vocabulary has at most 65,536 pieces, else int32: the
+                             source pieces of pair 0, its target pieces, then pair 1's, ... (no BOS/EOS)
+    shard-00000.lengths.npy  (pairs, 2) int32: the source and target piece counts of each pair
+
+Why NumPy files rather than TFRecord: the reader (`prepared.py`) plans each
+epoch's batches from the lengths alone and then gathers pairs by index, in
+the planned order, from memory-mapped shards. That needs the lengths without
+the ids (a separate small file) and random access to pair ``i`` (an offset
+into a flat array); a TFRecord file offers neither without reading it
+through. The ``.npy`` header is tiny and fixed, so the bytes depend only on the
+ids, and the same pairs always give the same files. Each file is written
+atomically (temporary file + rename, `files.write_bytes_atomic`).
+"""
+
+import io
+import pathlib
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from t2t_keras.errors import DataError
+from t2t_keras.files import write_bytes_atomic
+
+IDS_SUFFIX = ".ids.npy"
+LENGTHS_SUFFIX = ".lengths.npy"
+
+
+def shard_name(index: int) -> str:
+    """The name of shard ``index``: ``shard-00007``."""
+    return f"shard-{index:05d}"
+
+
+def ids_dtype(vocab_size: int):
+    """The smallest dtype that holds every id of a ``vocab_size``-piece vocabulary (uint16 or int32)."""
+    return np.uint16 if vocab_size <= 1 << 16 else np.int32
+
+
+def write_shard(directory, name: str, sources: Sequence[np.ndarray], targets: Sequence[np.ndarray], dtype) -> None:
+    """Writes the pairs ``(sources[i], targets[i])`` (1-D id arrays, no BOS/EOS) as shard ``name``."""
+    lengths = np.array([[len(s), len(t)] for s, t in zip(sources, targets)], np.int32).reshape(-1, 2)
+    pieces = [side for pair in zip(sources, targets) for side in pair]
+    ids = np.concatenate(pieces).astype(dtype) if pieces else np.zeros([0], dtype)
+    directory = pathlib.Path(directory)
+    write_bytes_atomic(directory / (name + IDS_SUFFIX), _npy_bytes(ids))
+    write_bytes_atomic(directory / (name + LENGTHS_SUFFIX), _npy_bytes(lengths))
+
+
+def shard_files(directory, name: str) -> list[pathlib.Path]:
+    """The files of shard ``name``."""
+    return [pathlib.Path(directory) / (name + suffix) for suffix in (IDS_SUFFIX, LENGTHS_SUFFIX)]
+
+
+def read_lengths(directory, name: str) -> np.ndarray:
+    """``(pairs, 2)`` int32 source and target piece counts of shard ``name``, without reading its ids."""
+    return np.load(_existing(pathlib.Path(directory) / (name + LENGTHS_SUFFIX)))
+
+
+class Shard(NamedTuple):
+    """An opened shard: ``ids`` memory-mapped, ``starts[i]`` where pair ``i`` begins in it, its ``lengths``."""
+
+    ids: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+
+def open_shard(directory, name: str) -> Shard:
+    """Shard ``name`` with its ids memory-mapped (read on demand, shared through the page cache)."""
+    lengths = read_lengths(directory, name)
+    ids = np.load(_existing(pathlib.Path(directory) / (name + IDS_SUFFIX)), mmap_mode="r")
+    ends = np.cumsum(lengths.sum(axis=1, dtype=np.int64))
+    if (ends[-1] if len(ends) else 0) != len(ids):
+        raise DataError(f"Shard {name} in {directory} holds {len(ids)} ids but its lengths add up to "
+                        f"{ends[-1] if len(ends) else 0}: the directory is damaged. Prepare the corpus again "
+                        "(overwrite=True).")
+    return Shard(ids, ends - lengths.sum(axis=1), lengths)
+
+
+def shard_pairs(shard: Shard) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every pair of ``shard`` as ``(source_ids, target_ids)`` int32 arrays, in shard order."""
+    pairs = []
+    for start, (source_length, target_length) in zip(shard.starts, shard.lengths):
+        middle = start + source_length
+        pairs.append((np.asarray(shard.ids[start:middle], np.int32),
+                      np.asarray(shard.ids[middle:middle + target_length], np.int32)))
+    return pairs
+
+
+def gather_padded(shard: Shard, rows: np.ndarray, side: int, width: int) -> np.ndarray:
+    """``(len(rows), width)`` int32: side ``side`` (0 source, 1 target) of pairs ``rows``, right-padded with 0."""
+    lengths = shard.lengths[rows, side]
+    starts = shard.starts[rows] + (shard.lengths[rows, 0] if side == 1 else 0)
+    columns = np.arange(width)
+    inside = columns[None, :] < lengths[:, None]
+    positions = np.where(inside, starts[:, None] + columns[None, :], 0)
+    return np.where(inside, np.asarray(shard.ids[positions.ravel()]).reshape(positions.shape), 0).astype(np.int32)
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _existing(path: pathlib.Path) -> pathlib.Path:
+    if not path.exists():
+        raise DataError(f"{path} is missing: the prepared corpus is incomplete. Run the preparation again "
+                        "(it resumes) or prepare into a new directory.")
+    return path
