@@ -227,11 +227,11 @@ print(score(hypotheses, references, config.data.target_lang)["bleu_details"])
 #
 # "For the base models, we used a single model obtained by averaging the last 5 checkpoints" (§6.1).
 # `average_run` writes the mean of the last `training.average_last` checkpoints to
-# `RUN/averaged/model.keras`; notebooks 02 and 03 (and `t2t-keras evaluate`/`export`) use it while it
+# `RUN/averaged/` (the model's weights, like every checkpoint of the run); notebooks 02 and 03 (and `t2t-keras evaluate`/`export`) use it while it
 # includes the newest checkpoint.
 
 # %%
 from t2t_keras.runs import average_run
 
 print(average_run(RUN_DIR))
-print(run.read_json("averaged/averaged.json")["steps"])
+print(run.read_json(run.averaged_info_path)["steps"])

@@ -101,9 +101,9 @@ def _shards(text):
 
 
 def _run_task(run_dir):
-    from t2t_keras.runs import RunDirectory
+    from t2t_keras.runs import open_run
 
-    return RunDirectory(run_dir).load_config().task
+    return open_run(run_dir).load_config().task
 
 
 def _sampling_options(args):
@@ -246,10 +246,10 @@ def cmd_export(args):
 def cmd_serve(args):
     from t2t_keras.serving.server import serve
 
-    from t2t_keras.runs import RunDirectory
+    from t2t_keras.runs import open_run
 
     path = args.saved_model or args.ctranslate2
-    if RunDirectory(path).exists():  # a run, not an export
+    if open_run(path).exists():  # a run, not an export
         check_task("serve", _run_task(path), path)
         raise T2TError(f"{path} is a run directory: serve its export (t2t-keras export --run-dir {path} --out DIR).")
     exported = _export_translator(args, args.max_batch_size)
@@ -434,6 +434,10 @@ def build_parser():
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off the terminal
     args = build_parser().parse_args(argv)
+    if getattr(args, "run_dir", None) is not None:
+        from t2t_keras.runs import open_run
+
+        args.run_dir = open_run(args.run_dir)  # opened once; every step of the command takes it
     # Our progress at INFO; other libraries' (TensorFlow's and absl's export chatter) from WARNING up.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("t2t_keras").setLevel(logging.INFO)

@@ -35,19 +35,6 @@ def write_text_atomic(path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def save_keras_model_atomic(model, path) -> None:
-    """Saves a Keras model to `path` (a `.keras` file) through a temporary name and a rename."""
-    path = pathlib.Path(path)
-    tmp = path.with_name(".incomplete-" + path.name)  # Keras insists on the .keras suffix
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        model.save(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 @contextlib.contextmanager
 def staged_directory(out_dir, overwrite=False):
     """Yields a temporary sibling of `out_dir` to fill; renames it to `out_dir` when the block succeeds.

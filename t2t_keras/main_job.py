@@ -17,7 +17,7 @@ from t2t_keras.evaluation.evaluate_run import evaluate_baseline, evaluate_run
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.pipeline import train_run
-from t2t_keras.runs import RunDirectory, average_run, checkpoint_step
+from t2t_keras.runs import average_run, checkpoint_step, open_run
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +38,11 @@ def _train(config, run_dir, minutes):
 
 def _baseline(run, split="test"):
     """Retrieval-baseline scores, computed once per run directory."""
-    cached = run.read_json("baseline.json")
+    cached = run.read_json(run.baseline_path)
     if cached is not None:
         return cached
-    result = evaluate_baseline(run.path, split)
-    run.write_json("baseline.json", result)
+    result = evaluate_baseline(run, split)
+    run.write_json(run.baseline_path, result)
     return result
 
 
@@ -64,15 +64,14 @@ def tensorboard_command(log_dir):
 def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(), examples=EXAMPLES):
     """Runs every step and returns the report dict (also written to RUN/report.json)."""
     began = time.monotonic()
-    run = RunDirectory(run_dir)
-    result = _train(config_lib.load_config(config, overrides), run_dir, minutes)
-    averaged = average_run(run_dir)
-    scores = evaluate_run(run_dir, "test")
+    run = open_run(run_dir)  # opened once; every step below takes it
+    result = _train(config_lib.load_config(config, overrides), run, minutes)
+    averaged = average_run(run)
+    scores = evaluate_run(run, "test")
     baseline = _baseline(run)
-    export_dir = run.path / "export"
-    export_run(run_dir, export_dir, overwrite=True)
+    export_dir = export_run(run, run.export_dir, overwrite=True)
     translations = SavedModelTranslator(export_dir).translate(examples)
-    data = run.read_json("data.json") or {}
+    data = run.read_json(run.data_path) or {}
     report = {
         "run_dir": str(run.path),
         "data": {split: (info or {}).get("pairs") for split, info in data.items()} | {"test": scores["sentences"]},
@@ -88,7 +87,7 @@ def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(),
         "tensorboard": tensorboard_command(run.log_dir),
         "total_minutes": round((time.monotonic() - began) / 60, 1),
     }
-    run.write_json("report.json", report)
+    run.write_json(run.report_path, report)
     return report
 
 

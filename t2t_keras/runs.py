@@ -1,22 +1,35 @@
 """Run directories and exports: their layout, the config they were made with, and loading what they hold.
 
 Every part that opens a run (training, evaluation, export, inspection, the
-CLI) goes through this module, so the layout is written down once:
+CLI) goes through this module, and `RunDirectory` names every path of a run,
+so the layout is written down once:
 
     RUN/config.yaml         the resolved configuration (written once, checked on resume)
     RUN/tokenizer.model     the shared SentencePiece vocabulary (data.tokenizer: bpe, unigram)
     RUN/tokenizer.vocab     the shared WordPiece vocabulary (data.tokenizer: wordpiece)
     RUN/data.json           where the data came from (package versions, licence, counts)
+    RUN/replicas.json       the replica count of the last training (a resume on another count is not exact)
+    RUN/precision.json      the precision, XLA and fusion choices `auto` resolved to (kept on resume)
     RUN/checkpoints/        tf.train checkpoints of model + optimizer (last K kept)
-    RUN/averaged/           the average of the last N checkpoints (§6.1), as a .keras model
+    RUN/averaged/           the average of the last N checkpoints (§6.1): model weights (`ckpt`) and
+                            averaged.json (the checkpoints and steps averaged)
     RUN/best/               the best checkpoint by training.best_metric (model weights, `ckpt`) and
                             best.json (step, metric, value); written when training.eval_every_steps > 0
     RUN/logs/               TensorBoard event files (train/, validation/, attention/)
+    RUN/baseline.json       the retrieval baseline's scores (the main job)
+    RUN/report.json         the main job's report
+    RUN/export/             the main job's SavedModel
+
+Weights are tf.train checkpoints of the model in all three places (`checkpoints/`, `best/`,
+`averaged/`), read the same way by `load_run_model`. An export is the exception: it carries
+its model as a `.keras` file (`assets.extra/`), so that it opens without the run's config.
 
     EXPORT/                 a SavedModel (see `export.saved_model`)
-    EXPORT/assets.extra/    the Keras model and tokenizer beside it, for inspection
+    EXPORT/assets.extra/    the Keras model and tokenizer beside it, for inspection, and weights.json
+                            (which weights of which run it holds)
 """
 
+import dataclasses
 import json
 import logging
 import pathlib
@@ -31,7 +44,7 @@ from t2t_keras.build import build_model
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
 from t2t_keras.errors import ConfigError, T2TError
-from t2t_keras.files import save_keras_model_atomic, staged_directory, write_text_atomic
+from t2t_keras.files import staged_directory, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -39,33 +52,54 @@ logger = logging.getLogger(__name__)
 FROZEN_SECTIONS = ("model", "data")
 MODEL_SOURCES = ("auto", "averaged", "latest", "best")
 AVERAGE_ENDS = ("last", "best")  # the newest checkpoint, or the best one (RUN/best/)
-BEST_CHECKPOINT = "ckpt"  # RUN/best/ckpt.index, ckpt.data-*
+MODEL_CHECKPOINT = "ckpt"  # RUN/best/ckpt.index, RUN/averaged/ckpt.data-*: the model's weights alone
 INSPECTION_DIR = "assets.extra"  # TF Serving's place for files beside a SavedModel; it ignores them
 
 
 class RunDirectory:
-    """Paths and bookkeeping of one run directory."""
+    """Every path of one run directory, its config (read once) and its bookkeeping files."""
 
     def __init__(self, path):
         self.path = pathlib.Path(path)
         self.config_path = self.path / "config.yaml"
-        self.tokenizer_path = self.path / "tokenizer.model"  # a SentencePiece run's; see `tokenizer_file`
+        self.data_path = self.path / "data.json"
+        self.replicas_path = self.path / "replicas.json"
+        self.precision_path = self.path / "precision.json"
+        self.baseline_path = self.path / "baseline.json"
+        self.report_path = self.path / "report.json"
         self.checkpoint_dir = self.path / "checkpoints"
         self.averaged_dir = self.path / "averaged"
-        self.averaged_model_path = self.averaged_dir / "model.keras"
+        self.averaged_info_path = self.averaged_dir / "averaged.json"
         self.best_dir = self.path / "best"
+        self.best_info_path = self.best_dir / "best.json"
         self.log_dir = self.path / "logs"
+        self.export_dir = self.path / "export"
+        self.prepared_dir = self.path / "prepared"
+        self._config = None
+
+    def __fspath__(self):  # opens, paths and messages take a RunDirectory where they take its path
+        return str(self.path)
+
+    def __str__(self):
+        return str(self.path)
+
+    def __repr__(self):
+        return f"RunDirectory({str(self.path)!r})"
 
     def exists(self):
         return self.config_path.exists()
 
     def load_config(self):
-        if not self.exists():
-            raise ConfigError(f"{self.path} is not a run directory (no config.yaml): train into it first.")
-        return config_lib.from_dict(yaml.safe_load(self.config_path.read_text(encoding="utf-8")))
+        """The run's config, read from config.yaml once (and kept in step with `save_config`)."""
+        if self._config is None:
+            if not self.exists():
+                raise ConfigError(f"{self.path} is not a run directory (no config.yaml): train into it first.")
+            self._config = config_lib.from_dict(yaml.safe_load(self.config_path.read_text(encoding="utf-8")))
+        return self._config
 
     def save_config(self, config):
         write_text_atomic(self.config_path, yaml.safe_dump(config.to_dict(), sort_keys=False))
+        self._config = config
 
     def resolve_config(self, config):
         """The config to train with: `config` for a new run; for an existing run, the saved one
@@ -87,11 +121,13 @@ class RunDirectory:
         self.save_config(resolved)
         return resolved
 
-    def write_json(self, name, data):
-        write_text_atomic(self.path / name, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    def write_json(self, path, data):
+        """Writes `data` to `path`, one of the run's JSON files (an attribute of this object), atomically."""
+        write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
-    def read_json(self, name):
-        path = self.path / name
+    def read_json(self, path):
+        """The content of `path`, one of the run's JSON files, or None when it does not exist."""
+        path = pathlib.Path(path)
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
     def checkpoint_paths(self):
@@ -104,20 +140,18 @@ class RunDirectory:
 
     def best_checkpoint(self):
         """`(path, info)` of the best checkpoint; `info` is best.json (step, metric, value)."""
-        info = self.read_json("best/best.json")
+        info = self.read_json(self.best_info_path)
         if info is None:
             raise T2TError(
                 f"{self.path} has no best checkpoint ({self.best_dir} does not exist). It is written during training "
                 "when dev evaluation is on: continue the run with --set training.eval_every_steps=N (dev BLEU every "
                 "N updates; training.best_metric picks bleu or loss), or use the last checkpoints."
             )
-        return str(self.best_dir / BEST_CHECKPOINT), info
+        return str(self.best_dir / MODEL_CHECKPOINT), info
 
     def write_best(self, model, info, directory=None):
         """Replaces RUN/best/ (or `directory`) atomically with `model`'s weights and best.json holding `info`."""
-        with staged_directory(directory or self.best_dir, overwrite=True) as staging:
-            tf.train.Checkpoint(model=model).write(str(staging / BEST_CHECKPOINT))
-            write_text_atomic(staging / "best.json", json.dumps(info, indent=2, sort_keys=True) + "\n")
+        write_model_weights(directory or self.best_dir, model, "best.json", info)
 
     def load_tokenizer(self):
         """The run's tokenizer, of its config's `data.tokenizer`, checked against the model's vocabulary size."""
@@ -128,6 +162,18 @@ class RunDirectory:
         tokenizer = load_tokenizer(path, config.data.tokenizer)
         check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
         return tokenizer
+
+
+def open_run(run):
+    """`run` itself when it is a `RunDirectory` (opened once, handed down), else a `RunDirectory` of the path."""
+    return run if isinstance(run, RunDirectory) else RunDirectory(run)
+
+
+def write_model_weights(directory, model, info_name, info):
+    """Replaces `directory` atomically with `model`'s weights (`ckpt`) and `info_name` holding `info`."""
+    with staged_directory(directory, overwrite=True) as staging:
+        tf.train.Checkpoint(model=model).write(str(staging / MODEL_CHECKPOINT))
+        write_text_atomic(staging / info_name, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def checkpoint_paths(directory):
@@ -145,32 +191,49 @@ def _new_model(config):
     return build_model(config.model)
 
 
-def load_run_model(run_dir, source="auto"):
-    """The trained model of a run.
+@dataclasses.dataclass(frozen=True)
+class Weights:
+    """Which weights of a run a model is loaded from: what an export logs and records (weights.json)."""
 
-    `source`: "averaged" (RUN/averaged/model.keras), "latest" (newest checkpoint), "best" (RUN/best/,
-    see `RunDirectory.best_checkpoint`) or "auto": the averaged model when it includes the newest
-    checkpoint, else the newest checkpoint.
-    """
+    source: str  # "averaged", "latest" or "best"
+    checkpoint: str  # the tf.train checkpoint path
+    steps: tuple  # the training steps it holds (several for an average)
+
+    def describe(self):
+        steps = ", ".join(map(str, self.steps))
+        return {"averaged": f"the average of the checkpoints at steps {steps}", "latest": f"the checkpoint at step "
+                f"{steps}", "best": f"the best checkpoint (step {steps})"}[self.source]
+
+
+def run_weights(run, source="auto"):
+    """The `Weights` `source` names: "averaged" (RUN/averaged/), "latest" (newest checkpoint), "best" (RUN/best/)
+    or "auto": the average when it includes the newest checkpoint, else the newest checkpoint."""
     if source not in MODEL_SOURCES:
         raise T2TError(f"source must be one of {MODEL_SOURCES}. Received: source={source!r}")
-    run = RunDirectory(run_dir)
-    config = run.load_config()
+    run = open_run(run)
+    run.load_config()  # fails clearly when this is not a run directory
     if source == "best":
-        path, _ = run.best_checkpoint()
-        model = _new_model(config)
-        tf.train.Checkpoint(model=model).restore(path).expect_partial()
-        return model
-    paths = run.checkpoint_paths()
-    averaged = run.read_json("averaged/averaged.json")
+        path, info = run.best_checkpoint()
+        return Weights("best", path, (info["step"],))
+    paths, averaged = run.checkpoint_paths(), run.read_json(run.averaged_info_path)
     fresh = (averaged is not None and paths and averaged.get("ending", "last") == "last"
              and checkpoint_step(paths[-1]) in averaged["steps"])
     if source == "averaged" or (source == "auto" and fresh):
-        return keras.models.load_model(run.averaged_model_path)
+        if averaged is None:
+            raise T2TError(f"{run.path} has no averaged checkpoints: run t2t-keras average --run-dir {run.path}.")
+        return Weights("averaged", str(run.averaged_dir / MODEL_CHECKPOINT), tuple(averaged["steps"]))
     if not paths:
         raise FileNotFoundError(f"{run.checkpoint_dir} holds no checkpoint: train the run first.")
-    model = _new_model(config)
-    tf.train.Checkpoint(model=model).restore(paths[-1]).expect_partial()
+    return Weights("latest", paths[-1], (checkpoint_step(paths[-1]),))
+
+
+def load_run_model(run, source="auto"):
+    """The trained model of a run, from the weights `run_weights(run, source)` names."""
+    run = open_run(run)
+    weights = run_weights(run, source)
+    model = _new_model(run.load_config())
+    tf.train.Checkpoint(model=model).restore(weights.checkpoint).expect_partial()
+    logger.info("Loaded %s of %s.", weights.describe(), run.path)
     return model
 
 
@@ -205,12 +268,13 @@ def _checkpoints_to_average(run, last, ending):
     return paths, [checkpoint_step(p) for p in paths]
 
 
-def average_run(run_dir, last=None, checkpoint="last"):
+def average_run(run, last=None, checkpoint="last"):
     """Averages the last `last` checkpoints of a run (default: training.average_last) into RUN/averaged/.
 
     `checkpoint="best"` averages the best checkpoint (RUN/best/) and the `last - 1` kept checkpoints before it.
+    Returns the averaged directory (weights `ckpt` and averaged.json, replaced atomically).
     """
-    run = RunDirectory(run_dir)
+    run = open_run(run)
     config = run.load_config()
     last = last or config.training.average_last
     paths, steps = _checkpoints_to_average(run, last, checkpoint)
@@ -219,26 +283,49 @@ def average_run(run_dir, last=None, checkpoint="last"):
     if len(paths) < last:
         logger.warning("Averaging %d checkpoints: only that many are kept (training.keep_checkpoints).", len(paths))
     model = average_checkpoints(_new_model(config), paths)
-    save_keras_model_atomic(model, run.averaged_model_path)
-    run.write_json("averaged/averaged.json", {"checkpoints": [str(p) for p in paths], "steps": steps,
-                                              "ending": checkpoint})
-    logger.info("Averaged checkpoints at steps %s into %s", steps, run.averaged_model_path)
-    return run.averaged_model_path
+    write_model_weights(run.averaged_dir, model, run.averaged_info_path.name,
+                        {"checkpoints": [str(p) for p in paths], "steps": steps, "ending": checkpoint})
+    logger.info("Averaged checkpoints at steps %s into %s", steps, run.averaged_dir)
+    return run.averaged_dir
 
 
-def load_run(run_dir, source="auto"):
-    """`(model, tokenizer)` of a run directory (see `load_run_model` for `source`)."""
-    run = RunDirectory(run_dir)
-    tokenizer = run.load_tokenizer()  # also fails clearly when run_dir is not a run directory
-    return load_run_model(run_dir, source), tokenizer
+def load_run(run, source="auto"):
+    """`(model, tokenizer)` of a run directory (see `run_weights` for `source`)."""
+    run = open_run(run)
+    tokenizer = run.load_tokenizer()  # also fails clearly when run is not a run directory
+    return load_run_model(run, source), tokenizer
 
 
-def write_inspection_files(export_dir, model, tokenizer):
-    """The Keras model and the tokenizer beside a SavedModel, for inspection (`load_export`)."""
+def write_inspection_files(export_dir, model, tokenizer, weights=None):
+    """The Keras model and the tokenizer beside a SavedModel, for inspection (`load_export`), and weights.json
+    naming the run's weights it holds (`weights`: a dict, e.g. from `export_record`)."""
     extra = pathlib.Path(export_dir) / INSPECTION_DIR
     extra.mkdir(parents=True, exist_ok=True)
     model.save(extra / "model.keras")
     tokenizer.save(extra / tokenizer_filename(tokenizer.kind))
+    if weights is not None:
+        write_text_atomic(extra / "weights.json", json.dumps(weights, indent=2, sort_keys=True) + "\n")
+
+
+def weights_to_export(run, source="auto", average_last=None):
+    """`(model, record)`: the run's model to export and `export_record` of its weights, logged.
+
+    `average_last` averages the run's last N checkpoints first (§6.1), ending at the best one for
+    `source="best"`, and exports the average.
+    """
+    run = open_run(run)
+    if average_last is not None:
+        average_run(run, average_last, checkpoint="best" if source == "best" else "last")
+        source = "averaged"
+    weights = run_weights(run, source)
+    return load_run_model(run, weights.source), export_record(run, weights)
+
+
+def export_record(run, weights):
+    """What an export records of the weights it holds (`Weights`), and logs."""
+    logger.info("Exporting %s of %s.", weights.describe(), open_run(run).path)
+    return {"run": str(open_run(run).path), "source": weights.source, "checkpoint": weights.checkpoint,
+            "steps": list(weights.steps)}
 
 
 def load_export(export_dir):

@@ -162,6 +162,13 @@ class ExportTest(TestCase):
         expected = call_translate(self.signatures["translate_ids"], {"source_ids": self.source_ids}, beam_size=1)
         self.assertAllEqual(got["ids_tokens"], expected["tokens"][:, 0])
 
+    def test_the_export_records_the_weights_it_holds(self):
+        record = json.loads((self.export_dir / "assets.extra" / "weights.json").read_text("utf-8"))
+        self.assertEqual(record["source"], "latest")  # the run was not averaged
+        self.assertEqual(record["steps"], [150])
+        self.assertTrue(record["checkpoint"].endswith("ckpt-150"), record)
+        self.assertEqual(record["run"], str(self.run_dir))
+
     def test_saved_model_cli_lists_the_signatures(self):
         shown = self.cli.output()
         for name in ("serving_default", "translate", "translate_ids"):

@@ -194,7 +194,7 @@ class InspectRunTest(TestCase):
                                       "data.vocab_size=100"])
         cls.run_dir = RunDirectory(root / "run")
         cls.run_dir.save_config(config)
-        cls.tokenizer.save(cls.run_dir.tokenizer_path)
+        cls.tokenizer.save(cls.run_dir.tokenizer_file(config.data.tokenizer))
         cls.model = build_transformer(config.model)
         cls.model.build()
         tf.train.CheckpointManager(tf.train.Checkpoint(model=cls.model), str(cls.run_dir.checkpoint_dir), 1).save(7)

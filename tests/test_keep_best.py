@@ -64,7 +64,7 @@ class ScriptedKeepBestTest(TestCase):
         stopped_at = fake_fit(self.keep_best("bleu"), self.model, [10.0, 12.0, 11.0, 12.0, 13.0, 9.0], "bleu")
         self.assertEqual(stopped_at, 6)
         self.assertEqual(self.writes, [1, 2, 5])  # 12 again is no improvement
-        info = self.run.read_json("best/best.json")
+        info = self.run.read_json(self.run.best_info_path)
         self.assertEqual((info["step"], info["metric"], info["value"]), (5, "bleu", 13.0))
         self.assertEqual(self.best_marker(), 5.0)
         self.assertFalse([p for p in pathlib.Path(self.tmp.name).iterdir() if p.name.startswith(".")])  # no debris
@@ -72,7 +72,7 @@ class ScriptedKeepBestTest(TestCase):
     def test_loss_best_is_the_lowest(self):
         fake_fit(self.keep_best("loss"), self.model, [3.0, 2.5, 2.7, 2.4, 2.4], "loss")
         self.assertEqual(self.writes, [1, 2, 4])
-        self.assertEqual(self.run.read_json("best/best.json")["value"], 2.4)
+        self.assertEqual(self.run.read_json(self.run.best_info_path)["value"], 2.4)
         self.assertEqual(self.best_marker(), 4.0)
 
     def test_patience_stops_after_that_many_evaluations_without_improvement(self):
@@ -130,14 +130,14 @@ class ResumeKeepsTheBestTest(TestCase):
             with mock.patch("t2t_keras.training.trainer.DevEvaluator", ScriptedEvaluator):
                 first = train(config, run_dir, verbose=0)
                 self.assertEqual(first.final_step, 6)
-                self.assertEqual(RunDirectory(run_dir).read_json("best/best.json")["step"], 4)
+                self.assertEqual(RunDirectory(run_dir).read_json(RunDirectory(run_dir).best_info_path)["step"], 4)
                 longer = replace(config, training={"train_steps": 12})
                 with self.assertLogs("t2t_keras.training.keep_best", "INFO") as logs:
                     resumed = train(longer, run_dir, verbose=0)
                 # 6.5 at step 8 is a second evaluation below 7 (step 4): without the restored best it would be one.
                 self.assertEqual((resumed.start_step, resumed.final_step), (6, 8))
                 self.assertTrue(any("Early stopping at step 8" in line for line in logs.output), logs.output)
-                self.assertEqual(RunDirectory(run_dir).read_json("best/best.json")["step"], 4)
+                self.assertEqual(RunDirectory(run_dir).read_json(RunDirectory(run_dir).best_info_path)["step"], 4)
                 again = train(longer, run_dir, verbose=0)
                 self.assertEqual((again.start_step, again.final_step), (8, 8))  # stays stopped
 
@@ -201,7 +201,7 @@ class RealRunBestCheckpointTest(TestCase):
         self.assertEqual(sorted(losses), [3, 6, 9])
         self.assertEqual(sorted(bleus), [3, 6, 9])
         best_step = min(losses, key=losses.get)
-        info = RunDirectory(self.run_dir).read_json("best/best.json")
+        info = RunDirectory(self.run_dir).read_json(RunDirectory(self.run_dir).best_info_path)
         self.assertEqual((info["step"], info["metric"]), (best_step, "loss"))
         self.assertAlmostEqual(info["value"], losses[best_step], places=4)
         checkpoint = [p for p in checkpoint_paths(self.run_dir / "checkpoints") if p.endswith(f"-{best_step}")]
@@ -218,7 +218,7 @@ class RealRunBestCheckpointTest(TestCase):
             code, _, err = self.cli("average", "--run-dir", str(run_dir), "--last", "2", "--checkpoint", "best")
             self.assertEqual(code, 0, err)
             averaged = json.loads((run_dir / "averaged" / "averaged.json").read_text())
-            best_step = RunDirectory(run_dir).read_json("best/best.json")["step"]
+            best_step = RunDirectory(run_dir).read_json(RunDirectory(run_dir).best_info_path)["step"]
             self.assertEqual(averaged["steps"][-1], best_step)
             self.assertEqual(averaged["ending"], "best")
             self.assertEqual(len(averaged["steps"]), 2 if best_step > 3 else 1)

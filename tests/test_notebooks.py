@@ -146,7 +146,7 @@ class NotebookTest(unittest.TestCase):
         self.assertEqual(values["step"], STEPS)
         latest = tf.train.latest_checkpoint(str(self.run_dir / "checkpoints"))
         self.assertTrue(latest and latest.endswith(f"-{STEPS}"), latest)
-        for name in ("config.yaml", "tokenizer.model", "averaged/model.keras"):
+        for name in ("config.yaml", "tokenizer.model", "averaged/ckpt.index"):
             self.assertTrue((self.run_dir / name).is_file(), name)
         events = {p.parent.name for p in (self.run_dir / "logs").rglob("events.out.tfevents.*")}
         self.assertLessEqual({"train", "validation", "attention"}, events)

@@ -223,7 +223,7 @@ class TrainedRunFusionTest(TestCase):
             with mock.patch.object(FastPath, "detect", return_value=on(AVX512_BF16_CPU)):
                 result = train(config, f"{tmp}/run")
             self.assertEqual(result.final_step, 3)
-            self.assertEqual(RunDirectory(f"{tmp}/run").read_json("precision.json"),
+            self.assertEqual(RunDirectory(f"{tmp}/run").read_json(RunDirectory(f"{tmp}/run").precision_path),
                              {"mixed_precision": "mixed_bfloat16", "jit_compile": False, "fuse_elementwise": True})
             self.assertTrue(all(np.isfinite(result.history["loss"])))
         self.assertFalse(tf.config.optimizer.get_jit())  # evaluation and export after training are not clustered
@@ -246,7 +246,7 @@ class ResumedRunPrecisionTest(TestCase):
             run = RunDirectory(tmp)
             auto = dict(mixed_precision="auto", jit_compile="auto", fuse_elementwise="auto")
             self.assertEqual(self.settle(run, AVX512_BF16_CPU, **auto), ("mixed_bfloat16", False, True))
-            self.assertEqual(run.read_json("precision.json"), {"mixed_precision": "mixed_bfloat16",
+            self.assertEqual(run.read_json(run.precision_path), {"mixed_precision": "mixed_bfloat16",
                                                                 "jit_compile": False, "fuse_elementwise": True})
             self.assertEqual(self.settle(run, AVX2_CPU, **auto), ("mixed_bfloat16", False, True))
             with self.assertLogs("t2t_keras.training.resume", "WARNING") as logs:

@@ -1,7 +1,7 @@
 """Prompt continuation with an lm run's model: `t2t-keras translate --run-dir` for `task: lm`."""
 
 from t2t_keras.decoding.prompt_continuer import PromptContinuer
-from t2t_keras.runs import RunDirectory, load_run
+from t2t_keras.runs import load_run, open_run
 
 
 def run_continuer(run_dir, model_source="auto", method=None, beam_size=None, alpha=None, max_extra_length=None,
@@ -11,8 +11,9 @@ def run_continuer(run_dir, model_source="auto", method=None, beam_size=None, alp
     Greedy by default (a beam finds bland, repetitive continuations);
     `max_extra_length` (`decoding.extra_length`) is the number of new pieces.
     """
-    decoding = RunDirectory(run_dir).load_config().decoding
-    model, tokenizer = load_run(run_dir, model_source)
+    run = open_run(run_dir)
+    decoding = run.load_config().decoding
+    model, tokenizer = load_run(run, model_source)
     if method is None:  # greedy unless a beam is asked for
         method = "beam" if beam_size and beam_size > 1 else "greedy"
     beam_size = beam_size or decoding.beam_size

@@ -9,18 +9,22 @@ from t2t_keras.decoding.translator import Translator
 from t2t_keras.errors import ConfigError
 from t2t_keras.evaluation.baseline import RetrievalTranslator
 from t2t_keras.evaluation.bleu import score
-from t2t_keras.runs import RunDirectory, load_run
+from t2t_keras.runs import load_run, open_run
 
 logger = logging.getLogger(__name__)
 
 
 def run_translator(run_dir, model_source="auto", **options):
-    """A `Translator` over the run's trained model and tokenizer; `options` go to `Translator`."""
-    decoding = RunDirectory(run_dir).load_config().decoding
+    """A `Translator` over the run's trained model and tokenizer; `options` go to `Translator`.
+
+    `run_dir`: a run directory, or an open `RunDirectory` (as every function here takes).
+    """
+    run = open_run(run_dir)
+    decoding = run.load_config().decoding
     defaults = dict(beam_size=decoding.beam_size, alpha=decoding.alpha, max_extra_length=decoding.extra_length,
                     precision=decoding.precision, shards=decoding.shards)
     defaults.update({k: v for k, v in options.items() if v is not None})
-    model, tokenizer = load_run(run_dir, model_source)
+    model, tokenizer = load_run(run, model_source)
     return Translator(model, tokenizer, **defaults)
 
 
@@ -30,7 +34,7 @@ def load_eval_pairs(run_dir, split="test", source=None, reference=None):
         if not (source and reference):
             raise ConfigError("Give both --source and --reference, or neither (to score --split).")
         return read_parallel_files(source, reference)
-    config = RunDirectory(run_dir).load_config()
+    config = open_run(run_dir).load_config()
     pairs, _ = sources.load_pairs(config.data, split)
     return sources.as_string_pairs(pairs)
 
@@ -38,14 +42,15 @@ def load_eval_pairs(run_dir, split="test", source=None, reference=None):
 def evaluate_run(run_dir, split="test", source=None, reference=None, output=None, model_source="auto",
                  **decoding):
     """Translates the evaluation set with the run's model and scores it; returns the score dict."""
-    pairs = load_eval_pairs(run_dir, split, source, reference)
-    translator = run_translator(run_dir, model_source, progress=True, **decoding)
+    run = open_run(run_dir)
+    pairs = load_eval_pairs(run, split, source, reference)
+    translator = run_translator(run, model_source, progress=True, **decoding)
     began = time.monotonic()
     hypotheses = translator.translate([s for s, _ in pairs])
     seconds = time.monotonic() - began
     if output:
         write_lines(output, hypotheses)
-    config = RunDirectory(run_dir).load_config()
+    config = run.load_config()
     result = score(hypotheses, [t for _, t in pairs], target_lang=config.data.target_lang)
     result.update(split=None if source else split, decode_seconds=round(seconds, 1),
                   method=translator.method, beam_size=translator.beam_size, alpha=translator.alpha)
@@ -57,9 +62,10 @@ BASELINE_DESCRIPTION = "retrieval (target of the most similar training source, T
 
 def evaluate_baseline(run_dir, split="test"):
     """Scores the retrieval baseline on a split of the run's data; returns the score dict."""
-    train_pairs, pairs = load_eval_pairs(run_dir, "train"), load_eval_pairs(run_dir, split)
+    run = open_run(run_dir)
+    train_pairs, pairs = load_eval_pairs(run, "train"), load_eval_pairs(run, split)
     hypotheses = RetrievalTranslator(train_pairs).translate([s for s, _ in pairs])
-    target_lang = RunDirectory(run_dir).load_config().data.target_lang
+    target_lang = run.load_config().data.target_lang
     result = score(hypotheses, [t for _, t in pairs], target_lang=target_lang)
     result.update(split=split, baseline=BASELINE_DESCRIPTION)
     return result

@@ -13,7 +13,7 @@ import numpy as np
 
 from t2t_keras.data import monolingual
 from t2t_keras.data.batching import make_eval_dataset
-from t2t_keras.runs import RunDirectory, load_run
+from t2t_keras.runs import load_run, open_run
 from t2t_keras.tasks import task_of
 
 EVALUATION_SEED = 20170612  # the masking of mlm evaluation text; fixed so runs compare on the same masks
@@ -29,8 +29,9 @@ def batch_negative_log_likelihood(model, inputs, labels, weights):
 
 def evaluate_language_model(run_dir, split="test", text_file=None, model_source="auto"):
     """Perplexity of the run's lm or mlm on `split` (its `data.lm_side`) or on `text_file`; returns a dict."""
-    config = RunDirectory(run_dir).load_config()
-    model, tokenizer = load_run(run_dir, model_source)
+    run = open_run(run_dir)
+    config = run.load_config()
+    model, tokenizer = load_run(run, model_source)
     if text_file:
         sentences = monolingual.read_sentences(text_file)
     else:

@@ -57,20 +57,18 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
         the output directory, a `pathlib.Path`.
     """
     from t2t_keras.data.tokenizers import load_tokenizer
-    from t2t_keras.runs import RunDirectory, average_run, load_run_model
+    from t2t_keras.runs import open_run, weights_to_export
 
-    run = RunDirectory(run_dir)
+    run = open_run(run_dir)
     config = run.load_config()
     check_sentencepiece(config.data.tokenizer)
-    _check_tokenizer_file(run.tokenizer_path)
+    tokenizer_path = run.tokenizer_file(config.data.tokenizer)
+    _check_tokenizer_file(tokenizer_path)
     _check_quantization(quantization)
     check_can_write(pathlib.Path(out_dir), overwrite)
-    if average_last is not None:
-        average_run(run_dir, average_last, checkpoint="best" if source == "best" else "last")
-        source = "averaged"
-    model = load_run_model(run_dir, source)
-    return export_ctranslate2(model, load_tokenizer(run.tokenizer_path, config.data.tokenizer), out_dir,
-                              quantization, _run_defaults(config.decoding, defaults), overwrite)
+    model, record = weights_to_export(run, source, average_last)
+    return export_ctranslate2(model, load_tokenizer(tokenizer_path, config.data.tokenizer), out_dir, quantization,
+                              _run_defaults(config.decoding, defaults), overwrite, record)
 
 
 def _check_tokenizer_file(tokenizer_path):
@@ -87,7 +85,8 @@ def _run_defaults(decoding, defaults):
     return {name: configured[name] if defaults.get(name) is None else defaults[name] for name in configured}
 
 
-def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaults=None, overwrite=False):
+def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaults=None, overwrite=False,
+                       weights=None):
     """Writes `model` and `tokenizer` as a CTranslate2 model directory at `out_dir`, atomically.
 
     Args:
@@ -99,6 +98,7 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaul
         defaults: decoding defaults stored for `CTranslate2Translator`
             (`beam_size`, `alpha`, `max_extra_length`).
         overwrite: replace an existing directory.
+        weights: which weights of a run the model holds (`runs.export_record`), recorded in the metadata.
 
     Raises:
         UnsupportedModelError: naming what CTranslate2 cannot express.
@@ -114,7 +114,7 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaul
     check_can_write(out_dir, overwrite)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     spec = TransformerConverter(model, vocabulary(tokenizer.model_bytes)).spec()
-    metadata = {"max_length": int(model.max_length), "quantization": quantization,
+    metadata = {"max_length": int(model.max_length), "quantization": quantization, "weights": weights,
                 "defaults": dict(defaults or {"beam_size": 4, "alpha": 0.6, "max_extra_length": 50})}
 
     with staged_directory(out_dir, overwrite) as staging:

@@ -26,7 +26,7 @@ from t2t_keras.export.continuer_module import ContinuerModule
 from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
 from t2t_keras.files import check_can_write, staged_directory
-from t2t_keras.runs import RunDirectory, average_run, load_run, write_inspection_files
+from t2t_keras.runs import open_run, weights_to_export, write_inspection_files
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +36,10 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
     """Exports the trained model of a run, with its tokenizer, as a SavedModel of its task.
 
     Args:
-        run_dir: a training run directory (see `t2t_keras.runs`).
+        run_dir: a training run directory (see `t2t_keras.runs`), or an open `RunDirectory`.
         out_dir: the export directory to create.
-        average_last: average the run's last N checkpoints first (§6.1) and
-            export the average; None exports the model `runs.load_run_model(run_dir,
-            source)` gives.
-        source: "auto", "averaged", "latest" or "best"; see `runs.load_run_model`. With
-            `average_last`, "best" averages the N checkpoints ending at the best one.
+        average_last, source: which weights (`runs.weights_to_export`); the export logs them and records
+            them in assets.extra/weights.json.
         beam_size, alpha, max_extra_length: defaults of `serving_default`; None
             takes the run config's `decoding` section.
         max_beam_size: largest beam size the export accepts; None takes
@@ -55,28 +52,24 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
     Returns:
         the export directory, a `pathlib.Path`.
     """
-    config = RunDirectory(run_dir).load_config()
+    run = open_run(run_dir)
+    config = run.load_config()
     if config.task == "mlm":
         raise T2TError(f"{run_dir} trains task 'mlm': a masked language model has nothing to generate, so there "
                        "is nothing to export. Export a translation or lm run; score the mlm with t2t-keras evaluate.")
     decoding = config.decoding
-    if average_last is not None:
-        average_run(run_dir, average_last, checkpoint="best" if source == "best" else "last")
-        source = "averaged"
     _check_task_options(config.task, dict(beam_size=beam_size, alpha=alpha, max_beam_size=max_beam_size, **options),
                         dict(temperature=temperature, top_k=top_k))
-    model, tokenizer = load_run(run_dir, source)
+    model, options["weights"] = weights_to_export(run, source, average_last)
+    tokenizer = run.load_tokenizer()
     if config.task == "lm":
         return export_continuer(model, tokenizer, out_dir, decoding.extra_length if max_extra_length is None
                                 else max_extra_length, temperature or 0.0, top_k or 0, **options)
-    return export_translator(
-        model, tokenizer, out_dir,
-        beam_size=decoding.beam_size if beam_size is None else beam_size,
-        alpha=decoding.alpha if alpha is None else alpha,
-        max_extra_length=decoding.extra_length if max_extra_length is None else max_extra_length,
-        max_beam_size=decoding.max_beam_size if max_beam_size is None else max_beam_size,
-        **options,
-    )
+    given = dict(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, max_beam_size=max_beam_size)
+    configured = dict(beam_size=decoding.beam_size, alpha=decoding.alpha, max_extra_length=decoding.extra_length,
+                      max_beam_size=decoding.max_beam_size)
+    return export_translator(model, tokenizer, out_dir, **{name: configured[name] if given[name] is None
+                                                           else given[name] for name in given}, **options)
 
 
 def _check_task_options(task, translation_options, lm_options):
@@ -91,7 +84,7 @@ def _check_task_options(task, translation_options, lm_options):
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
                       max_extra_length=50, length_penalty="gnmt", text_signatures=True, jit_compile=False,
-                      overwrite=False, quantization=None, shards=1):
+                      overwrite=False, quantization=None, shards=1, weights=None):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -109,6 +102,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
         quantization: None, or "int8" for int8 Dense weights (see
             `export.quantization`; the inspection files keep float32).
         shards: concurrent searches per batch (see `TranslatorModule`).
+        weights: what to record in assets.extra/weights.json (`runs.export_record`), or None.
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -123,10 +117,12 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
     module = TranslatorModule(searched, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
                               beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
                               length_penalty=length_penalty, jit_compile=jit_compile, shards=shards)
-    return _write(module, out_dir, overwrite, (model, tokenizer) if text_signatures else None, "a translation")
+    return _write(module, out_dir, overwrite, (model, tokenizer, weights) if text_signatures else None,
+                  "a translation")
 
 
-def export_continuer(model, tokenizer, out_dir, max_new_tokens=50, temperature=0.0, top_k=0, overwrite=False):
+def export_continuer(model, tokenizer, out_dir, max_new_tokens=50, temperature=0.0, top_k=0, overwrite=False,
+                     weights=None):
     """Writes a `CausalLanguageModel` and its tokenizer as a continuation SavedModel (`continuer_module`).
 
     `max_new_tokens`, `temperature` and `top_k` are the defaults of `serving_default`.
@@ -135,11 +131,11 @@ def export_continuer(model, tokenizer, out_dir, max_new_tokens=50, temperature=0
     check_can_write(out_dir, overwrite)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     module = ContinuerModule(model, tokenizer, max_new_tokens, temperature, top_k)
-    return _write(module, out_dir, overwrite, (model, tokenizer), "a continuation")
+    return _write(module, out_dir, overwrite, (model, tokenizer, weights), "a continuation")
 
 
 def _write(module, out_dir, overwrite, inspection, kind):
-    """Saves `module` with its signatures at `out_dir` atomically, with `(model, tokenizer)` for inspection."""
+    """Saves `module` with its signatures at `out_dir` atomically, with `(model, tokenizer, weights)` beside it."""
     with staged_directory(out_dir, overwrite) as staging:
         tf.saved_model.save(module, str(staging), signatures=module.signatures())
         if inspection is not None:

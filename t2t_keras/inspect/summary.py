@@ -24,7 +24,7 @@ from t2t_keras.data import sources
 from t2t_keras.inspect.attention import KIND_TITLES, KINDS, extract_batch
 from t2t_keras.inspect.heads import entropy
 from t2t_keras.inspect.heatmaps import figure_png, head_grid_figure, layer_title
-from t2t_keras.runs import RunDirectory
+from t2t_keras.runs import open_run
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 # The special token whose attention share is logged for each kind (keys are source ids except in decoder_self).
@@ -200,7 +200,7 @@ class RunAttentionSummary(keras.callbacks.Callback):
 
     def __init__(self, run_dir):
         super().__init__()
-        self.run = RunDirectory(run_dir)
+        self.run = open_run(run_dir)
         self.summary = None
 
     def on_train_begin(self, logs=None):

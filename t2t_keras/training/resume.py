@@ -56,12 +56,12 @@ def skip_consumed(dataset, position):
 
 def check_replicas(run, replicas, step):
     """Logs when a run resumes on another replica count: batches then split differently (not exact)."""
-    previous = run.read_json("replicas.json")
+    previous = run.read_json(run.replicas_path)
     if step > 0 and previous and previous.get("replicas") != replicas:
         logger.warning("Resuming at step %d on %d replica(s), trained on %d: the batches and random state are split "
                        "differently, so the rest of the run is not an exact continuation.",
                        step, replicas, previous.get("replicas"))
-    run.write_json("replicas.json", {"replicas": replicas})
+    run.write_json(run.replicas_path, {"replicas": replicas})
     return previous is None or previous.get("replicas") == replicas
 
 
@@ -73,7 +73,7 @@ def settle_precision(run, training):
     precision and compilation it started with, so the continuation stays exact. An explicit setting that
     differs from what the run used so far is honoured and logged as not exact.
     """
-    previous = run.read_json("precision.json") or {}
+    previous = run.read_json(run.precision_path) or {}
     precision, jit, fuse = training.mixed_precision, training.jit_compile, training.fuse_elementwise
     if precision == AUTO and "mixed_precision" in previous:
         precision = previous["mixed_precision"]
@@ -94,5 +94,5 @@ def settle_precision(run, training):
         if key in previous and previous[key] != value:
             logger.warning("training.%s is %s; this run trained with %s so far: the rest of the run is not an "
                            "exact continuation.", key, value, previous[key])
-    run.write_json("precision.json", chosen)
+    run.write_json(run.precision_path, chosen)
     return precision, jit, fuse

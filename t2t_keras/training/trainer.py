@@ -12,7 +12,7 @@ from t2t_keras.build import build_model
 from t2t_keras.config import replace
 from t2t_keras.errors import ConfigError, DataError
 from t2t_keras.fast_path import FastPath, set_auto_clustering, xla_auto_clustering
-from t2t_keras.runs import RunDirectory
+from t2t_keras.runs import open_run
 from t2t_keras.tasks import task_of
 from t2t_keras.training.accumulation import group_micro_batches
 from t2t_keras.training.callbacks import ProgressLog, SkippedUpdates, StopAtStep, TimeLimit, TrainingScalars
@@ -169,13 +169,13 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         verbose: passed to `model.fit`; "auto" is Keras' progress bar on a terminal, and one
             log line per logging interval otherwise (`callbacks.ProgressLog`).
     """
-    run = RunDirectory(run_dir)
+    run = open_run(run_dir)
     config = run.resolve_config(config)
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
     data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync)
-    run.write_json("data.json", data.provenance)
+    run.write_json(run.data_path, data.provenance)
     precision, jit, fuse = settle_precision(run, config.training)
     model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
                                                     "fuse_elementwise": fuse}), strategy)
