@@ -18,6 +18,7 @@ Timing waits for a quiet machine and reports the cores other processes used
 (see `timing.measure_quietly`).
 """
 
+from t2t_keras.decoding.parameters import DecodingParams
 import argparse
 import os
 import pathlib
@@ -88,7 +89,7 @@ def make_translator(engine, model, tokenizer, workdir, args):
     out = workdir / engine.replace(" ", "-")
     if engine.startswith("SavedModel"):
         source = bfloat16_copy(model) if engine.endswith("bfloat16") else model
-        export_translator(source, tokenizer, out, jit_compile=True, max_extra_length=EXTRA,
+        export_translator(source, tokenizer, out, jit_compile=True, params=DecodingParams(max_extra_length=EXTRA),
                           quantization="int8" if engine.endswith("int8") else None)
         seconds = time.perf_counter() - start
         return SavedModelTranslator(out, batch_size=max(args.batches)), seconds

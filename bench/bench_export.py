@@ -77,7 +77,7 @@ def bench_export(model, tokenizer, workdir, jit_compile, args):
     """Exports, reloads and times one export; returns its figures."""
     start = time.perf_counter()
     out_dir = export_translator(model, tokenizer, workdir / f"export-xla-{jit_compile}", jit_compile=jit_compile,
-                                max_extra_length=EXTRA)
+                                params=DecodingParams(max_extra_length=EXTRA))
     export_s = time.perf_counter() - start
     size_mb = sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file()) / 1e6
     start = time.perf_counter()

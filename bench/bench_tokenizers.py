@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from timing import busy_cores_seconds, machine_description, publish, wait_for_quiet  # noqa: E402
 
+from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
 from t2t_keras.config import TOKENIZER_CHOICES, load_config, replace  # noqa: E402
 from t2t_keras.data import sources  # noqa: E402
 from t2t_keras.evaluation.evaluate_run import evaluate_run, load_eval_pairs  # noqa: E402
@@ -79,8 +80,8 @@ def compare(kind, config, run_dir, args):
     wall = time.monotonic() - wall
     other = max(0.0, (busy_cores_seconds() - machine) - (time.process_time() - own)) / wall
 
-    decoding = {} if args.beam is None else {"beam_size": args.beam}
-    scores = evaluate_run(run_dir, "dev", model_source="latest", **decoding)
+    params = DecodingParams.from_config(config.decoding).updated(beam_size=args.beam_size)
+    scores = evaluate_run(run_dir, "dev", model_source="latest", params=params)
     statistics = piece_statistics(tokenizer, load_eval_pairs(run_dir, "dev"))
     return dict(statistics, tokenizer=kind, vocab_size=tokenizer.vocab_size, vocabulary_seconds=vocabulary_seconds,
                 steps=result.final_step, minutes=result.seconds / 60, other_cores=other, bleu=scores["bleu"],
@@ -122,7 +123,7 @@ def main():
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="config override")
     parser.add_argument("--minutes", type=float, default=20.0, help="training minutes for each tokenizer")
     parser.add_argument("--tokenizers", nargs="+", default=list(TOKENIZER_CHOICES), choices=TOKENIZER_CHOICES)
-    parser.add_argument("--beam", type=int, help="beam size for the dev translation (default: the config's)")
+    parser.add_argument("--beam-size", type=int, help="beam size for the dev translation (default: the config's)")
     parser.add_argument("--work-dir", help="where the runs go, one directory per tokenizer (default: a temporary one)")
     parser.add_argument("--output", help="also write the markdown report here")
     parser.add_argument("--verbose", type=int, default=2, help="Keras fit verbosity")

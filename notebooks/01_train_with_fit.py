@@ -99,7 +99,8 @@ for source, target in train_pairs[100:103]:
 # "Sentence pairs were batched together by approximate sequence length" (§5.1). Pairs go into length
 # buckets, and each bucket's batch size keeps about `data.batch_tokens` tokens per side. A batch is
 # `((source, target_in), target_out, sample_weight)`: the decoder reads `<s> y1 … yn` and predicts
-# `y1 … yn </s>`; the weight is 0 on padding. `load_data`, the run's task's data setup, is the step `train` starts with.
+# `y1 … yn </s>`; the weight is 0 on padding. `load_data`, the run's task's data setup, is the step `train`
+# starts with.
 
 # %%
 from t2t_keras.runs import RunDirectory
@@ -209,12 +210,11 @@ else:
 # runs).
 
 # %%
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.evaluation.bleu import score
 
-translator = Translator(model, tokenizer, method="beam", beam_size=config.decoding.beam_size,
-                        alpha=config.decoding.alpha, max_extra_length=config.decoding.extra_length,
-                        jit_compile=t.jit_compile)
+translator = Translator(model, tokenizer, DecodingParams.from_config(config.decoding), jit_compile=t.jit_compile)
 sources = [source for source, _ in dev_pairs[:SENTENCES]]
 references = [target for _, target in dev_pairs[:SENTENCES]]
 hypotheses = translator.translate(sources)
@@ -227,8 +227,8 @@ print(score(hypotheses, references, config.data.target_lang)["bleu_details"])
 #
 # "For the base models, we used a single model obtained by averaging the last 5 checkpoints" (§6.1).
 # `average_run` writes the mean of the last `training.average_last` checkpoints to
-# `RUN/averaged/` (the model's weights, like every checkpoint of the run); notebooks 02 and 03 (and `t2t-keras evaluate`/`export`) use it while it
-# includes the newest checkpoint.
+# `RUN/averaged/` (the model's weights, like every checkpoint of the run); notebooks 02 and 03 (and
+# `t2t-keras evaluate`/`export`) use it while it includes the newest checkpoint.
 
 # %%
 from t2t_keras.runs import average_run

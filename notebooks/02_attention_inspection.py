@@ -78,7 +78,7 @@ from t2t_keras.inspect.attention import extract_attention
 
 if not TEXT:  # a dev sentence of moderate length: long enough for structure, short enough to read
     TEXT = next((s for s, _ in dev_pairs if 6 <= len(s.split()) <= 16), dev_pairs[0][0])
-maps = extract_attention(model, tokenizer, TEXT, max_extra_length=config.decoding.extra_length)
+maps = extract_attention(model, tokenizer, TEXT, max_extra_length=config.decoding.max_extra_length)
 last = maps.encoder.shape[0] - 1
 print("source:     ", maps.source_text)
 print("translation:", maps.translation)

@@ -81,13 +81,21 @@ def _model_source(args):
     return args.model
 
 
-def _decoding_options(args):
-    method = "greedy" if args.beam == 1 and args.method is None else (args.method or None)
-    return dict(method=method, beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length)
+def _search_options(args):
+    """The decoding flags given (None where left out), by their one name."""
+    return dict(beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length)
+
+
+def _run_params(args, **defaults):
+    """The command's `DecodingParams`: the run's `decoding` config (then `defaults`), with the flags given."""
+    from t2t_keras.decoding.parameters import DecodingParams
+
+    return DecodingParams.from_config(args.run_dir.load_config().decoding).updated(**defaults).updated(
+        **_search_options(args))
 
 
 # Flags that apply to some models only, by what they set.
-SEARCH_FLAGS = ("beam", "alpha", "method")  # a beam search's (translation)
+SEARCH_FLAGS = ("beam_size", "alpha")  # a search's: an lm export samples
 RUN_DECODING_FLAGS = ("precision", "shards")  # how a translation run's own model decodes; exports keep theirs
 SAMPLING_FLAGS = ("temperature", "top_k", "seed")  # an lm's continuations
 
@@ -117,15 +125,15 @@ def cmd_evaluate(args):
     if _run_task(args.run_dir) != "translation":
         from t2t_keras.evaluation.language_model import evaluate_language_model, format_perplexity
 
-        refuse_flags(args, SEARCH_FLAGS + RUN_DECODING_FLAGS + ("source", "reference", "output"),
+        refuse_flags(args, SEARCH_FLAGS + ("max_extra_length",) + RUN_DECODING_FLAGS + ("source", "reference",
+                                                                                        "output"),
                      "an lm or mlm run, whose perplexity evaluate reports")
         result = evaluate_language_model(args.run_dir, args.split, args.text, args.model)
         print(json.dumps(result) if args.json else format_perplexity(result))
         return 0
     refuse_flags(args, ("text",), "a translation run: score it with --split, or --source and --reference")
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
-                          _model_source(args), **_decoding_options(args), precision=args.precision,
-                          shards=args.shards)
+                          _model_source(args), params=_run_params(args), precision=args.precision, shards=args.shards)
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
@@ -167,22 +175,19 @@ def cmd_translate(args):
     refuse_flags(args, _inapplicable_decoding_flags(task, translator is not None), kind)
     lines = _read_input(args.input)
     if translator is not None and task == "lm":
-        translations = translator.translate(lines, max_new_tokens=args.extra_length, **_sampling_options(args))
-    elif translator is not None:
-        options = {k: v for k, v in _decoding_options(args).items() if v is not None and k != "method"}
-        if args.method == "greedy":
-            options["beam_size"] = 1
-        translations = translator.translate(lines, **options)
+        translations = translator.translate(lines, max_extra_length=args.max_extra_length, **_sampling_options(args))
+    elif translator is not None:  # the export's defaults, with the flags given
+        translations = translator.translate(lines, **_search_options(args))
     elif task == "lm":
         from t2t_keras.evaluation.continue_run import run_continuer
 
-        translations = run_continuer(args.run_dir, args.model, **_decoding_options(args),
+        translations = run_continuer(args.run_dir, args.model, _run_params(args, beam_size=1),
                                      **_sampling_options(args)).translate(lines)
     else:
         from t2t_keras.evaluation.evaluate_run import run_translator
 
-        translations = run_translator(args.run_dir, args.model, **_decoding_options(args),
-                                      precision=args.precision, shards=args.shards).translate(lines)
+        translations = run_translator(args.run_dir, args.model, _run_params(args), precision=args.precision,
+                                      shards=args.shards).translate(lines)
     for line in translations:
         print(line)
     return 0
@@ -214,7 +219,7 @@ def cmd_export(args):
     task = _run_task(args.run_dir)
     check_task("export", task, args.run_dir)
     refuse_flags(args, ("temperature", "top_k") if task == "translation" else
-                 ("beam", "alpha", "max_beam_size", "ids_only", "quantization"), f"the export of a {task} run")
+                 ("beam_size", "alpha", "max_beam_size", "ids_only", "quantization"), f"the export of a {task} run")
     if args.format == "ctranslate2":
         from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 
@@ -225,8 +230,7 @@ def cmd_export(args):
                            "SavedModel (the default --format).")
         print(export_ctranslate2_run(args.run_dir, args.out, quantization=args.quantization or "float32",
                                      average_last=args.average_last, source=args.checkpoint or "auto",
-                                     overwrite=args.overwrite,
-                                     beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length))
+                                     overwrite=args.overwrite, params=_run_params(args)))
         return 0
     from t2t_keras.export.saved_model import export_run
 
@@ -237,9 +241,8 @@ def cmd_export(args):
     if args.quantization is not None:
         options["quantization"] = args.quantization
     print(export_run(args.run_dir, args.out, average_last=args.average_last, source=args.checkpoint or "auto",
-                     beam_size=args.beam, alpha=args.alpha, max_extra_length=args.extra_length,
-                     max_beam_size=args.max_beam_size, temperature=args.temperature, top_k=args.top_k,
-                     overwrite=args.overwrite, **options))
+                     params=_run_params(args), max_beam_size=args.max_beam_size, temperature=args.temperature,
+                     top_k=args.top_k, overwrite=args.overwrite, **options))
     return 0
 
 
@@ -279,10 +282,7 @@ def cmd_main(args):
 
 
 def _add_decoding_args(parser):
-    parser.add_argument("--beam", type=int, help="beam size (default: decoding.beam_size; 1 = greedy)")
-    parser.add_argument("--alpha", type=float, help="length penalty ((5+|Y|)/6)^alpha (default: decoding.alpha)")
-    parser.add_argument("--extra-length", type=int, help="output limit = input length + this")
-    parser.add_argument("--method", choices=("beam", "greedy"), help="search (default: beam)")
+    _add_search_args(parser, "")
     parser.add_argument("--precision", choices=DECODING_PRECISIONS,
                         help="weights of a run's model while decoding (default: decoding.precision); bfloat16 is "
                              "faster for large models and batches on CPUs with bfloat16 units")
@@ -292,6 +292,14 @@ def _add_decoding_args(parser):
     parser.add_argument("--model", default="auto", choices=("auto", "averaged", "latest", "best"),
                         help="which weights of the run: averaged checkpoints, the newest checkpoint or the best "
                              "one (RUN/best/)")
+
+
+def _add_search_args(parser, what):
+    """--beam-size, --alpha, --max-extra-length: `DecodingParams` by their names (default: the run's decoding.*)."""
+    parser.add_argument("--beam-size", type=int, help=f"{what}beam size, 1 for greedy search (decoding.beam_size)")
+    parser.add_argument("--alpha", type=float, help=f"{what}length penalty ((5+|Y|)/6)^alpha (decoding.alpha)")
+    parser.add_argument("--max-extra-length", "--extra-length", type=int, dest="max_extra_length",
+                        help=f"{what}output limit: input length + this; an lm's new pieces (decoding.max_extra_length)")
 
 
 def _add_best_checkpoint_arg(parser):
@@ -391,9 +399,7 @@ def build_parser():
     p.add_argument("--average-last", type=int, help="average the last N checkpoints first (with --checkpoint best: "
                    "the N ending at the best one)")
     _add_best_checkpoint_arg(p)
-    p.add_argument("--beam", type=int, help="default beam size of serving_default (decoding.beam_size)")
-    p.add_argument("--alpha", type=float, help="default length penalty (decoding.alpha)")
-    p.add_argument("--extra-length", type=int, help="default output limit: input length + this")
+    _add_search_args(p, "the export's default ")
     p.add_argument("--max-beam-size", type=int, help="largest beam size callers may ask for "
                    "(default: decoding.max_beam_size)")
     p.add_argument("--temperature", type=float, help="lm: default sampling temperature (default 0: greedy)")

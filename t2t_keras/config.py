@@ -237,13 +237,13 @@ class DecodingConfig:
 
     beam_size: int = 4
     alpha: float = 0.6  # length penalty ((5+|Y|)/6)^alpha
-    extra_length: int = 50  # maximum output length = input length + extra_length
+    max_extra_length: int = 50  # maximum output length = input length + max_extra_length (an lm: new pieces)
     max_beam_size: int = 8  # largest beam size an export accepts (each size is a traced search in the SavedModel)
     precision: str = "float32"  # translate/evaluate of a run: "bfloat16" rounds the weights (decoding.weight_precision)
     shards: typing.Union[int, str] = "auto"  # translate/evaluate of a run: concurrent searches (decoding.sharding)
 
     def __post_init__(self):
-        _check_positive("decoding", self, "beam_size", "extra_length", "max_beam_size")
+        _check_positive("decoding", self, "beam_size", "max_extra_length", "max_beam_size")
         _check_choice("decoding", self, "precision", DECODING_PRECISIONS)
         check_shards(self.shards, prefix="decoding.")
         if self.beam_size > self.max_beam_size:
@@ -292,8 +292,17 @@ def _unknown(kind, name, allowed):
     return ConfigError(f"Unknown {kind} {name!r}.{suggestion} Allowed: {', '.join(sorted(allowed))}.")
 
 
+# Keys that were renamed: a run's saved config.yaml (and older config files) may still hold the old name.
+RENAMED_KEYS = {("decoding", "extra_length"): "max_extra_length"}
+
+
 def _section(name, values):
     cls = SECTION_CLASSES[name]
+    for (section, old), new in RENAMED_KEYS.items():
+        if section == name and old in values:
+            if new in values:
+                raise ConfigError(f"{section}.{old} and {section}.{new} are one setting (renamed {new}): give it once.")
+            values = {new if key == old else key: value for key, value in values.items()}
     allowed = [field.name for field in dataclasses.fields(cls)]
     for key in values:
         if key not in allowed:

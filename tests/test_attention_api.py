@@ -1,5 +1,6 @@
 """The server's attention endpoints (`POST /v1/models/NAME:attention`, `GET /attention`) and the page's files."""
 
+from t2t_keras.decoding.parameters import DecodingParams
 import configparser
 import fnmatch
 import importlib.resources
@@ -43,8 +44,8 @@ def tiny_text_export(root):
     tokenizer = train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "vocab.model",
                                     vocab_size=100)
     model = tiny_transformer(vocab_size=100, max_length=32)
-    export_dir = export_translator(model, tokenizer, root / "export", max_beam_size=2, beam_size=2,
-                                   max_extra_length=6)
+    export_dir = export_translator(model, tokenizer, root / "export", max_beam_size=2,
+                                   params=DecodingParams(beam_size=2, max_extra_length=6))
     return dict(model=model, tokenizer=tokenizer, export_dir=export_dir, translator=SavedModelTranslator(export_dir))
 
 

@@ -49,13 +49,13 @@ class RunCommandsTest(TestCase):
         return out
 
     def saved_model(self):
-        return self.exported("--max-beam-size", "2", "--beam", "2")
+        return self.exported("--max-beam-size", "2", "--beam-size", "2")
 
     def ctranslate2_model(self, quantization):
-        return self.exported("--format", "ctranslate2", "--quantization", quantization, "--beam", "1")
+        return self.exported("--format", "ctranslate2", "--quantization", quantization, "--beam-size", "1")
 
     def test_evaluate_json(self):
-        result = run_cli("evaluate", "--run-dir", str(self.run_dir), "--json", "--beam", "2")
+        result = run_cli("evaluate", "--run-dir", str(self.run_dir), "--json", "--beam-size", "2")
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         scores = json.loads(result.stdout.decode().strip().splitlines()[-1])
         for key in ("bleu", "chrf", "signature", "sentences", "tokenized_bleu"):
@@ -64,7 +64,7 @@ class RunCommandsTest(TestCase):
         self.assertGreater(scores["chrf"], 20.0)  # learned something of the word mapping
 
     def test_translate_stdin_keeps_lines_and_empty_lines(self):
-        result = run_process("translate", "--run-dir", str(self.run_dir), "--beam", "1",
+        result = run_process("translate", "--run-dir", str(self.run_dir), "--beam-size", "1",
                              stdin="the cat sees a dog\n\nthe man eats bread\n".encode())
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         lines = result.stdout.decode().split("\n")
@@ -82,7 +82,7 @@ class RunCommandsTest(TestCase):
         self.assertTrue((export / "saved_model.pb").exists())
         sentences = b"the cat sees a dog\nthe man eats bread\n"
         from_export = run_cli("translate", "--saved-model", str(export), stdin=sentences)
-        from_run = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "2", stdin=sentences)
+        from_run = run_cli("translate", "--run-dir", str(self.run_dir), "--beam-size", "2", stdin=sentences)
         self.assertEqual(from_export.returncode, 0, from_export.stderr[-2000:])
         self.assertEqual(from_export.stdout, from_run.stdout)
         inspected = run_cli("inspect", "--saved-model", str(export), "--text", "the cat sees a dog", "--out",
@@ -96,7 +96,7 @@ class RunCommandsTest(TestCase):
 
     def test_ctranslate2_export_then_translate(self):
         sentences = b"the cat sees a dog\nthe man eats bread\n\n"
-        from_run = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "1", stdin=sentences)
+        from_run = run_cli("translate", "--run-dir", str(self.run_dir), "--beam-size", "1", stdin=sentences)
         for quantization in ("float32", "int8"):
             out = self.ctranslate2_model(quantization)
             for name in ("model.bin", "config.json", "shared_vocabulary.json", "tokenizer.model", "t2t_keras.json"):
@@ -109,14 +109,14 @@ class RunCommandsTest(TestCase):
 
     def test_precision_and_shards_set_how_a_run_decodes_and_are_refused_for_exports(self):
         sentences = b"the cat sees a dog\nthe man eats bread\nthe dog eats\nthe man sees a cat\n"
-        one_search = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "2", "--shards", "1",
+        one_search = run_cli("translate", "--run-dir", str(self.run_dir), "--beam-size", "2", "--shards", "1",
                              stdin=sentences)
-        two_shards = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "2", "--shards", "2",
+        two_shards = run_cli("translate", "--run-dir", str(self.run_dir), "--beam-size", "2", "--shards", "2",
                              stdin=sentences)
         self.assertEqual(two_shards.returncode, 0, two_shards.stderr[-2000:])
         self.assertEqual(two_shards.stdout, one_search.stdout)  # shards change the speed, not the tokens
         self.assertEqual(len(two_shards.stdout.decode().splitlines()), 4)
-        rounded = run_cli("translate", "--run-dir", str(self.run_dir), "--beam", "1", "--precision", "bfloat16",
+        rounded = run_cli("translate", "--run-dir", str(self.run_dir), "--beam-size", "1", "--precision", "bfloat16",
                           stdin=sentences)
         self.assertEqual(rounded.returncode, 0, rounded.stderr[-2000:])
         self.assertEqual(len(rounded.stdout.decode().splitlines()), 4)
@@ -153,7 +153,7 @@ class RunCommandsTest(TestCase):
     def test_ids_only_export(self):
         out = pathlib.Path(self.tmp.name) / "ids-only"
         result = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--ids-only",
-                         "--max-beam-size", "1", "--beam", "1")
+                         "--max-beam-size", "1", "--beam-size", "1")
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         signatures = tf.saved_model.load(str(out)).signatures
         self.assertEqual(sorted(signatures), ["serving_default", "translate_ids"])

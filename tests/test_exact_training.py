@@ -5,6 +5,7 @@ one- and two-replica comparisons run in a subprocess
 (`python -m tests.test_exact_training --child REPLICAS`) that prints JSON.
 """
 
+from t2t_keras.decoding.parameters import DecodingParams
 import json
 import os
 import pathlib
@@ -480,7 +481,7 @@ class MixedBfloat16ExportTest(TestCase):
             run_dir = root / "run"
             trained = train(replace(config, model={"max_length": 48}), run_dir, verbose=0).model
             self.assertEqual(trained.compute_dtype, "bfloat16")
-            export_dir = export_run(run_dir, root / "export", max_beam_size=2, beam_size=2)
+            export_dir = export_run(run_dir, root / "export", max_beam_size=2, params=DecodingParams(beam_size=2))
             model, tokenizer = load_run_model(run_dir), Tokenizer.load(run_dir / "tokenizer.model")
             sentences = [source for source, _ in toy_pairs(5, seed=7)]
             pieces = [list(tokenizer.tokenize(tf.constant([s])).flat_values.numpy()) + [EOS_ID] for s in sentences]
@@ -497,10 +498,10 @@ class MixedBfloat16ExportTest(TestCase):
             beam = beam_search(model, tf.constant(source), beam_size=2, alpha=0.6, max_extra_length=50)["tokens"][:, 0]
             self.assertEqual(until_eos(got["tokens_1"]), until_eos(greedy))
             self.assertEqual(until_eos(got["tokens_2"]), until_eos(beam))
-            self.assertEqual(got["texts_1"], Translator(model, tokenizer, method="greedy",
-                                                        jit_compile=False).translate(sentences))
-            self.assertEqual(got["texts_2"], Translator(model, tokenizer, beam_size=2,
-                                                        jit_compile=False).translate(sentences))
+            self.assertEqual(got["texts_1"], Translator(model, tokenizer, jit_compile=False,
+                                                        params=DecodingParams(beam_size=1)).translate(sentences))
+            self.assertEqual(got["texts_2"], Translator(model, tokenizer, jit_compile=False,
+                                                        params=DecodingParams(beam_size=2)).translate(sentences))
             self.assertGreater(len(set(got["texts_2"])), 3)  # real, different translations
 
 

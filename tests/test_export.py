@@ -1,6 +1,7 @@
 """Translation SavedModel: fresh-process reload equals the in-process Translator, signatures, parameters,
 over-long and empty inputs, a TF-Text-free ids signature, atomic export."""
 
+from t2t_keras.decoding.parameters import DecodingParams
 import json
 import os
 import pathlib
@@ -116,9 +117,9 @@ class ExportTest(TestCase):
         cls.model = load_run_model(cls.run_dir)
         cls.tokenizer = Tokenizer.load(cls.run_dir / "tokenizer.model")
         cls.export_dir = export_run(cls.run_dir, root / "exports" / "toy", max_beam_size=MAX_BEAM_SIZE,
-                                    beam_size=BEAM_SIZE)
+                                    params=DecodingParams(beam_size=BEAM_SIZE))
         cls.ids_export_dir = export_translator(cls.model, cls.tokenizer, root / "exports" / "ids", max_beam_size=1,
-                                               beam_size=1, text_signatures=False)
+                                               text_signatures=False, params=DecodingParams(beam_size=1))
         cls.cli = Background([str(pathlib.Path(sys.executable).with_name("saved_model_cli")), "show", "--all",
                               "--dir", str(cls.export_dir)])
         cls.translator = SavedModelTranslator(cls.export_dir)
@@ -141,9 +142,10 @@ class ExportTest(TestCase):
     def test_fresh_process_without_t2t_keras_translates_like_the_in_process_translator(self):
         got = self.fresh_process()
         self.assertFalse(got["imported_t2t_keras"])
-        beam = Translator(self.model, self.tokenizer, method="beam", beam_size=BEAM_SIZE,
-                          jit_compile=False).translate(SENTENCES)
-        greedy = Translator(self.model, self.tokenizer, method="greedy", jit_compile=False).translate(SENTENCES)
+        beam = Translator(self.model, self.tokenizer, jit_compile=False,
+                          params=DecodingParams(beam_size=BEAM_SIZE)).translate(SENTENCES)
+        greedy = Translator(self.model, self.tokenizer, jit_compile=False,
+                            params=DecodingParams(beam_size=1)).translate(SENTENCES)
         self.assertEqual(got["beam"], beam)
         self.assertEqual(got["greedy"], greedy)
         self.assertEqual(got["single"], beam[:1])  # another batch size after reload
@@ -244,8 +246,8 @@ class SmallExportTest(TestCase):
         cls.tmp.cleanup()
 
     def export(self, out_dir, **options):
-        return export_translator(self.model, self.tokenizer, out_dir, max_beam_size=1, beam_size=1,
-                                 text_signatures=False, **options)
+        return export_translator(self.model, self.tokenizer, out_dir, max_beam_size=1, text_signatures=False, **options,
+                                 params=DecodingParams(beam_size=1))
 
     def failing_save(self):
         real_save = tf.saved_model.save

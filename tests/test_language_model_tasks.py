@@ -140,9 +140,9 @@ class CausalLanguageModelTaskTest(_TaskRun):
         prompts = [line.split()[0] for line in self.german["test"][:3]]
         prompt_file = pathlib.Path(self.tmp.name) / "export-prompts.txt"
         prompt_file.write_text("\n".join(prompts) + "\n", "utf-8")
-        _, from_run = run_cli("translate", "--run-dir", self.run_dir, "--input", prompt_file, "--extra-length", 12)
+        _, from_run = run_cli("translate", "--run-dir", self.run_dir, "--input", prompt_file, "--max-extra-length", 12)
         export_dir = pathlib.Path(self.tmp.name) / "export"
-        code, _ = run_cli("export", "--run-dir", self.run_dir, "--out", export_dir, "--extra-length", 12)
+        code, _ = run_cli("export", "--run-dir", self.run_dir, "--out", export_dir, "--max-extra-length", 12)
         self.assertEqual(code, 0)
         code, from_export = run_cli("translate", "--saved-model", export_dir, "--input", prompt_file)
         self.assertEqual(code, 0)
@@ -172,7 +172,7 @@ class CausalLanguageModelTaskTest(_TaskRun):
         self.assertEqual(answer.status_code, 400)
         metadata = client.get("/v1/models/default/metadata").json()["metadata"]
         self.assertEqual(set(metadata["signature_def"]["signature_def"]), {"serving_default", "continue"})
-        self.assertEqual(metadata["decoding"]["defaults"]["max_new_tokens"], 12)
+        self.assertEqual(metadata["decoding"]["defaults"]["max_extra_length"], 12)
         answer = client.post("/v1/models/default:attention", json={"instances": prompts[:1]})
         self.assertEqual(answer.status_code, 501, answer.text)  # no source, no cross attention
 

@@ -77,7 +77,7 @@ class CausalLanguageModelTest(TestCase):
         padded = np.zeros((2, 4), np.int32)
         for i, prompt in enumerate(prompts):
             padded[i, :len(prompt)] = prompt
-        out = continue_prompts(model, padded, max_new_tokens=6)
+        out = continue_prompts(model, padded, max_extra_length=6)
         for row, prompt in zip(out["tokens"].numpy(), prompts):
             expected = uncached_greedy(model, prompt, 6)
             self.assertEqual(list(row[:len(expected)]), expected)
@@ -88,7 +88,7 @@ class CausalLanguageModelTest(TestCase):
         prompt = np.array([[5, 6, 7]], np.int32)
         full = greedy_decode(model, prompt, max_extra_length=4, max_length=7, forced_prefix=prompt)
         self.assertEqual(list(full["tokens"].numpy()[0, :3]), [5, 6, 7])
-        continuation = continue_prompts(model, prompt, max_new_tokens=4)
+        continuation = continue_prompts(model, prompt, max_extra_length=4)
         self.assertAllClose(continuation["scores"], full["scores"])
         log_probs = tf.nn.log_softmax(model(np.array([[BOS_ID, 5, 6, 7]], np.int32))[0, -1]).numpy()
         first = continuation["tokens"].numpy()[0, 0]
@@ -97,17 +97,17 @@ class CausalLanguageModelTest(TestCase):
     def test_beam_of_one_without_penalty_is_greedy_and_sampling_keeps_the_prompt(self):
         model = causal_lm()
         prompt = np.array([[5, 6], [7, 0]], np.int32)
-        greedy = continue_prompts(model, prompt, max_new_tokens=5)["tokens"]
+        greedy = continue_prompts(model, prompt, max_extra_length=5)["tokens"]
         beam = beam_search(model, prompt, beam_size=1, length_penalty="none", max_extra_length=5, max_length=7,
                            forced_prefix=prompt)["tokens"][:, 0]
         self.assertAllEqual(beam[0, :2], [5, 6])
-        beam4 = continue_prompts(model, prompt, max_new_tokens=5, method="beam", beam_size=4)["tokens"]
+        beam4 = continue_prompts(model, prompt, max_extra_length=5, method="beam", beam_size=4)["tokens"]
         self.assertEqual(beam4.shape, (2, 5))
         sampled = greedy_decode(model, prompt, max_extra_length=5, max_length=7, forced_prefix=prompt,
                                 temperature=1.0, seed=7)["tokens"].numpy()
         self.assertEqual(list(sampled[0, :2]), [5, 6])
         self.assertEqual(sampled[1, 0], 7)
-        self.assertAllEqual(continue_prompts(model, prompt, max_new_tokens=5)["tokens"], greedy)  # deterministic
+        self.assertAllEqual(continue_prompts(model, prompt, max_extra_length=5)["tokens"], greedy)  # deterministic
 
     def test_serialization_round_trip(self):
         model = causal_lm(position_encoding="learned")

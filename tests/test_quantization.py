@@ -1,5 +1,6 @@
 """int8 SavedModel weights: Dense kernels and the target embedding become int8, logits stay close, exports work."""
 
+from t2t_keras.decoding.parameters import DecodingParams
 import pathlib
 import tempfile
 
@@ -43,7 +44,8 @@ class QuantizationTest(TestCase):
             model = tiny_transformer(vocab_size=100, max_length=32)
             for jit_compile in (False, True):  # greedy only: the int8 weights are the same in every search
                 out = export_translator(model, tokenizer, pathlib.Path(tmp) / f"int8-{jit_compile}", max_beam_size=1,
-                                        beam_size=1, max_extra_length=4, quantization="int8", jit_compile=jit_compile)
+                                        params=DecodingParams(beam_size=1, max_extra_length=4), quantization="int8",
+                                        jit_compile=jit_compile)
                 translations = SavedModelTranslator(out).translate(["the cat", "a man eats bread", ""])
                 self.assertEqual(len(translations), 3)
                 self.assertEqual(translations[2], "")

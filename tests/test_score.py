@@ -1,5 +1,6 @@
 """Forced decoding (`score`): equal to an independent teacher-forced computation; ranks n-best lists as the search."""
 
+from t2t_keras.decoding.parameters import DecodingParams
 import pathlib
 import tempfile
 
@@ -35,8 +36,8 @@ class ScoreTest(TestCase):
         cls.tokenizer = train_sentencepiece([s for p in pairs for s in p], root / "tok.model", 100)
         cls.pieces = spm.SentencePieceProcessor(model_proto=cls.tokenizer.model_bytes)
         cls.model = train_toy_model(cls.pieces, pairs)
-        cls.export = SavedModelTranslator(export_translator(cls.model, cls.tokenizer, root / "export",
-                                                           max_beam_size=3, beam_size=3))
+        cls.export = SavedModelTranslator(export_translator(cls.model, cls.tokenizer, root / "export", max_beam_size=3,
+                                                            params=DecodingParams(beam_size=3)))
         cls.pairs = toy_pairs(9, seed=5) + [("the cat", "die Katze Katze Katze")]
 
     @classmethod

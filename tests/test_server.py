@@ -101,7 +101,7 @@ def toy_export(root, vocab_size=100, max_length=32, max_beam_size=2, max_extra_l
                                     vocab_size=vocab_size)
     model = tiny_transformer(vocab_size=vocab_size, max_length=max_length)
     return export_translator(model, tokenizer, root / "export", max_beam_size=max_beam_size,
-                             beam_size=max_beam_size, max_extra_length=max_extra_length)
+                             params=DecodingParams(beam_size=max_beam_size, max_extra_length=max_extra_length))
 
 
 def start_server(app):
@@ -194,8 +194,8 @@ class ServeProcessTest(TestCase):
             tokenizer = train_sentencepiece([s for pair in toy_pairs(100) for s in pair],
                                             pathlib.Path(tmp) / "vocab.model", vocab_size=80)
             export_dir = export_translator(tiny_transformer(vocab_size=80, max_length=16), tokenizer,
-                                           pathlib.Path(tmp) / "export", max_beam_size=1, beam_size=1,
-                                           max_extra_length=4)
+                                           pathlib.Path(tmp) / "export", max_beam_size=1,
+                                           params=DecodingParams(beam_size=1, max_extra_length=4))
             code = ("import sys; from t2t_keras.serving.server import serve; "
                     f"serve(sys.argv[1], host='{HOST}', port=0, max_wait_ms=1)")  # TF Serving's default name
             process = subprocess.Popen([sys.executable, "-c", code, str(export_dir)], stderr=subprocess.PIPE,

@@ -5,6 +5,7 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding import Translator
 from t2t_keras.decoding.sharding import choose_shards, cpu_cores, sharded
 from t2t_keras.fast_path import FastPath, Hardware
@@ -64,11 +65,15 @@ class ShardedTranslationTest(DecodingTestCase):
     def test_greedy_and_beam_translations_equal_the_unsharded_ones(self):
         model = decoding_model()
         sentences = SENTENCES * 3  # batches of 16 rows, split in 2 and 3 shards
+        searches = {"greedy": DecodingParams(beam_size=1, max_extra_length=5),
+                    "beam": DecodingParams(max_extra_length=5)}
         for method in ("greedy", "beam"):
-            expected = Translator(model, CharTokenizer(), method=method, max_extra_length=5, shards=1)
+            expected = Translator(model, CharTokenizer(), shards=1,
+                                  params=searches[method])
             self.assertEqual(expected.shards, 1)
             for shards in (2, 3):
-                translator = Translator(model, CharTokenizer(), method=method, max_extra_length=5, shards=shards)
+                translator = Translator(model, CharTokenizer(), shards=shards,
+                                        params=searches[method])
                 with self.subTest(method=method, shards=shards):
                     self.assertEqual(translator.translate(sentences), expected.translate(sentences))
 
@@ -81,7 +86,8 @@ class ShardedExportSearchTest(DecodingTestCase):
         source = tf.constant(np.random.default_rng(0).integers(4, 20, size=(8, 6)).astype("int32"))
         results = []
         for shards in (1, 2):
-            module = TranslatorModule(model, None, max_beam_size=2, beam_size=2, max_extra_length=5, shards=shards)
+            module = TranslatorModule(model, None, max_beam_size=2, shards=shards,
+                                      params=DecodingParams(beam_size=2, max_extra_length=5))
             self.assertEqual(int(module.decoding_shards.numpy()), shards)
             for beam_size in (1, 2):
                 results.append(module.translate_ids(source, beam_size, 0.6, 5, beam_size))

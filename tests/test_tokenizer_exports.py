@@ -10,6 +10,7 @@ import tempfile
 import tensorflow as tf
 import yaml
 
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.config import replace
 from t2t_keras.data.tokenizers import tokenizer_filename
 from t2t_keras.decoding import Translator
@@ -57,7 +58,8 @@ class _TokenizerRun:
         cls.run_dir = root / "run"
         train(cls.config, cls.run_dir, verbose=0)
         cls.model, cls.tokenizer = load_run(cls.run_dir)
-        cls.export_dir = export_run(cls.run_dir, root / "export", max_beam_size=1, beam_size=1, max_extra_length=8)
+        cls.export_dir = export_run(cls.run_dir, root / "export", max_beam_size=1,
+                                    params=DecodingParams(beam_size=1, max_extra_length=8))
         cls.fresh = None
         if cls.FRESH_PROCESS:
             request = {"export": str(cls.export_dir), "sentences": SENTENCES}
@@ -71,7 +73,8 @@ class _TokenizerRun:
         super().tearDownClass()
 
     def translations(self):
-        translator = Translator(self.model, self.tokenizer, method="greedy", max_extra_length=8, jit_compile=False)
+        translator = Translator(self.model, self.tokenizer, jit_compile=False,
+                                params=DecodingParams(max_extra_length=8, beam_size=1))
         return translator.translate(SENTENCES)
 
     def test_the_run_keeps_its_tokenizer_kind_and_every_loader_picks_it(self):

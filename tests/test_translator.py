@@ -1,5 +1,6 @@
 """Translator: batching by a token budget, input order, empty inputs, progress bar, compiled search."""
 
+from t2t_keras.decoding.parameters import DecodingParams
 import contextlib
 import io
 
@@ -54,7 +55,7 @@ def translate_one_by_one(model, sentences, **options):
 class TranslatorTest(DecodingTestCase):
     def test_batched_translation_equals_one_by_one_in_input_order(self):
         model = decoding_model()
-        translator = Translator(model, CharTokenizer(), max_extra_length=5, batch_tokens=64)
+        translator = Translator(model, CharTokenizer(), batch_tokens=64, params=DecodingParams(max_extra_length=5))
         translations = translator.translate(SENTENCES)
         self.assertEqual(translations, translate_one_by_one(model, SENTENCES))
         self.assertEqual([translations[1], translations[5]], ["", ""])
@@ -62,8 +63,8 @@ class TranslatorTest(DecodingTestCase):
 
     def test_greedy_translation_in_graph_mode(self):
         model = decoding_model()
-        translator = Translator(model, CharTokenizer(), method="greedy", max_extra_length=5, batch_tokens=32,
-                                jit_compile=False)
+        translator = Translator(model, CharTokenizer(), batch_tokens=32, jit_compile=False,
+                                params=DecodingParams(max_extra_length=5, beam_size=1))
         self.assertEqual(translator.translate(SENTENCES), translate_one_by_one(model, SENTENCES, method="greedy"))
 
     def test_empty_inputs(self):
@@ -72,8 +73,8 @@ class TranslatorTest(DecodingTestCase):
         self.assertEqual(translator.translate(["", ""]), ["", ""])
 
     def test_progress_bar_only_for_long_inputs(self):
-        translator = Translator(decoding_model(), CharTokenizer(), max_extra_length=2, jit_compile=False,
-                                progress_threshold=4)
+        translator = Translator(decoding_model(), CharTokenizer(), jit_compile=False, progress_threshold=4,
+                                params=DecodingParams(max_extra_length=2))
         for sentences, shown in ((["ab", "cd"], False), (["ab", "cd", "e", "f", ""], True)):
             stderr = io.StringIO()
             with contextlib.redirect_stderr(stderr):
@@ -81,9 +82,11 @@ class TranslatorTest(DecodingTestCase):
             self.assertEqual(f"{len(sentences)}/{len(sentences)}" in stderr.getvalue(), shown)
 
     def test_rejects_bad_options(self):
-        for options in ({"method": "sample"}, {"beam_size": 0}, {"length_penalty": "wu"}, {"batch_tokens": 4}):
+        for options in ({"length_penalty": "wu"}, {"batch_tokens": 4}):
             with self.assertRaisesRegex(ValueError, "Received"):
                 Translator(decoding_model(), CharTokenizer(), **options)
+        with self.assertRaisesRegex(ValueError, r"beam_size must be an integer in \[1, .*Received: beam_size=0"):
+            Translator(decoding_model(), CharTokenizer(), DecodingParams(beam_size=0))
 
 
 class BatchingTest(DecodingTestCase):

@@ -1,6 +1,7 @@
 """Decoding with bfloat16 weights: the copy holds the model's weights rounded to bfloat16, predicts what the model
 predicts, and a trained model translates with it as with float32 weights."""
 
+from t2t_keras.decoding.parameters import DecodingParams
 import pathlib
 import tempfile
 
@@ -68,10 +69,13 @@ class Bfloat16TranslationTest(TestCase):
 
     def test_a_trained_model_translates_as_with_float32_weights(self):
         sentences = [s for s, _ in toy_pairs(12, seed=7)] + [""]
+        searches = {"greedy": DecodingParams(beam_size=1, max_extra_length=10),
+                    "beam": DecodingParams(max_extra_length=10)}
         for method in ("greedy", "beam"):
-            want = Translator(self.model, self.tokenizer, method=method, max_extra_length=10).translate(sentences)
-            translator = Translator(self.model, self.tokenizer, method=method, max_extra_length=10,
-                                    precision="bfloat16")
+            want = Translator(self.model, self.tokenizer,
+                              params=searches[method]).translate(sentences)
+            translator = Translator(self.model, self.tokenizer, precision="bfloat16",
+                                    params=searches[method])
             self.assertIsNot(translator.model, self.model)
             self.assertEqual(translator.model.compute_dtype, "bfloat16")
             got = translator.translate(sentences)

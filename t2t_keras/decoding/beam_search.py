@@ -36,10 +36,11 @@ import tensorflow as tf
 
 from t2t_keras.decoding import common
 from t2t_keras.decoding.length_penalty import normalized_score
-from t2t_keras.decoding.parameters import check_beam_size, check_length_penalty, check_num_return
+from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_length_penalty, check_num_return
 
 
-def beam_search(model, source, beam_size=4, alpha=0.6, length_penalty="gnmt", max_extra_length=50,
+def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha, length_penalty="gnmt",
+                max_extra_length=DEFAULTS.max_extra_length,
                 max_length=None, min_length=0, num_return=1, forced_prefix=None):
     """The `num_return` best translations of each source sentence.
 

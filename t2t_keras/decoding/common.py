@@ -14,6 +14,7 @@ Length conventions used throughout `decoding/`:
 
 import tensorflow as tf
 
+from t2t_keras.decoding.parameters import DEFAULTS
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = float("-inf")
@@ -24,7 +25,7 @@ def source_lengths(source, pad_id=PAD_ID):
     return tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.int32), axis=1)
 
 
-def output_bound(model, source, max_extra_length=50, max_length=None):
+def output_bound(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None):
     """Size of the token buffers and of the cache.
 
     `max_length` when given (a Python int keeps every shape static), otherwise
@@ -44,13 +45,13 @@ def output_bound(model, source, max_extra_length=50, max_length=None):
     return tf.clip_by_value(max_length, 1, model.max_length)
 
 
-def output_limits(source, bound, max_extra_length=50, pad_id=PAD_ID):
+def output_limits(source, bound, max_extra_length=DEFAULTS.max_extra_length, pad_id=PAD_ID):
     """`(batch,)` int32 longest output of each sentence: input length + extra, within [1, bound]."""
     limits = source_lengths(source, pad_id) + tf.cast(max_extra_length, tf.int32)
     return tf.clip_by_value(limits, 1, bound)
 
 
-def output_lengths(model, source, max_extra_length=50, max_length=None):
+def output_lengths(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None):
     """`output_bound` and `output_limits` of a search: the buffer size and each sentence's `(batch,)` limit."""
     bound = output_bound(model, source, max_extra_length, max_length)
     return bound, output_limits(source, bound, max_extra_length, model.pad_id)

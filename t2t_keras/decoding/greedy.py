@@ -11,10 +11,11 @@ import functools
 import tensorflow as tf
 
 from t2t_keras.decoding import common, sampling
+from t2t_keras.decoding.parameters import DEFAULTS
 
 
-def greedy_decode(model, source, max_extra_length=50, max_length=None, min_length=0, temperature=0.0, top_k=0,
-                  seed=None, forced_prefix=None):
+def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0,
+                  temperature=0.0, top_k=0, seed=None, forced_prefix=None):
     """Decodes `source` one token at a time, choosing the argmax (or a sample) at each step.
 
     Args:

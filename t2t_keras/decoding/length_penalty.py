@@ -21,7 +21,7 @@ def check_length_penalty(kind):
         raise ValueError(f"length_penalty must be one of {LENGTH_PENALTIES}. Received: length_penalty={kind!r}")
 
 
-def length_penalty(length, alpha=0.6, kind="gnmt"):
+def length_penalty(length, alpha, kind="gnmt"):
     """lp(Y) as float32 for `length` tokens; `length` and `alpha` may be tensors."""
     check_length_penalty(kind)
     length = tf.cast(length, tf.float32)
@@ -32,6 +32,6 @@ def length_penalty(length, alpha=0.6, kind="gnmt"):
     return tf.ones_like(length)
 
 
-def normalized_score(log_prob, length, alpha=0.6, kind="gnmt"):
+def normalized_score(log_prob, length, alpha, kind="gnmt"):
     """The ranking score log P(Y) / lp(Y)."""
     return log_prob / length_penalty(length, alpha, kind)

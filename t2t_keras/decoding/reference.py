@@ -10,10 +10,11 @@ checks that the early stop of the cached search changes nothing.
 
 import numpy as np
 
+from t2t_keras.decoding.parameters import DEFAULTS
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 
-def reference_greedy(model, source, max_extra_length=50, max_length=None, min_length=0):
+def reference_greedy(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0):
     """Argmax decoding without a cache; same arguments and results as `greedy_decode`."""
     source = np.asarray(source, np.int32)
     bound, limits = _limits(model, source, max_extra_length, max_length)
@@ -35,7 +36,8 @@ def reference_greedy(model, source, max_extra_length=50, max_length=None, min_le
     return {"tokens": tokens, "scores": scores.astype(np.float32)}
 
 
-def reference_beam_search(model, source, beam_size=4, alpha=0.6, length_penalty="gnmt", max_extra_length=50,
+def reference_beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha, length_penalty="gnmt",
+                          max_extra_length=DEFAULTS.max_extra_length,
                           max_length=None, min_length=0, num_return=1):
     """Beam search without a cache, one sentence at a time; same arguments and results as `beam_search`."""
     source = np.asarray(source, np.int32)

@@ -7,7 +7,7 @@ import tqdm
 from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, pad_batch, plan_batches
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.decoding.parameters import check_beam_size, check_length_penalty, check_method
+from t2t_keras.decoding.parameters import DEFAULTS, check_length_penalty
 from t2t_keras.decoding.sharding import choose_shards, compiled_search
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.fast_path import FastPath
@@ -32,9 +32,9 @@ class Translator:
         tokenizer: has `tokenize(tf.string (N,)) -> int32 RaggedTensor` (ids
             without BOS/EOS) and `detokenize(int32 (N, L)) -> tf.string (N,)`,
             which ignores 0/2/3 and everything after the first EOS.
-        method: `"beam"` (§6.1) or `"greedy"`.
-        beam_size, alpha, length_penalty: beam-search options (see `beam_search`).
-        max_extra_length: output limit = input length + this (§6.1).
+        params: the search's `DecodingParams` (beam size, 1 for greedy search; alpha; max_extra_length:
+            output limit = input length + this, §6.1); `num_return` is 1 here.
+        length_penalty: `"gnmt"`, `"average"` or `"none"` (see `beam_search`).
         batch_tokens: source-token budget of one batch.
         length_multiple: batch widths are rounded up to a multiple of this.
         jit_compile: compile the search with XLA; None: with float32 weights only (bfloat16 products are
@@ -48,12 +48,10 @@ class Translator:
         progress_threshold: see `progress`.
     """
 
-    def __init__(self, model, tokenizer, method="beam", beam_size=4, alpha=0.6, length_penalty="gnmt",
-                 max_extra_length=50, batch_tokens=4096, length_multiple=LENGTH_MULTIPLE, jit_compile=None,
-                 shards="auto", precision="float32", progress=None, progress_threshold=100):
-        check_method(method)
+    def __init__(self, model, tokenizer, params=DEFAULTS, length_penalty="gnmt", batch_tokens=4096,
+                 length_multiple=LENGTH_MULTIPLE, jit_compile=None, shards="auto", precision="float32", progress=None,
+                 progress_threshold=100):
         self.precision = check_precision(precision)
-        beam_size = check_beam_size(beam_size)
         check_length_penalty(length_penalty)
         if batch_tokens < length_multiple:
             raise ValueError(
@@ -64,11 +62,8 @@ class Translator:
         if jit_compile is None:
             jit_compile = FastPath.decoding_jit(precision)
         self.tokenizer = tokenizer
-        self.method = method
-        self.beam_size = beam_size
-        self.alpha = alpha
+        self.params = params
         self.length_penalty = length_penalty
-        self.max_extra_length = max_extra_length
         self.batch_tokens = batch_tokens
         self.length_multiple = length_multiple
         self.progress = progress
@@ -78,10 +73,11 @@ class Translator:
 
     def _decode(self, source):
         """Best output ids `(batch, length)` for a padded source batch."""
-        if self.method == "greedy":
-            return greedy_decode(self.model, source, max_extra_length=self.max_extra_length)["tokens"]
-        out = beam_search(self.model, source, beam_size=self.beam_size, alpha=self.alpha,
-                          length_penalty=self.length_penalty, max_extra_length=self.max_extra_length)
+        params = self.params
+        if params.method == "greedy":
+            return greedy_decode(self.model, source, max_extra_length=params.max_extra_length)["tokens"]
+        out = beam_search(self.model, source, beam_size=params.beam_size, alpha=params.alpha,
+                          length_penalty=self.length_penalty, max_extra_length=params.max_extra_length)
         return out["tokens"][:, 0]
 
     def translate(self, sentences):

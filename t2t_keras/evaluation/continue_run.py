@@ -1,23 +1,19 @@
 """Prompt continuation with an lm run's model: `t2t-keras translate --run-dir` for `task: lm`."""
 
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding.prompt_continuer import PromptContinuer
 from t2t_keras.runs import load_run, open_run
 
 
-def run_continuer(run_dir, model_source="auto", method=None, beam_size=None, alpha=None, max_extra_length=None,
-                  temperature=None, top_k=None, seed=None):
-    """A `PromptContinuer` over the run's model; unset options come from the run's `decoding` section.
+def run_continuer(run_dir, model_source="auto", params=None, temperature=None, top_k=None, seed=None):
+    """A `PromptContinuer` over the run's model.
 
-    Greedy by default (a beam finds bland, repetitive continuations);
-    `max_extra_length` (`decoding.extra_length`) is the number of new pieces.
+    `params` (`DecodingParams`; `max_extra_length` is the number of new pieces) left None: the run's
+    `decoding` section with a beam of one, greedy, since a beam finds bland, repetitive continuations.
+    Sampling (`temperature` > 0, `top_k`, `seed`) applies to greedy search.
     """
     run = open_run(run_dir)
-    decoding = run.load_config().decoding
+    params = params or DecodingParams.from_config(run.load_config().decoding).updated(beam_size=1)
     model, tokenizer = load_run(run, model_source)
-    if method is None:  # greedy unless a beam is asked for
-        method = "beam" if beam_size and beam_size > 1 else "greedy"
-    beam_size = beam_size or decoding.beam_size
-    return PromptContinuer(model, tokenizer, method=method, beam_size=beam_size,
-                           alpha=decoding.alpha if alpha is None else alpha,
-                           max_new_tokens=max_extra_length or decoding.extra_length,
-                           temperature=temperature or 0.0, top_k=top_k or 0, seed=seed)
+    return PromptContinuer(model, tokenizer, params, temperature=0.0 if temperature is None else temperature,
+                           top_k=0 if top_k is None else top_k, seed=seed)

@@ -5,6 +5,7 @@ import time
 
 from t2t_keras.data import sources
 from t2t_keras.data.text_files import read_parallel_files, write_lines
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.errors import ConfigError
 from t2t_keras.evaluation.baseline import RetrievalTranslator
@@ -14,18 +15,19 @@ from t2t_keras.runs import load_run, open_run
 logger = logging.getLogger(__name__)
 
 
-def run_translator(run_dir, model_source="auto", **options):
-    """A `Translator` over the run's trained model and tokenizer; `options` go to `Translator`.
+def run_translator(run_dir, model_source="auto", params=None, precision=None, shards=None, **options):
+    """A `Translator` over the run's trained model and tokenizer.
 
-    `run_dir`: a run directory, or an open `RunDirectory` (as every function here takes).
+    `run_dir`: a run directory, or an open `RunDirectory` (as every function here takes). `params`
+    (`DecodingParams`), `precision` and `shards` left None come from the run's `decoding` section;
+    `options` go to `Translator`.
     """
     run = open_run(run_dir)
     decoding = run.load_config().decoding
-    defaults = dict(beam_size=decoding.beam_size, alpha=decoding.alpha, max_extra_length=decoding.extra_length,
-                    precision=decoding.precision, shards=decoding.shards)
-    defaults.update({k: v for k, v in options.items() if v is not None})
     model, tokenizer = load_run(run, model_source)
-    return Translator(model, tokenizer, **defaults)
+    return Translator(model, tokenizer, params or DecodingParams.from_config(decoding),
+                      precision=decoding.precision if precision is None else precision,
+                      shards=decoding.shards if shards is None else shards, **options)
 
 
 def load_eval_pairs(run_dir, split="test", source=None, reference=None):
@@ -41,7 +43,10 @@ def load_eval_pairs(run_dir, split="test", source=None, reference=None):
 
 def evaluate_run(run_dir, split="test", source=None, reference=None, output=None, model_source="auto",
                  **decoding):
-    """Translates the evaluation set with the run's model and scores it; returns the score dict."""
+    """Translates the evaluation set with the run's model and scores it; returns the score dict.
+
+    `decoding`: `params`, `precision`, `shards`, as `run_translator` takes them.
+    """
     run = open_run(run_dir)
     pairs = load_eval_pairs(run, split, source, reference)
     translator = run_translator(run, model_source, progress=True, **decoding)
@@ -53,7 +58,8 @@ def evaluate_run(run_dir, split="test", source=None, reference=None, output=None
     config = run.load_config()
     result = score(hypotheses, [t for _, t in pairs], target_lang=config.data.target_lang)
     result.update(split=None if source else split, decode_seconds=round(seconds, 1),
-                  method=translator.method, beam_size=translator.beam_size, alpha=translator.alpha)
+                  method=translator.params.method, beam_size=translator.params.beam_size,
+                  alpha=translator.params.alpha)
     return result
 
 

@@ -23,6 +23,7 @@ import logging
 import pathlib
 
 from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_converter import TransformerConverter
 from t2t_keras.files import check_can_write, staged_directory
@@ -37,7 +38,7 @@ SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>
 
 
 def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_last=None, source="auto",
-                           overwrite=False, **defaults):
+                           overwrite=False, params=None):
     """Converts the trained model of a run, with its tokenizer, to a CTranslate2 directory.
 
     Args:
@@ -49,8 +50,7 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
             export the average.
         source: which weights of the run, see `runs.load_run_model`.
         overwrite: replace an existing directory at `out_dir`.
-        **defaults: decoding defaults `beam_size`, `alpha`, `max_extra_length`
-            of `CTranslate2Translator`; those left out or None take the run
+        params: the `DecodingParams` `CTranslate2Translator` defaults to; None takes the run
             config's `decoding` section.
 
     Returns:
@@ -68,7 +68,7 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
     check_can_write(pathlib.Path(out_dir), overwrite)
     model, record = weights_to_export(run, source, average_last)
     return export_ctranslate2(model, load_tokenizer(tokenizer_path, config.data.tokenizer), out_dir, quantization,
-                              _run_defaults(config.decoding, defaults), overwrite, record)
+                              params or DecodingParams.from_config(config.decoding), overwrite, record)
 
 
 def _check_tokenizer_file(tokenizer_path):
@@ -78,14 +78,7 @@ def _check_tokenizer_file(tokenizer_path):
                        "model; train the run (which writes it) or copy it there.")
 
 
-def _run_defaults(decoding, defaults):
-    """`beam_size`, `alpha`, `max_extra_length` from `defaults`, or from the run's `decoding` where left out or None."""
-    configured = {"beam_size": decoding.beam_size, "alpha": decoding.alpha,
-                  "max_extra_length": decoding.extra_length}
-    return {name: configured[name] if defaults.get(name) is None else defaults[name] for name in configured}
-
-
-def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaults=None, overwrite=False,
+def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params=DEFAULTS, overwrite=False,
                        weights=None):
     """Writes `model` and `tokenizer` as a CTranslate2 model directory at `out_dir`, atomically.
 
@@ -95,7 +88,7 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaul
             must hold the SentencePiece model that maps text to its pieces.
         out_dir: the directory to create.
         quantization: see `export_ctranslate2_run`.
-        defaults: decoding defaults stored for `CTranslate2Translator`
+        params: the `DecodingParams` stored as `CTranslate2Translator`'s defaults
             (`beam_size`, `alpha`, `max_extra_length`).
         overwrite: replace an existing directory.
         weights: which weights of a run the model holds (`runs.export_record`), recorded in the metadata.
@@ -105,17 +98,12 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaul
         T2TError: no tokenizer, a WordPiece tokenizer, or an unknown quantization.
         FileExistsError: `out_dir` exists and `overwrite` is False.
     """
-    if tokenizer is None:
-        raise T2TError("A CTranslate2 export needs the model's tokenizer (its SentencePiece model): "
-                       "pass the run's Tokenizer, e.g. Tokenizer.load('RUN/tokenizer.model').")
-    check_sentencepiece(tokenizer.kind)
-    _check_quantization(quantization)
     out_dir = pathlib.Path(out_dir)
-    check_can_write(out_dir, overwrite)
-    check_vocab_size(tokenizer.vocab_size, model.vocab_size)
+    _check_export(model, tokenizer, quantization, out_dir, overwrite)
     spec = TransformerConverter(model, vocabulary(tokenizer.model_bytes)).spec()
     metadata = {"max_length": int(model.max_length), "quantization": quantization, "weights": weights,
-                "defaults": dict(defaults or {"beam_size": 4, "alpha": 0.6, "max_extra_length": 50})}
+                "defaults": {"beam_size": params.beam_size, "alpha": params.alpha,
+                             "max_extra_length": params.max_extra_length}}
 
     with staged_directory(out_dir, overwrite) as staging:
         spec.validate()
@@ -125,6 +113,17 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaul
         (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
     logger.info("Exported a CTranslate2 model (%s) to %s", quantization, out_dir)
     return out_dir
+
+
+def _check_export(model, tokenizer, quantization, out_dir, overwrite):
+    """Refuses, before anything is written, what a CTranslate2 export of `model` cannot hold."""
+    if tokenizer is None:
+        raise T2TError("A CTranslate2 export needs the model's tokenizer (its SentencePiece model): "
+                       "pass the run's Tokenizer, e.g. Tokenizer.load('RUN/tokenizer.model').")
+    check_sentencepiece(tokenizer.kind)
+    _check_quantization(quantization)
+    check_can_write(out_dir, overwrite)
+    check_vocab_size(tokenizer.vocab_size, model.vocab_size)
 
 
 def vocabulary(model_bytes):

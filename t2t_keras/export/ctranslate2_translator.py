@@ -32,7 +32,8 @@ import numpy as np
 
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_export import METADATA_FILE, SPECIAL_PIECES, TOKENIZER_FILE
-from t2t_keras.export.loaded import DecodingParams, TranslatorBase, _checked_sentences
+from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.export.loaded import TranslatorBase, _checked_sentences
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE
 
 EOS_PIECE = "</s>"

@@ -14,20 +14,10 @@ import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
 from t2t_keras.decoding.batch_shapes import pad_rows_to_power_of_two
-from t2t_keras.decoding.parameters import check_alpha, check_beam_size, check_max_extra_length, check_num_return
+from t2t_keras.decoding.parameters import DecodingParams, check_beam_size
 from t2t_keras.errors import T2TError
 
-PARAMETER_NAMES = ("beam_size", "alpha", "max_extra_length", "num_return")
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodingParams:
-    """Checked decoding parameters of one SavedModel call (see `translator_module`)."""
-
-    beam_size: int
-    alpha: float
-    max_extra_length: int
-    num_return: int = 1
+PARAMETER_NAMES = tuple(field.name for field in dataclasses.fields(DecodingParams))  # a request's "params"
 
 
 class TranslatorBase:
@@ -58,18 +48,16 @@ class TranslatorBase:
         }
 
     def decoding_params(self, beam_size=None, alpha=None, max_extra_length=None, num_return=None):
-        """`DecodingParams` with None replaced by the export's defaults, after checking every value.
+        """The export's default `DecodingParams` with the given values (None: the default), checked.
 
         Raises:
-            T2TError: a value has the wrong type or is out of range.
+            T2TError: a value has the wrong type or is out of range (a beam over `max_beam_size` too).
         """
-        beam_size = check_beam_size(self.defaults.beam_size if beam_size is None else beam_size, self.max_beam_size)
-        alpha = check_alpha(self.defaults.alpha if alpha is None else alpha)
-        max_extra_length = check_max_extra_length(
-            self.defaults.max_extra_length if max_extra_length is None else max_extra_length)
-        num_return = check_num_return(1 if num_return is None else num_return, beam_size)
-        alpha = float(np.float32(alpha))  # the signature's precision, so equal settings compare equal
-        return DecodingParams(beam_size, alpha, max_extra_length, num_return)
+        params = self.defaults.updated(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
+                                       num_return=1 if num_return is None else num_return)
+        check_beam_size(params.beam_size, self.max_beam_size)
+        # The signature's precision, so that equal settings compare equal (and share a server batch).
+        return dataclasses.replace(params, alpha=float(np.float32(params.alpha)))
 
     def translate(self, sentences, beam_size=None, alpha=None, max_extra_length=None):
         """The best translation of each sentence (a list of str), in input order."""

@@ -21,6 +21,7 @@ import pathlib
 import tensorflow as tf
 
 from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
 from t2t_keras.errors import T2TError
 from t2t_keras.export.continuer_module import ContinuerModule
 from t2t_keras.export.quantization import quantized_copy
@@ -31,8 +32,8 @@ from t2t_keras.runs import open_run, weights_to_export, write_inspection_files
 logger = logging.getLogger(__name__)
 
 
-def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=None, alpha=None,
-               max_extra_length=None, max_beam_size=None, temperature=None, top_k=None, **options):
+def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, max_beam_size=None, temperature=None,
+               top_k=None, **options):
     """Exports the trained model of a run, with its tokenizer, as a SavedModel of its task.
 
     Args:
@@ -40,12 +41,10 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
         out_dir: the export directory to create.
         average_last, source: which weights (`runs.weights_to_export`); the export logs them and records
             them in assets.extra/weights.json.
-        beam_size, alpha, max_extra_length: defaults of `serving_default`; None
-            takes the run config's `decoding` section.
-        max_beam_size: largest beam size the export accepts; None takes
-            `decoding.max_beam_size`.
-        temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces);
-            `max_extra_length` is then its number of new pieces.
+        params: the `DecodingParams` of `serving_default`; None takes the run config's `decoding` section.
+            An lm export uses its `max_extra_length` (the new pieces).
+        max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
+        temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces).
         **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
             `quantization`); an lm export takes `overwrite` only.
 
@@ -57,19 +56,16 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", beam_size=Non
     if config.task == "mlm":
         raise T2TError(f"{run_dir} trains task 'mlm': a masked language model has nothing to generate, so there "
                        "is nothing to export. Export a translation or lm run; score the mlm with t2t-keras evaluate.")
-    decoding = config.decoding
-    _check_task_options(config.task, dict(beam_size=beam_size, alpha=alpha, max_beam_size=max_beam_size, **options),
+    _check_task_options(config.task, dict(max_beam_size=max_beam_size, **options),
                         dict(temperature=temperature, top_k=top_k))
+    params = params or DecodingParams.from_config(config.decoding)
     model, options["weights"] = weights_to_export(run, source, average_last)
     tokenizer = run.load_tokenizer()
     if config.task == "lm":
-        return export_continuer(model, tokenizer, out_dir, decoding.extra_length if max_extra_length is None
-                                else max_extra_length, temperature or 0.0, top_k or 0, **options)
-    given = dict(beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length, max_beam_size=max_beam_size)
-    configured = dict(beam_size=decoding.beam_size, alpha=decoding.alpha, max_extra_length=decoding.extra_length,
-                      max_beam_size=decoding.max_beam_size)
-    return export_translator(model, tokenizer, out_dir, **{name: configured[name] if given[name] is None
-                                                           else given[name] for name in given}, **options)
+        return export_continuer(model, tokenizer, out_dir, params.max_extra_length, temperature or 0.0, top_k or 0,
+                                **options)
+    return export_translator(model, tokenizer, out_dir, config.decoding.max_beam_size if max_beam_size is None
+                             else max_beam_size, params, **options)
 
 
 def _check_task_options(task, translation_options, lm_options):
@@ -78,12 +74,11 @@ def _check_task_options(task, translation_options, lm_options):
     given = sorted(name for name, value in given.items() if value is not None)
     if given:
         raise T2TError(f"{', '.join(given)}: not for the export of a {task} run. A translation export "
-                       "takes beam_size, alpha, max_beam_size and the SavedModel options; an lm export takes "
-                       "max_extra_length (its new pieces), temperature and top_k.")
+                       "takes max_beam_size and the SavedModel options; an lm export takes temperature and top_k.")
 
 
-def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
-                      max_extra_length=50, length_penalty="gnmt", text_signatures=True, jit_compile=False,
+def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS,
+                      length_penalty="gnmt", text_signatures=True, jit_compile=False,
                       overwrite=False, quantization=None, shards=1, weights=None):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
@@ -92,7 +87,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
         tokenizer: its `Tokenizer` (the vocabulary sizes must agree).
         out_dir: the export directory to create.
         max_beam_size: largest beam size the export accepts.
-        beam_size, alpha, max_extra_length: defaults of `serving_default`.
+        params: the `DecodingParams` of `serving_default`.
         length_penalty: `"gnmt"`, `"average"` or `"none"`.
         text_signatures: False writes an ids-only export (`serving_default` and
             `translate_ids` on token ids, no tokenizer), which loads without
@@ -115,22 +110,22 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, be
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     searched = model if quantization is None else quantized_copy(model, quantization)
     module = TranslatorModule(searched, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
-                              beam_size=beam_size, alpha=alpha, max_extra_length=max_extra_length,
+                              params=params,
                               length_penalty=length_penalty, jit_compile=jit_compile, shards=shards)
     return _write(module, out_dir, overwrite, (model, tokenizer, weights) if text_signatures else None,
                   "a translation")
 
 
-def export_continuer(model, tokenizer, out_dir, max_new_tokens=50, temperature=0.0, top_k=0, overwrite=False,
-                     weights=None):
+def export_continuer(model, tokenizer, out_dir, max_extra_length=DEFAULTS.max_extra_length, temperature=0.0, top_k=0,
+                     overwrite=False, weights=None):
     """Writes a `CausalLanguageModel` and its tokenizer as a continuation SavedModel (`continuer_module`).
 
-    `max_new_tokens`, `temperature` and `top_k` are the defaults of `serving_default`.
+    `max_extra_length` (new pieces), `temperature` and `top_k` are the defaults of `serving_default`.
     """
     out_dir = pathlib.Path(out_dir)
     check_can_write(out_dir, overwrite)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
-    module = ContinuerModule(model, tokenizer, max_new_tokens, temperature, top_k)
+    module = ContinuerModule(model, tokenizer, max_extra_length, temperature, top_k)
     return _write(module, out_dir, overwrite, (model, tokenizer, weights), "a continuation")
 
 

@@ -63,17 +63,12 @@ from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.forced import teacher_forcing_targets, token_nll
 from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.decoding.parameters import (
-    check_alpha,
-    check_beam_size,
-    check_integer,
-    check_length_penalty,
-    check_max_extra_length,
-)
+from t2t_keras.config import DecodingConfig
+from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_integer, check_length_penalty
 from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
-MAX_BEAM_SIZE = 8
+MAX_BEAM_SIZE = DecodingConfig.max_beam_size  # the config's default, written down once
 
 PARAMETER_SPECS = (
     tf.TensorSpec([], tf.int32, name="beam_size"),
@@ -95,7 +90,7 @@ class TranslatorModule(tf.Module):
             (only `translate_ids`; loads without TF-Text).
         max_beam_size: largest beam size the export accepts; the search is
             traced for every size from 1 to this.
-        beam_size, alpha, max_extra_length: the defaults of `serving_default`.
+        params: the `DecodingParams` of `serving_default` (beam_size, alpha, max_extra_length).
         length_penalty: `"gnmt"`, `"average"` or `"none"` (fixed at export).
         jit_compile: compile each search with XLA. Several times faster per
             call, but every new input shape (rows, width rounded to 8,
@@ -107,10 +102,10 @@ class TranslatorModule(tf.Module):
         name: module name.
     """
 
-    def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, beam_size=4, alpha=0.6,
-                 max_extra_length=50, length_penalty="gnmt", jit_compile=False, shards=1, name=None):
+    def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS, length_penalty="gnmt",
+                 jit_compile=False, shards=1, name=None):
         super().__init__(name=name)
-        _check_defaults(max_beam_size, beam_size, alpha, max_extra_length)
+        check_beam_size(params.beam_size, check_integer("max_beam_size", max_beam_size))  # the rest checked in params
         check_length_penalty(length_penalty)
         self.model = model
         self.tokenizer = tokenizer
@@ -123,9 +118,9 @@ class TranslatorModule(tf.Module):
         self.jit_compiled = tf.Variable(jit_compile, trainable=False, name="jit_compiled")
         self.decoding_shards = tf.Variable(self._shards, trainable=False, name="decoding_shards")
         self.max_source_length = tf.Variable(model.max_length - 1, trainable=False, name="max_source_length")
-        self.default_beam_size = tf.Variable(beam_size, trainable=False, name="default_beam_size")
-        self.default_alpha = tf.Variable(float(alpha), trainable=False, name="default_alpha")
-        self.default_max_extra_length = tf.Variable(max_extra_length, trainable=False,
+        self.default_beam_size = tf.Variable(params.beam_size, trainable=False, name="default_beam_size")
+        self.default_alpha = tf.Variable(params.alpha, trainable=False, name="default_alpha")
+        self.default_max_extra_length = tf.Variable(params.max_extra_length, trainable=False,
                                                     name="default_max_extra_length")
         self._make_functions()
 
@@ -292,10 +287,3 @@ def prepare_source(source_ids, max_length, vocab_size):
     source = tf.where(tf.equal(columns, kept[:, None]), EOS_ID, ids)
     source = tf.where(columns > kept[:, None], PAD_ID, source)
     return source, lengths > kept, tf.equal(lengths, 0)
-
-
-def _check_defaults(max_beam_size, beam_size, alpha, max_extra_length):
-    check_integer("max_beam_size", max_beam_size)
-    check_beam_size(beam_size, max_beam_size)
-    check_alpha(alpha)
-    check_max_extra_length(max_extra_length)

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import greedy_decode
+from t2t_keras.decoding.parameters import DEFAULTS
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 # The three kinds of attention of §3.2.3, in the order they are shown.
@@ -171,7 +172,7 @@ def batch_attention(model, source, target_in):
     )
 
 
-def translate_batch(model, source, max_extra_length=50):
+def translate_batch(model, source, max_extra_length=DEFAULTS.max_extra_length):
     """Greedy hypotheses `(batch, L)` of an encoded source batch (EOS-terminated, 0-padded)."""
     return greedy_decode(model, source, max_extra_length=max_extra_length)["tokens"].numpy()
 
@@ -181,7 +182,8 @@ def pad_columns(ids, count):
     return np.pad(ids, ((0, 0), (0, count)), constant_values=PAD_ID)
 
 
-def extract_batch(model, tokenizer, source_texts, target_texts=None, max_extra_length=50, extra_padding=0):
+def extract_batch(model, tokenizer, source_texts, target_texts=None, max_extra_length=DEFAULTS.max_extra_length,
+                  extra_padding=0):
     """Attention of a batch of sentences against references, or against greedy translations.
 
     Args:
@@ -208,7 +210,7 @@ def extract_batch(model, tokenizer, source_texts, target_texts=None, max_extra_l
     return batch_attention(model, source, pad_columns(target_in, extra_padding)), translations
 
 
-def extract_attention(model, tokenizer, source_text, target_text=None, max_extra_length=50):
+def extract_attention(model, tokenizer, source_text, target_text=None, max_extra_length=DEFAULTS.max_extra_length):
     """Attention weights of every layer and head for one sentence pair.
 
     Args:

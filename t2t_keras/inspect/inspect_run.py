@@ -3,6 +3,7 @@
 import dataclasses
 import pathlib
 
+from t2t_keras.decoding.parameters import DEFAULTS
 from t2t_keras.errors import T2TError
 from t2t_keras.inspect.attention import extract_attention
 from t2t_keras.inspect.heatmaps import all_layer_pngs
@@ -42,7 +43,7 @@ def _load_model_and_tokenizer(run_dir, saved_model, checkpoint):
 
 
 def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=None, checkpoint="auto",
-                max_extra_length=50, dpi=100):
+                max_extra_length=DEFAULTS.max_extra_length, dpi=100):
     """Writes the attention of a trained model on `text` to the directory `out`.
 
     The translation inspected is the model's own greedy hypothesis, or

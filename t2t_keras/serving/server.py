@@ -4,7 +4,7 @@
 
 It serves what `export.opening.open_export` opens: a translation SavedModel, a
 CTranslate2 model (the same API), or an lm's continuation SavedModel, whose
-`:predict` takes prompts and `"params": {"max_new_tokens": 30, "temperature":
+`:predict` takes prompts and `"params": {"max_extra_length": 30, "temperature":
 0.8, "top_k": 20, "seed": 1}` and answers `continuations` and `scores`.
 
 Endpoints (NAME is `model_name`, "default" unless set, as in TF Serving; the
@@ -113,9 +113,7 @@ class _Handlers:
         self.batcher = batcher
         self.model_name = model_name
         self.limits = limits
-        # Attention is drawn for translation exports only: an lm export has no source and no cross attention.
-        self.attention_model = attention_api.AttentionModel(translator.path if translator.task == "translation"
-                                                            else None)
+        self.attention_model = attention_api.AttentionModel(translator.path)
 
     async def health(self, request):
         if not self.batcher.running:
@@ -176,6 +174,10 @@ class _Handlers:
 
     async def _attention_maps(self, parsed):
         """The `AttentionMaps` of a parsed attention request, computed in the model thread."""
+        if self.translator.task != "translation":
+            raise attention_api.AttentionUnavailable(
+                f"This server serves a {self.translator.task} export: attention is drawn for translation exports, "
+                "which have a source, a target and the cross attention between them.")
         targets = await self._translate_missing(parsed.sentences, parsed.targets)
         return await self.batcher.run_in_thread(self.attention_model.maps, parsed.sentences, targets)
 

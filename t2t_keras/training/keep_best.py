@@ -77,18 +77,15 @@ class DevEvaluator:
         dataset: the dev batches `((source, target_in), target_out, weight)`; `steps` of them are one pass.
         steps: batches in one pass over `dataset`.
         loss_fn: the `LabelSmoothedCrossEntropy` of training.
-        beam_size: 1 for greedy search, more for beam search with `alpha`.
-        alpha: beam search length penalty.
+        params: the search's `DecodingParams` (beam size 1: greedy search).
         jit_compile: compile the search with XLA.
     """
 
-    def __init__(self, model, tokenizer, pairs, dataset, steps, loss_fn, beam_size=1, alpha=0.6, jit_compile=True):
+    def __init__(self, model, tokenizer, pairs, dataset, steps, loss_fn, params, jit_compile=True):
         self.sources = [source for source, _ in pairs]
         self.references = [reference for _, reference in pairs]
         self.dataset, self.steps, self.loss_fn = dataset, steps, loss_fn
-        method = "greedy" if beam_size == 1 else "beam"
-        self.translator = Translator(model, tokenizer, method=method, beam_size=beam_size, alpha=alpha,
-                                     jit_compile=jit_compile, progress=False)
+        self.translator = Translator(model, tokenizer, params, jit_compile=jit_compile, progress=False)
         self.model = model
         self._loss_sums = tf.function(self._batch_loss_sums)
 

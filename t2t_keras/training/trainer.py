@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from t2t_keras.build import build_model
 from t2t_keras.config import replace
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.errors import ConfigError, DataError
 from t2t_keras.fast_path import FastPath, set_auto_clustering, xla_auto_clustering
 from t2t_keras.runs import open_run
@@ -119,8 +120,9 @@ def _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id
         raise ConfigError("training.eval_every_steps needs a dev split: set data.dev_files (or use a corpus with "
                           "one), or set training.eval_every_steps=0.")
     pairs = sample_pairs(data.dev_pairs, t.eval_sentences, t.seed)
-    evaluator = DevEvaluator(model, data.tokenizer, pairs, data.dev, data.dev_steps, model.loss,
-                             beam_size=t.eval_beam_size, alpha=config.decoding.alpha, jit_compile=model.jit_compile)
+    params = DecodingParams.from_config(config.decoding).updated(beam_size=t.eval_beam_size)
+    evaluator = DevEvaluator(model, data.tokenizer, pairs, data.dev, data.dev_steps, model.loss, params,
+                             jit_compile=model.jit_compile)
     best_dir = run.best_dir if chief else run.path / f".worker-{task_id}" / "best"  # saving is collective
     return [KeepBest(evaluator, state.best, lambda m, info: run.write_best(m, info, best_dir), t.eval_every_steps,
                      t.best_metric, t.early_stopping_patience, final_step=t.train_steps, log_dir=log_dir / "eval",
