@@ -117,6 +117,9 @@ class ModelConfig:
         return self.num_decoder_layers or self.num_layers
 
 
+# The values of `data.source`; the corpora prepared from Debian's archive are data/libreoffice.py and
+# data/debian_descriptions.py.
+DATA_SOURCES = ("libreoffice", "debian_descriptions", "text", "tsv", "tfds")
 # The schemes of `data.tokenizer`; a run directory saved without the key was made with "bpe".
 TOKENIZER_CHOICES = ("bpe", "unigram", "wordpiece")
 
@@ -125,7 +128,9 @@ TOKENIZER_CHOICES = ("bpe", "unigram", "wordpiece")
 class DataConfig:
     """Where the parallel text comes from and how it becomes batches (§5.1)."""
 
-    source: str = "libreoffice"  # "libreoffice" (default corpus), "text", "tsv" or "tfds"
+    # "libreoffice" (default corpus), "debian_descriptions" (Debian package descriptions, en-de), "text", "tsv"
+    # or "tfds"
+    source: str = "libreoffice"
     source_lang: str = "en"
     target_lang: str = "de"
     train_files: typing.Optional[typing.List[str]] = None  # text: [source, target]; tsv: [file]
@@ -145,12 +150,25 @@ class DataConfig:
     lm_side: str = "target"  # "source" or "target"
 
     def __post_init__(self):
-        _check_choice("data", self, "source", ("libreoffice", "text", "tsv", "tfds"))
+        _check_choice("data", self, "source", DATA_SOURCES)
+        _check_source_languages(self)
         _check_choice("data", self, "tokenizer", TOKENIZER_CHOICES)
         _check_choice("data", self, "lm_side", ("source", "target"))
         _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer")
         for index, entry in enumerate(self.sources or ()):
             _check_source_entry(self, index, entry)
+
+
+def _check_source_languages(data_config):
+    """`data.source: debian_descriptions` holds English and German only, read either way round."""
+    languages = {data_config.source_lang, data_config.target_lang}
+    if data_config.source == "debian_descriptions" and languages != {"en", "de"}:
+        raise ConfigError(
+            "data.source='debian_descriptions' pairs English and German, from the Translation-en and "
+            "Translation-de indexes of the Debian archive (its other Translation-<lang> indexes are not read): "
+            "set data.source_lang: en and data.target_lang: de, or the reverse. "
+            f"Received: source_lang={data_config.source_lang!r}, target_lang={data_config.target_lang!r}"
+        )
 
 
 SOURCE_ENTRY_KEYS = ("source", "train_files", "dev_files", "test_files", "tfds_name", "weight")

@@ -16,6 +16,7 @@ from unittest import mock
 
 import lxml.html
 
+from t2t_keras.data import corpus as corpus_module
 from t2t_keras.data import help_html, libreoffice
 from t2t_keras.data.corpus import ParallelCorpus
 from t2t_keras.data.libreoffice import Pair, extract_pairs, prepare_libreoffice_corpus, split_by_page
@@ -252,7 +253,7 @@ class PrepareCorpusTest(TempDirTestCase):
         self.assertEqual(second, first)
 
     def test_interrupted_write_leaves_no_cache_and_no_temp_dir(self):
-        with self.fake_fetch(), mock.patch.object(libreoffice, "_write_lines", side_effect=[None, KeyboardInterrupt]):
+        with self.fake_fetch(), mock.patch.object(corpus_module, "_write_lines", side_effect=[None, KeyboardInterrupt]):
             with self.assertRaises(KeyboardInterrupt):
                 prepare_libreoffice_corpus(cache_dir=self.tmp / "cache", progress=False)
         self.assertEqual(list(self.tmp.iterdir()), [])

@@ -1,9 +1,11 @@
 """The input side (§5.1): sentence pairs from a corpus to length-bucketed batches of token ids.
 
-    sources      the configured corpus of a split: default corpus, text files, TSV or TFDS
+    sources      the configured corpus of a split: a prepared corpus, text files, TSV or TFDS
     libreoffice  the default corpus, the English-German LibreOffice help, prepared and cached
+    debian_descriptions  Debian package descriptions, English-German, paired by md5 and split by package
+    apt_translations  the archive's Translation-<lang> indexes, fetched by apt into a scratch directory, read
     help_html    paragraphs with their ids from the help pages' HTML
-    corpus       a prepared parallel corpus on disk (split files and metadata)
+    corpus       a prepared parallel corpus on disk (split files and metadata), written atomically
     text_files   strict reading of parallel text and TSV files, line-accurate errors
     tfds_source  TensorFlow Datasets translation corpora
     tokenizers   the tokenizers of data.tokenizer (bpe, unigram, wordpiece) behind one interface

@@ -2,7 +2,10 @@
 
 import dataclasses
 import json
+import os
 import pathlib
+import shutil
+import tempfile
 
 from t2t_keras.errors import ConfigError, DataError
 
@@ -47,3 +50,44 @@ class ParallelCorpus:
         """True when ``SOURCE.json`` and every split file exist."""
         paths = [path for split in SPLITS for path in self.files(split)]
         return (self.directory / METADATA_FILE).is_file() and all(p.is_file() for p in paths)
+
+
+def corpora_dir() -> pathlib.Path:
+    """``$T2T_KERAS_CACHE`` (default ``~/.cache/t2t_keras``) ``/corpora``: where prepared corpora live."""
+    root = os.environ.get("T2T_KERAS_CACHE") or pathlib.Path.home() / ".cache" / "t2t_keras"
+    return pathlib.Path(root).expanduser() / "corpora"
+
+
+def write_corpus(corpus: ParallelCorpus, splits, metadata) -> None:
+    """Write ``splits`` (split -> pairs with ``.source`` and ``.target``) and ``metadata`` as ``corpus``.
+
+    Everything goes to a temporary sibling directory first, which is then
+    renamed into place: an interrupted run leaves at most a hidden ``.tmp``
+    directory, never a half-written corpus. If another process finished
+    first, its corpus is kept.
+    """
+    final = corpus.directory
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
+    try:
+        staged = ParallelCorpus(tmp, corpus.source_lang, corpus.target_lang)
+        for split in SPLITS:
+            source_path, target_path = staged.files(split)
+            _write_lines(source_path, [pair.source for pair in splits[split]])
+            _write_lines(target_path, [pair.target for pair in splits[split]])
+        text = json.dumps(metadata, indent=2, ensure_ascii=False) + "\n"
+        (tmp / METADATA_FILE).write_text(text, encoding="utf-8")
+        os.chmod(tmp, 0o755)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if not corpus.is_complete():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_lines(path, lines) -> None:
+    """Write one line per item, UTF-8, ``\\n`` endings."""
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        handle.writelines(line + "\n" for line in lines)

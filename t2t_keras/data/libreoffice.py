@@ -19,9 +19,7 @@ machine from the distribution's own mirror, without other downloads:
 import collections
 import datetime
 import hashlib
-import json
 import logging
-import os
 import pathlib
 import re
 import shutil
@@ -32,7 +30,7 @@ import typing
 import tqdm
 
 from t2t_keras.data import help_html
-from t2t_keras.data.corpus import METADATA_FILE, SPLITS, ParallelCorpus
+from t2t_keras.data.corpus import METADATA_FILE, SPLITS, ParallelCorpus, corpora_dir, write_corpus
 from t2t_keras.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
@@ -64,8 +62,7 @@ def package_name(lang: str) -> str:
 
 def default_cache_dir(target_lang: str) -> pathlib.Path:
     """``$T2T_KERAS_CACHE`` (default ``~/.cache/t2t_keras``) ``/corpora/libreoffice-help-en-<lang>``."""
-    root = os.environ.get("T2T_KERAS_CACHE") or pathlib.Path.home() / ".cache" / "t2t_keras"
-    return pathlib.Path(root).expanduser() / "corpora" / f"libreoffice-help-en-{target_lang}"
+    return corpora_dir() / f"libreoffice-help-en-{target_lang}"
 
 
 def prepare_libreoffice_corpus(target_lang="de", cache_dir=None, work_dir=None, progress=True):
@@ -88,7 +85,7 @@ def prepare_libreoffice_corpus(target_lang="de", cache_dir=None, work_dir=None, 
     else:
         with tempfile.TemporaryDirectory(prefix="libreoffice-help-") as tmp:
             splits, metadata = _build(target_lang, pathlib.Path(tmp), progress)
-    _write_cache(corpus, splits, metadata)
+    write_corpus(corpus, splits, metadata)
     logger.info("Wrote the corpus to %s: %s", cache, metadata["counts"])
     return corpus
 
@@ -275,36 +272,3 @@ def _drop_train_sources(splits, stats) -> dict[str, list]:
         stats["test_source_in_train"],
     )
     return splits
-
-
-def _write_cache(corpus: ParallelCorpus, splits, metadata) -> None:
-    """Write the corpus to a temporary sibling directory, then rename it into place.
-
-    An interrupted run leaves at most a hidden ``.tmp`` directory, never a
-    half-written cache. If another process finished first, its cache is kept.
-    """
-    final = corpus.directory
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp", dir=final.parent))
-    try:
-        staged = ParallelCorpus(tmp, corpus.source_lang, corpus.target_lang)
-        for split in SPLITS:
-            source_path, target_path = staged.files(split)
-            _write_lines(source_path, [pair.source for pair in splits[split]])
-            _write_lines(target_path, [pair.target for pair in splits[split]])
-        text = json.dumps(metadata, indent=2, ensure_ascii=False) + "\n"
-        (tmp / METADATA_FILE).write_text(text, encoding="utf-8")
-        os.chmod(tmp, 0o755)
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            if not corpus.is_complete():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _write_lines(path, lines) -> None:
-    """Write one line per item, UTF-8, ``\\n`` endings."""
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
-        handle.writelines(line + "\n" for line in lines)

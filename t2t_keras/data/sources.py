@@ -1,4 +1,4 @@
-"""Sentence pairs of a split from the configured source: default corpus, text files, TSV or TFDS.
+"""Sentence pairs of a split from the configured source: a prepared corpus, text files, TSV or TFDS.
 
 `data.sources` lists several corpora for one run, each with a `weight`: the
 training stream draws from them in those proportions (deterministic for a
@@ -30,9 +30,23 @@ def _libreoffice_files(data_config, split):
             f"got data.source_lang={data_config.source_lang!r}, data.target_lang={data_config.target_lang!r}."
         )
     other = (langs - {"en"}).pop()
-    prepared = prepare_libreoffice_corpus(target_lang=other)
+    return _prepared_files(prepare_libreoffice_corpus(target_lang=other), data_config, split)
+
+
+def _debian_descriptions_files(data_config, split):
+    from t2t_keras.data.debian_descriptions import prepare_debian_corpus
+
+    return _prepared_files(prepare_debian_corpus(), data_config, split)  # languages checked by DataConfig
+
+
+def _prepared_files(prepared, data_config, split):
+    """`(files, metadata)` of `split` of a prepared corpus, in the configured direction."""
     corpus = ParallelCorpus(prepared.directory, data_config.source_lang, data_config.target_lang)
     return corpus.files(split), corpus.metadata()
+
+
+# The corpora prepared and cached by t2t_keras itself: every split is there, read as text files.
+PREPARED_SOURCES = {"libreoffice": _libreoffice_files, "debian_descriptions": _debian_descriptions_files}
 
 
 def _configured_files(data_config, split):
@@ -48,7 +62,8 @@ def _configured_files(data_config, split):
 def split_files(data_config, split):
     """`(kind, files)` of one corpus's `split` on disk: "text" with [source, target] or "tsv" with [file].
 
-    The default corpus (libreoffice) is prepared if needed and given as text files.
+    The corpora t2t_keras prepares (libreoffice, debian_descriptions) are prepared if needed and given
+    as text files.
 
     Raises:
       ConfigError: the source is TFDS (no files on disk) or the files are not set.
@@ -57,8 +72,8 @@ def split_files(data_config, split):
     if kind == "tfds":
         raise ConfigError("data.source='tfds' has no corpus files on disk to read line by line: use "
                           "data.source: text or tsv with data.train_files.")
-    if kind == "libreoffice":
-        return "text", [str(path) for path in _libreoffice_files(data_config, split)[0]]
+    if kind in PREPARED_SOURCES:
+        return "text", [str(path) for path in PREPARED_SOURCES[kind](data_config, split)[0]]
     files = _configured_files(data_config, split)
     if kind == "text" and len(files) != 2:
         raise ConfigError(f"data.{split}_files must list two files [source, target]. Received: {files!r}")
@@ -68,7 +83,8 @@ def split_files(data_config, split):
 def has_split(data_config, split):
     """Whether the configured source (the first of `data.sources`) provides `split`."""
     data_config = components(data_config)[0][0]
-    return data_config.source in ("tfds", "libreoffice") or bool(getattr(data_config, f"{split}_files"))
+    source = data_config.source
+    return source == "tfds" or source in PREPARED_SOURCES or bool(getattr(data_config, f"{split}_files"))
 
 
 def components(data_config):
@@ -133,8 +149,8 @@ def _load_single(data_config, split, seed=None):
                                   data_config.target_lang, shuffle_files=seed is not None, seed=seed)
         return dataset, {"source": "tfds", "name": data_config.tfds_name, "split": TFDS_SPLITS[split]}
     provenance = {"source": kind}
-    if kind == "libreoffice":
-        files, provenance["corpus"] = _libreoffice_files(data_config, split)
+    if kind in PREPARED_SOURCES:
+        files, provenance["corpus"] = PREPARED_SOURCES[kind](data_config, split)
     else:
         files = _configured_files(data_config, split)
     if kind == "tsv":
