@@ -9,7 +9,7 @@ line). Pairs with an empty side are yielded too, so the caller can count them.
 import itertools
 from typing import Iterator, Sequence
 
-from t2t_keras.data.text_files import iter_lines
+from t2t_keras.data.text_files import iter_lines, split_tsv_line
 from t2t_keras.errors import DataError
 
 _MISSING = object()
@@ -52,13 +52,7 @@ def _parallel_pairs(source_path, target_path) -> Iterator[tuple[str, str]]:
 def _tsv_pairs(path) -> Iterator[tuple[str, str]]:
     number = 0
     for number, line in enumerate(iter_lines(path), start=1):
-        tabs = line.count("\t")
-        if tabs != 1:
-            raise DataError(
-                f"{path}:{number} has {tabs} tab characters, expected exactly one "
-                "(source<TAB>target). Fix or remove that line."
-            )
-        source, target = line.split("\t")
+        source, target = split_tsv_line(path, number, line)
         yield source.strip(), target.strip()
     if number == 0:
         raise DataError(f"{path} is empty: expected one source<TAB>target pair per line.")

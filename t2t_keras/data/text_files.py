@@ -53,17 +53,20 @@ def read_tsv(path) -> list[tuple[str, str]]:
       DataError: the file is empty or not UTF-8, or a line does not hold
         exactly one tab.
     """
-    pairs = []
-    for number, line in enumerate(_read_lines(path), start=1):
-        tabs = line.count("\t")
-        if tabs != 1:
-            raise DataError(
-                f"{path}:{number} has {tabs} tab characters, expected exactly one "
-                "(source<TAB>target). Fix or remove that line."
-            )
-        source, target = line.split("\t")
-        pairs.append((source, target))
+    pairs = [split_tsv_line(path, number, line) for number, line in enumerate(_read_lines(path), start=1)]
     return _drop_blank_pairs(pairs, str(path))
+
+
+def split_tsv_line(path, number, line):
+    """`(source, target)` of line `number` of a TSV file, which must hold exactly one tab."""
+    tabs = line.count("\t")
+    if tabs != 1:
+        raise DataError(
+            f"{path}:{number} has {tabs} tab characters, expected exactly one "
+            "(source<TAB>target). Fix or remove that line."
+        )
+    source, target = line.split("\t")
+    return source, target
 
 
 def write_lines(path, lines: Iterable[str]) -> None:
