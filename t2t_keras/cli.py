@@ -114,10 +114,6 @@ def _run_task(run_dir):
     return open_run(run_dir).load_config().task
 
 
-def _sampling_options(args):
-    return {flag: getattr(args, flag) for flag in SAMPLING_FLAGS}
-
-
 def cmd_evaluate(args):
     from t2t_keras.evaluation.bleu import format_scores
     from t2t_keras.evaluation.evaluate_run import evaluate_run
@@ -147,14 +143,6 @@ def _read_input(path):
     return decode_text(sys.stdin.buffer.read(), "<stdin>")
 
 
-def _export_translator(args, batch_size=32):
-    """The export `--saved-model` or `--ctranslate2` names, opened once (`open_export`), or None (a run)."""
-    from t2t_keras.export.opening import open_export
-
-    path = args.saved_model or getattr(args, "ctranslate2", None)
-    return None if path is None else open_export(path, batch_size=batch_size)
-
-
 def _inapplicable_decoding_flags(task, exported):
     """Decoding flags `translate` refuses: sampling is an lm's; an export keeps its own search and precision."""
     flags = SAMPLING_FLAGS if task == "translation" else ()
@@ -162,43 +150,36 @@ def _inapplicable_decoding_flags(task, exported):
     return flags + (SEARCH_FLAGS if exported and task == "lm" else ())
 
 
-def _opened_task(args):
-    """`(task, exported)`: the task of `--run-dir` or of the export `--saved-model`/`--ctranslate2` (opened)."""
-    exported = _export_translator(args)
-    return (exported.task if exported is not None else _run_task(args.run_dir)), exported
+def _opened(args, command, batch_size=32):
+    """`artifacts.open_artifact` of `--run-dir`, `--saved-model` or `--ctranslate2`, checked to be a model of a task
+    `command` takes."""
+    from t2t_keras.artifacts import open_artifact
+
+    path = args.run_dir or args.saved_model or getattr(args, "ctranslate2", None)
+    artifact = open_artifact(path, getattr(args, "model", "auto"), batch_size)
+    check_task(command, artifact.task, path)
+    return artifact
+
+
+def _given(args, flags):
+    return {flag: getattr(args, flag) for flag in flags if getattr(args, flag, None) is not None}
 
 
 def cmd_translate(args):
-    task, translator = _opened_task(args)
-    check_task("translate", task, args.run_dir or args.saved_model or args.ctranslate2)
-    kind = f"{'an' if task == 'lm' else 'a'} {task} {'export' if translator is not None else 'run'}"
-    refuse_flags(args, _inapplicable_decoding_flags(task, translator is not None), kind)
-    lines = _read_input(args.input)
-    if translator is not None and task == "lm":
-        translations = translator.translate(lines, max_extra_length=args.max_extra_length, **_sampling_options(args))
-    elif translator is not None:  # the export's defaults, with the flags given
-        translations = translator.translate(lines, **_search_options(args))
-    elif task == "lm":
-        from t2t_keras.evaluation.continue_run import run_continuer
-
-        translations = run_continuer(args.run_dir, args.model, _run_params(args, beam_size=1),
-                                     **_sampling_options(args)).translate(lines)
-    else:
-        from t2t_keras.evaluation.evaluate_run import run_translator
-
-        translations = run_translator(args.run_dir, args.model, _run_params(args), precision=args.precision,
-                                      shards=args.shards).translate(lines)
-    for line in translations:
+    artifact = _opened(args, "translate")
+    task, exported = artifact.task, artifact.kind != "run"
+    refuse_flags(args, _inapplicable_decoding_flags(task, exported),
+                 f"{'an' if task == 'lm' else 'a'} {task} {'export' if exported else 'run'}")
+    options = _given(args, ("beam_size", "alpha", "max_extra_length") + SAMPLING_FLAGS + RUN_DECODING_FLAGS)
+    for line in artifact.translate(_read_input(args.input), **options):
         print(line)
     return 0
 
 
 def cmd_score(args):
-    from t2t_keras.evaluation.scoring import RunScorer, format_score, read_score_pairs, score_pairs
+    from t2t_keras.evaluation.scoring import format_score, read_score_pairs, score_pairs
 
-    task, exported = _opened_task(args)
-    check_task("score", task, args.run_dir or args.saved_model or args.ctranslate2)
-    scorer = RunScorer(args.run_dir, args.model) if args.run_dir else exported
+    scorer = _opened(args, "score").scorer()
     pairs = read_score_pairs(args.source, args.target, scorer.max_length, scorer.piece_lengths)
     for score in score_pairs(scorer, pairs, batch_tokens=args.batch_tokens):
         print(format_score(score, args.token_level, args.json))
@@ -249,14 +230,11 @@ def cmd_export(args):
 def cmd_serve(args):
     from t2t_keras.serving.server import serve
 
-    from t2t_keras.runs import open_run
-
-    path = args.saved_model or args.ctranslate2
-    if open_run(path).exists():  # a run, not an export
-        check_task("serve", _run_task(path), path)
-        raise T2TError(f"{path} is a run directory: serve its export (t2t-keras export --run-dir {path} --out DIR).")
-    exported = _export_translator(args, args.max_batch_size)
-    serve(exported, host=args.host, port=args.port, model_name=args.model_name,
+    artifact = _opened(args, "serve", args.max_batch_size)
+    if artifact.kind == "run":
+        raise T2TError(f"{artifact.path} is a run directory: serve its export (t2t-keras export --run-dir "
+                       f"{artifact.path} --out DIR).")
+    serve(artifact, host=args.host, port=args.port, model_name=args.model_name,
           max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
     return 0
 
@@ -264,7 +242,7 @@ def cmd_serve(args):
 def cmd_inspect(args):
     from t2t_keras.inspect.inspect_run import inspect_run
 
-    check_task("inspect", _opened_task(args)[0], args.run_dir or args.saved_model)
+    _opened(args, "inspect")
     result = inspect_run(run_dir=args.run_dir, saved_model=args.saved_model, text=args.text, out=args.out,
                          reference=args.reference)
     print(f"wrote {len(result.images)} heatmaps and {result.html}")

@@ -12,7 +12,7 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
       -> tasks                                 what differs between translation, lm and mlm
       -> training, evaluation, export, inspect (none of them imports another)
       -> serving                               the HTTP server: exports, with inspect's views
-      -> pipeline                              the commands' steps, asking the run's task what applies
+      -> artifacts, pipeline                   opening any run or export; the commands' steps by task
       -> cli, main_job, notebook_support
 """
 
@@ -51,9 +51,11 @@ ALLOWED = {
     "inspect": SHARED,
     "serving": SHARED | {"export", "inspect"},
     "notebook_support": {"inspect"},
+    "artifacts": SHARED | {"evaluation", "export"},
     "pipeline": SHARED | {"training", "evaluation", "export", "inspect"},
     "main_job": SHARED | {"training", "evaluation", "export", "inspect", "pipeline"},
-    "cli": SHARED | {"training", "evaluation", "export", "inspect", "serving", "main_job", "describe", "pipeline"},
+    "cli": SHARED | {"training", "evaluation", "export", "inspect", "serving", "main_job", "describe", "pipeline",
+                     "artifacts"},
     "__main__": {"cli"},
 }
 

@@ -125,3 +125,27 @@ class ProgressLogTest(TestCase):
         self.assertEqual(len(logs.output), 1)
         self.assertIn("loss 1.5000  perplexity 4.5000", logs.output[0])
         self.assertNotIn("target_tokens", logs.output[0])
+
+
+class OpenArtifactTest(TestCase):
+    """`artifacts.open_artifact`: one call for a run directory of any task (exports: tests of `export.opening`)."""
+
+    def test_a_run_directory_opens_as_a_run_of_its_task(self):
+        from t2t_keras.artifacts import RunArtifact, open_artifact
+        from t2t_keras.errors import T2TError
+
+        with tempfile.TemporaryDirectory() as tmp:
+            for preset, task in (("mini", "translation"), ("lm-mini", "lm"), ("mlm-mini", "mlm")):
+                run = RunDirectory(pathlib.Path(tmp) / preset)
+                run.save_config(load_config(preset))
+                artifact = open_artifact(run.path)
+                self.assertIsInstance(artifact, RunArtifact)
+                self.assertEqual((artifact.kind, artifact.task), ("run", task))
+                self.assertEqual(artifact.limits(), {"max_length": load_config(preset).model.max_length})
+            self.assertEqual(open_artifact(pathlib.Path(tmp) / "lm-mini").decoding_params().beam_size, 1)  # greedy
+            with self.assertRaisesRegex(T2TError, "an mlm run: a masked language model generates nothing"):
+                open_artifact(pathlib.Path(tmp) / "mlm-mini").translate(["x"])
+            with self.assertRaisesRegex(T2TError, "temperature does not apply to a translation run"):
+                open_artifact(pathlib.Path(tmp) / "mini").translate(["x"], temperature=1.0)
+            with self.assertRaisesRegex(T2TError, "neither a SavedModel .* nor a CTranslate2 model"):
+                open_artifact(pathlib.Path(tmp) / "nothing")

@@ -34,6 +34,7 @@ class SavedModelContinuer:
     """Continues prompts with a continuation SavedModel; `translate` mirrors `PromptContinuer.translate`."""
 
     task = "lm"
+    kind = "saved_model"
     parameter_names = PARAMETER_NAMES
     signature_names = ("serving_default", "continue")
 
@@ -79,6 +80,9 @@ class SavedModelContinuer:
         """The continuation of each prompt (without the prompt), in input order."""
         return self.predict(list(prompts), self.decoding_params(max_extra_length, temperature, top_k,
                                                                 seed))["continuations"]
+
+    def scorer(self):
+        raise T2TError(f"{self.path} is an lm export: it continues prompts and scores no translations.")
 
     def limits(self):
         return {"max_length": self.max_length}

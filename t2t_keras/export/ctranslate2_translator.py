@@ -59,6 +59,8 @@ class CTranslate2Translator(TranslatorBase):
         max_source_length: longest input in pieces; longer ones are cut and flagged.
     """
 
+    kind = "ctranslate2"
+
     def __init__(self, path, batch_size=32, threads=0, compute_type="default", exact_limits=False):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")

@@ -31,6 +31,7 @@ class TranslatorBase:
     """
 
     task = "translation"
+    kind = "saved_model"  # what `artifacts.open_artifact` opened
     parameter_names = PARAMETER_NAMES
     signature_names = ("serving_default", "translate")  # both run the same search
 
@@ -58,6 +59,10 @@ class TranslatorBase:
         check_beam_size(params.beam_size, self.max_beam_size)
         # The signature's precision, so that equal settings compare equal (and share a server batch).
         return dataclasses.replace(params, alpha=float(np.float32(params.alpha)))
+
+    def scorer(self):
+        """Itself: it scores given translations (`score_batch`, `piece_lengths`, `max_length`)."""
+        return self
 
     def translate(self, sentences, beam_size=None, alpha=None, max_extra_length=None):
         """The best translation of each sentence (a list of str), in input order."""

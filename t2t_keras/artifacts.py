@@ -1,0 +1,75 @@
+"""One way to open what t2t-keras makes: a run directory, a SavedModel of any task, or a CTranslate2 model.
+
+    artifact = open_artifact("runs/base")     # or "exports/base", "exports/base-ct2", "runs/lm"
+    artifact.task, artifact.kind              # "translation" | "lm" | "mlm";  "run" | "saved_model" | "ctranslate2"
+    artifact.translate(lines, beam_size=2)    # translations, or an lm's continuations
+    artifact.scorer()                         # forced decoding of given translations (translation)
+    artifact.limits()
+
+Every kind has that interface; what a kind does not take (sampling for a
+translation model, a run's precision for an export) is refused by name.
+"""
+
+from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.errors import T2TError
+from t2t_keras.export.opening import open_export
+from t2t_keras.runs import open_run
+
+RUN_OPTIONS = ("precision", "shards")  # how a translation run's own model decodes
+
+
+def open_artifact(path, model="auto", batch_size=32):
+    """A `RunArtifact` for a run directory (its weights by `model`: see `runs.run_weights`), else the export at
+    `path` as `export.opening.open_export` opens it."""
+    run = open_run(path)
+    if run.exists():
+        return RunArtifact(run, model)
+    return open_export(path, batch_size=batch_size)
+
+
+class RunArtifact:
+    """A run directory, opened once: its task and config, and translation with its weights on demand."""
+
+    kind = "run"
+
+    def __init__(self, run, model="auto"):
+        self.run = open_run(run)
+        self.path = self.run.path
+        self.model = model
+        self.config = self.run.load_config()
+        self.task = self.config.task
+
+    def decoding_params(self, **given):
+        """The run's `decoding` config with the given values; an lm searches greedily unless a beam is asked for."""
+        params = DecodingParams.from_config(self.config.decoding)
+        return (params.updated(beam_size=1) if self.task == "lm" else params).updated(**given)
+
+    def translate(self, lines, precision=None, shards=None, temperature=None, top_k=None, seed=None, **given):
+        """Translations (an lm: continuations) of `lines`; `given` are `DecodingParams` fields."""
+        params = self.decoding_params(**given)
+        if self.task == "lm":
+            from t2t_keras.evaluation.continue_run import run_continuer
+
+            _refuse(self, "an lm run", precision=precision, shards=shards)
+            return run_continuer(self.run, self.model, params, temperature, top_k, seed).translate(lines)
+        from t2t_keras.evaluation.evaluate_run import run_translator
+
+        _refuse(self, "a translation run", temperature=temperature, top_k=top_k, seed=seed)
+        return run_translator(self.run, self.model, params, precision, shards).translate(lines)
+
+    def scorer(self):
+        """The run's model for forced decoding (`evaluation.scoring`)."""
+        from t2t_keras.evaluation.scoring import RunScorer
+
+        return RunScorer(self.run, self.model)
+
+    def limits(self):
+        return {"max_length": self.config.model.max_length}
+
+
+def _refuse(artifact, what, **options):
+    given = [name for name, value in options.items() if value is not None]
+    if artifact.task == "mlm":
+        raise T2TError(f"{artifact.path} is an mlm run: a masked language model generates nothing.")
+    if given:
+        raise T2TError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {what}.")
