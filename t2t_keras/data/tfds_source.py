@@ -44,14 +44,7 @@ def load_tfds_pairs(
     """
     builder = _builder(name, data_dir)
     check_language_pair(name, translation_languages(builder, name), source_lang, target_lang)
-    try:
-        builder.download_and_prepare()
-    except Exception as err:  # TFDS raises many kinds of download errors.
-        raise DataError(
-            f"Could not download or prepare TFDS dataset {name!r} into "
-            f"{builder.data_dir}: {err}. Prepare it on a machine with network access "
-            "and pass its data_dir, or train from text files instead."
-        ) from err
+    _download_and_prepare(builder, name)
     dataset = builder.as_dataset(
         split=split, shuffle_files=shuffle_files, read_config=tfds.ReadConfig(shuffle_seed=seed)
     )
@@ -84,6 +77,18 @@ def check_language_pair(name: str, languages, source_lang: str, target_lang: str
             f"use two different languages among {languages} (either direction works), "
             "or choose the dataset config of the pair you want."
         )
+
+
+def _download_and_prepare(builder, name: str) -> None:
+    """``builder.download_and_prepare()`` with a DataError naming the dataset when it fails."""
+    try:
+        builder.download_and_prepare()
+    except Exception as err:  # TFDS raises many kinds of download errors.
+        raise DataError(
+            f"Could not download or prepare TFDS dataset {name!r} into "
+            f"{builder.data_dir}: {err}. Prepare it on a machine with network access "
+            "and pass its data_dir, or train from text files instead."
+        ) from err
 
 
 def _builder(name: str, data_dir):

@@ -35,17 +35,9 @@ MODEL_TYPES = ("bpe", "unigram")  # SentencePiece's algorithms that t2t_keras tr
 _MODEL_TYPE_NAMES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}  # TrainerSpec.ModelType
 
 
-def train_sentencepiece(
-    sentences: Iterable[str],
-    model_path,
-    vocab_size: int,
-    *,
-    character_coverage: float = 1.0,
-    input_sentence_size: int = 2_000_000,
-    seed: int = 0,
-    num_threads: int = 1,
-    model_type: str = "bpe",
-) -> "Tokenizer":
+def train_sentencepiece(sentences: Iterable[str], model_path, vocab_size: int, *, character_coverage: float = 1.0,
+                        input_sentence_size: int = 2_000_000, seed: int = 0, num_threads: int = 1,
+                        model_type: str = "bpe") -> "Tokenizer":
     """Trains a SentencePiece model on ``sentences`` and writes it to ``model_path``.
 
     Training is deterministic for the same sentences, arguments and seed.
@@ -73,6 +65,23 @@ def train_sentencepiece(
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type must be one of {MODEL_TYPES}. Received: model_type={model_type!r}")
     counter = _CountingIterator(sentences)
+    model_bytes = _trained_model_bytes(counter, vocab_size, model_type, seed, character_coverage,
+                                       input_sentence_size, num_threads)
+    write_bytes_atomic(model_path, model_bytes)
+    logger.info("Trained a %d-piece %s model on %d sentences: %s", vocab_size, model_type, counter.count,
+                model_path)
+    return Tokenizer(model_bytes)
+
+
+def _trained_model_bytes(counter, vocab_size, model_type, seed, character_coverage, input_sentence_size,
+                         num_threads):
+    """The serialized SentencePiece model learned from `counter`'s sentences, with our special ids.
+
+    The arguments are those of `train_sentencepiece`; SentencePiece samples
+    `input_sentence_size` of the sentences with `seed`. Its refusals (no
+    sentences, too large a vocabulary) come back as `DataError`, see
+    `_training_error`.
+    """
     writer = io.BytesIO()
     spm.set_random_generator_seed(seed)
     try:
@@ -90,10 +99,7 @@ def train_sentencepiece(
         )
     except RuntimeError as err:
         raise _training_error(err, counter.count, vocab_size) from None
-    write_bytes_atomic(model_path, writer.getvalue())
-    logger.info("Trained a %d-piece %s model on %d sentences: %s", vocab_size, model_type, counter.count,
-                model_path)
-    return Tokenizer(writer.getvalue())
+    return writer.getvalue()
 
 
 def check_vocab_size(tokenizer_vocab_size: int, model_vocab_size: int) -> None:

@@ -86,26 +86,40 @@ def train_wordpiece(sentences: Iterable[str], vocab_path, vocab_size: int, *,
     if not sentences:
         raise DataError("No sentences to learn the WordPiece vocabulary from: check the training corpus.")
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(sentences, tf.string)).batch(batch_size)
+    vocab = _by_frequency(_learned_vocab(dataset, vocab_size, len(sentences)), dataset)
+    vocab += _unused_pieces(len(vocab), vocab_size)
+    tokenizer = WordpieceTokenizer(vocab)
+    tokenizer.save(vocab_path)
+    logger.info("Learned a %d-piece WordPiece vocabulary on %d sentences: %s", vocab_size, len(sentences), vocab_path)
+    return tokenizer
+
+
+def _learned_vocab(dataset, vocab_size, num_sentences):
+    """The special pieces, then those TF-Text's tool learns from `dataset` (batches of sentences).
+
+    Raises DataError when they are more than `vocab_size`: every character of
+    the text needs a piece alone and one as a "##" suffix.
+    """
     learned = bert_vocab_from_dataset(dataset, vocab_size - len(SPECIAL_PIECES), reserved_tokens=[],
                                       bert_tokenizer_params=PRETOKENIZER)
     vocab = [SPECIAL_PIECES[i] for i in sorted(SPECIAL_PIECES)]
     vocab += [piece for piece in learned if piece not in vocab]
     if len(vocab) > vocab_size:
         raise DataError(
-            f"vocab_size={vocab_size} is too small for WordPiece on {len(sentences)} sentences: the learned "
+            f"vocab_size={vocab_size} is too small for WordPiece on {num_sentences} sentences: the learned "
             f"vocabulary has {len(vocab)} pieces (every character appears alone and as a '##' suffix). "
             f"Set data.vocab_size to {len(vocab)} or more."
         )
-    vocab = _by_frequency(vocab, dataset)
-    unused = vocab_size - len(vocab)
+    return vocab
+
+
+def _unused_pieces(num_pieces, vocab_size):
+    """The "<unusedN>" pieces that fill a vocabulary of `num_pieces` to `vocab_size`, with a warning if many."""
+    unused = vocab_size - num_pieces
     if unused > vocab_size // 20:
         logger.warning("The WordPiece vocabulary has %d pieces; %d unused ones fill it to data.vocab_size=%d "
-                       "(more text or a smaller vocab_size would use them).", len(vocab), unused, vocab_size)
-    vocab += [f"<unused{i}>" for i in range(unused)]
-    tokenizer = WordpieceTokenizer(vocab)
-    tokenizer.save(vocab_path)
-    logger.info("Learned a %d-piece WordPiece vocabulary on %d sentences: %s", vocab_size, len(sentences), vocab_path)
-    return tokenizer
+                       "(more text or a smaller vocab_size would use them).", num_pieces, unused, vocab_size)
+    return [f"<unused{i}>" for i in range(unused)]
 
 
 class WordpieceTokenizer(tf.Module):

@@ -67,34 +67,39 @@ def beam_search(model, source, beam_size=4, alpha=0.6, length_penalty="gnmt", ma
     """
     _check_options(beam_size, num_return, length_penalty)
     source = tf.convert_to_tensor(source, tf.int32)
-    bound = common.output_bound(model, source, max_extra_length, max_length)
-    limits = common.output_limits(source, bound, max_extra_length, model.pad_id)
+    bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
     tile = functools.partial(tf.repeat, repeats=beam_size, axis=0)
-    source_mask = tile(model.source_mask(source))
-    cache = tf.nest.map_structure(tile, model.init_cache(model.encode(source, training=False), bound))
+    source_mask, cache = _tiled_encoding(model, source, bound, tile)
     state = _initial_state(tf.shape(source)[0], beam_size, bound, cache)
     if forced_prefix is not None:
         forced_prefix = tile(tf.convert_to_tensor(forced_prefix, tf.int32))
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
-
-    def step(state):
-        return (_beam_step(model, state, source_mask, limits, min_length, scoring, num_return, forced_prefix),)
-
-    def not_done(state):
-        return tf.logical_not(tf.reduce_all(state["done"]))
-
-    (state,) = tf.while_loop(not_done, step, (state,), maximum_iterations=bound)
-    return {
-        "tokens": state["finished_seq"][:, :num_return],
-        "scores": state["finished_scores"][:, :num_return],
-        "log_probs": state["finished_log_probs"][:, :num_return],
-    }
+    step = functools.partial(_beam_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
+                             scoring=scoring, num_return=num_return, forced_prefix=forced_prefix)
+    state = common.search_loop(step, state, "done", bound)
+    return _nbest(state, num_return)
 
 
 def _check_options(beam_size, num_return, length_penalty):
     """`beam_size` and `num_return` fix shapes, so they must be Python ints."""
     check_num_return(num_return, check_beam_size(beam_size))
     check_length_penalty(length_penalty)
+
+
+def _tiled_encoding(model, source, bound, tile):
+    """The source mask and the decoder's initial cache, each sentence's rows repeated for its beams by `tile`."""
+    source_mask = tile(model.source_mask(source))  # (batch * beam, source_len)
+    cache = tf.nest.map_structure(tile, model.init_cache(model.encode(source, training=False), bound))
+    return source_mask, cache
+
+
+def _nbest(state, num_return):
+    """The search's result: the first `num_return` of each sentence's finished set, best first."""
+    return {
+        "tokens": state["finished_seq"][:, :num_return],
+        "scores": state["finished_scores"][:, :num_return],
+        "log_probs": state["finished_log_probs"][:, :num_return],
+    }
 
 
 def _initial_state(batch, beam_size, bound, cache):

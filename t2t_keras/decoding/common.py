@@ -1,4 +1,4 @@
-"""Pieces shared by the decoders: output-length limits, buffer writes, one cached step.
+"""Pieces shared by the decoders: output-length limits, buffer writes, one cached step, the search loop.
 
 Length conventions used throughout `decoding/`:
 
@@ -50,6 +50,12 @@ def output_limits(source, bound, max_extra_length=50, pad_id=PAD_ID):
     return tf.clip_by_value(limits, 1, bound)
 
 
+def output_lengths(model, source, max_extra_length=50, max_length=None):
+    """`output_bound` and `output_limits` of a search: the buffer size and each sentence's `(batch,)` limit."""
+    bound = output_bound(model, source, max_extra_length, max_length)
+    return bound, output_limits(source, bound, max_extra_length, model.pad_id)
+
+
 def write_at(buffer, index, values):
     """`buffer` (..., length) with column `index` replaced by `values` (...)."""
     columns = tf.range(tf.shape(buffer)[-1])
@@ -97,3 +103,20 @@ def next_log_probs(model, tokens, source_mask, cache, step):
     """
     out = model.decode_step(tokens[:, None], cache, step, source_mask)
     return tf.nn.log_softmax(out.logits[:, 0]), out.cache
+
+
+def search_loop(step, state, done, bound):
+    """Runs `state = step(state)` in one `tf.while_loop` until every sentence is done, at most `bound` times.
+
+    `state` is a dict of tensors whose shapes stay the same from step to step;
+    its bool `(batch,)` entry `state[done]` marks the sentences that are done.
+    """
+
+    def body(state):
+        return (step(state),)
+
+    def not_done(state):
+        return tf.logical_not(tf.reduce_all(state[done]))
+
+    (state,) = tf.while_loop(not_done, body, (state,), maximum_iterations=bound)
+    return state

@@ -6,6 +6,8 @@ eagerly, inside `tf.function`, and inside `tf.function(jit_compile=True)`:
     decode = tf.function(lambda source: greedy_decode(model, source), jit_compile=True)
 """
 
+import functools
+
 import tensorflow as tf
 
 from t2t_keras.decoding import common, sampling
@@ -39,28 +41,26 @@ def greedy_decode(model, source, max_extra_length=50, max_length=None, min_lengt
         `(batch,)` model log-probability of the tokens (untempered).
     """
     source = tf.convert_to_tensor(source, tf.int32)
-    bound = common.output_bound(model, source, max_extra_length, max_length)
-    limits = common.output_limits(source, bound, max_extra_length, model.pad_id)
+    bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
     source_mask = model.source_mask(source)
     cache = model.init_cache(model.encode(source, training=False), bound)
     choose = _chooser(temperature, top_k, seed)
-    batch = tf.shape(source)[0]
-    state = {
+    state = _initial_state(tf.shape(source)[0], bound, cache)
+    step = functools.partial(_greedy_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
+                             choose=choose, forced_prefix=forced_prefix)
+    state = common.search_loop(step, state, "finished", bound)
+    return {"tokens": state["tokens"], "scores": state["scores"]}
+
+
+def _initial_state(batch, bound, cache):
+    """Nothing written yet: empty `(batch, bound)` token buffers, zero scores, no sentence finished."""
+    return {
         "step": tf.constant(0),
         "tokens": tf.zeros((batch, bound), tf.int32),
         "scores": tf.zeros((batch,), tf.float32),
         "finished": tf.zeros((batch,), tf.bool),
         "cache": cache,
     }
-
-    def step(state):
-        return (_greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix),)
-
-    def not_done(state):
-        return tf.logical_not(tf.reduce_all(state["finished"]))
-
-    (state,) = tf.while_loop(not_done, step, (state,), maximum_iterations=bound)
-    return {"tokens": state["tokens"], "scores": state["scores"]}
 
 
 def _chooser(temperature, top_k, seed):

@@ -61,22 +61,30 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
 
     run = RunDirectory(run_dir)
     config = run.load_config()
-    decoding = config.decoding
     check_sentencepiece(config.data.tokenizer)
-    if not run.tokenizer_path.exists():
-        raise T2TError(f"{run.tokenizer_path} is missing: a CTranslate2 export needs the run's SentencePiece "
-                       "model; train the run (which writes it) or copy it there.")
+    _check_tokenizer_file(run.tokenizer_path)
     _check_quantization(quantization)
     check_can_write(pathlib.Path(out_dir), overwrite)
     if average_last is not None:
         average_run(run_dir, average_last, checkpoint="best" if source == "best" else "last")
         source = "averaged"
     model = load_run_model(run_dir, source)
+    return export_ctranslate2(model, load_tokenizer(run.tokenizer_path, config.data.tokenizer), out_dir,
+                              quantization, _run_defaults(config.decoding, defaults), overwrite)
+
+
+def _check_tokenizer_file(tokenizer_path):
+    """Raises T2TError when the run's SentencePiece model file is missing."""
+    if not tokenizer_path.exists():
+        raise T2TError(f"{tokenizer_path} is missing: a CTranslate2 export needs the run's SentencePiece "
+                       "model; train the run (which writes it) or copy it there.")
+
+
+def _run_defaults(decoding, defaults):
+    """`beam_size`, `alpha`, `max_extra_length` from `defaults`, or from the run's `decoding` where left out or None."""
     configured = {"beam_size": decoding.beam_size, "alpha": decoding.alpha,
                   "max_extra_length": decoding.extra_length}
-    defaults = {name: configured[name] if defaults.get(name) is None else defaults[name] for name in configured}
-    return export_ctranslate2(model, load_tokenizer(run.tokenizer_path, config.data.tokenizer), out_dir,
-                              quantization, defaults, overwrite)
+    return {name: configured[name] if defaults.get(name) is None else defaults[name] for name in configured}
 
 
 def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", defaults=None, overwrite=False):

@@ -5,6 +5,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.scaled_dot_product_attention import ScaledDotProductAttention
 
 
@@ -68,12 +69,7 @@ class MultiHeadAttention(keras.layers.Layer):
         for name, value in (("num_heads", num_heads), ("key_dim", key_dim), ("value_dim", value_dim)):
             if int(value) <= 0:
                 raise ValueError(f"{name} must be a positive integer. Received: {name}={value}")
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim
-        self.output_dim = output_dim
-        self.dropout = dropout
-        self.use_bias = use_bias
+        store_arguments(self, MultiHeadAttention, locals())
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.attention = ScaledDotProductAttention(dropout, dtype=self.dtype_policy, name="attention")
@@ -147,16 +143,10 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "output_dim": self.output_dim,
-                "dropout": self.dropout,
-                "use_bias": self.use_bias,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-            }
-        )
+        config.update({name: getattr(self, name) for name in ATTENTION_ARGUMENTS})
+        config.update(kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+                      bias_initializer=keras.initializers.serialize(self.bias_initializer))
         return config
+
+
+ATTENTION_ARGUMENTS = constructor_arguments(MultiHeadAttention)
