@@ -127,14 +127,9 @@ def make_training_dataset(
       int32 ``(batch, length)`` ids and float32 weights that are 0 exactly on
       padding. ``length`` is always one of ``bucket_plan(...).lengths``.
     """
-    plan = bucket_plan(
-        max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas
-    )
-    if count_dropped:
-        _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
-    if shuffle_buffer > 1:
-        pairs_ds = pairs_ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    examples = _encoded(pairs_ds, tokenizer, max_length, drop_long)
+    plan = _plan_and_count(pairs_ds, tokenizer, max_length, batch_tokens, bucket_boundaries, num_replicas,
+                           drop_long=drop_long, count_dropped=count_dropped)
+    examples = _encoded(_shuffled(pairs_ds, shuffle_buffer, seed), tokenizer, max_length, drop_long)
     return _batched(examples, plan, drop_remainder=True)
 
 
@@ -162,11 +157,8 @@ def make_eval_dataset(
     autotuner's thread to wake up, which sleeps up to a minute between rounds:
     that stalled training for 40-60 s at many epoch ends on 2 CPU cores.
     """
-    plan = bucket_plan(
-        max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas
-    )
-    if count_dropped:
-        _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
+    plan = _plan_and_count(pairs_ds, tokenizer, max_length, batch_tokens, bucket_boundaries, num_replicas,
+                           drop_long=drop_long, count_dropped=count_dropped)
     examples = _encoded(pairs_ds, tokenizer, max_length, drop_long)
     options = tf.data.Options()
     options.autotune.enabled = False
@@ -193,6 +185,22 @@ def count_overlong(pairs_ds: tf.data.Dataset, tokenizer, max_length: int, *, bat
         overlong += int(batch_overlong)
         total += int(batch_total)
     return OverlongCount(overlong, total)
+
+
+def _plan_and_count(pairs_ds, tokenizer, max_length, batch_tokens, bucket_boundaries, num_replicas, *, drop_long,
+                    count_dropped) -> BucketPlan:
+    """Both pipelines' ``bucket_plan``; then, if ``count_dropped``, logs how many pairs are too long."""
+    plan = bucket_plan(max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas)
+    if count_dropped:
+        _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
+    return plan
+
+
+def _shuffled(pairs_ds, shuffle_buffer, seed) -> tf.data.Dataset:
+    """``pairs_ds`` reshuffled every epoch from ``seed``; as it is if ``shuffle_buffer`` is 0 or 1."""
+    if shuffle_buffer > 1:
+        return pairs_ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    return pairs_ds
 
 
 def _log_overlong(pairs_ds, tokenizer, max_length, drop_long) -> None:
