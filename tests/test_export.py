@@ -245,9 +245,9 @@ class SmallExportTest(TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def export(self, out_dir, **options):
-        return export_translator(self.model, self.tokenizer, out_dir, max_beam_size=1, text_signatures=False, **options,
-                                 params=DecodingParams(beam_size=1))
+    def export(self, out_dir, max_extra_length=50, **options):
+        return export_translator(self.model, self.tokenizer, out_dir, max_beam_size=1, text_signatures=False,
+                                 params=DecodingParams(beam_size=1, max_extra_length=max_extra_length), **options)
 
     def failing_save(self):
         real_save = tf.saved_model.save
@@ -281,7 +281,7 @@ class SmallExportTest(TestCase):
 
     def test_xla_compiled_export_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name)
-        options = dict(max_beam_size=1, beam_size=1, max_extra_length=5)
+        options = dict(max_beam_size=1, params=DecodingParams(beam_size=1, max_extra_length=5))
         plain = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "plain", **options))
         compiled = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "xla", jit_compile=True,
                                                           **options))

@@ -111,66 +111,28 @@ class RunState:
                 "best": self.best, "skipped_updates": self.skipped_updates}
 
 
-def _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id):
-    """The `KeepBest` callback when training.eval_every_steps is set, else nothing."""
-    t = config.training
-    if not t.eval_every_steps:
-        return []
-    if data.dev is None:
-        raise ConfigError("training.eval_every_steps needs a dev split: set data.dev_files (or use a corpus with "
-                          "one), or set training.eval_every_steps=0.")
-    pairs = sample_pairs(data.dev_pairs, t.eval_sentences, t.seed)
-    params = DecodingParams.from_config(config.decoding).updated(beam_size=t.eval_beam_size)
-    evaluator = DevEvaluator(model, data.tokenizer, pairs, data.dev, data.dev_steps, model.loss, params,
-                             jit_compile=model.jit_compile)
-    best_dir = run.best_dir if chief else run.path / f".worker-{task_id}" / "best"  # saving is collective
-    return [KeepBest(evaluator, state.best, lambda m, info: run.write_best(m, info, best_dir), t.eval_every_steps,
-                     t.best_metric, t.early_stopping_patience, final_step=t.train_steps, log_dir=log_dir / "eval",
-                     save_checkpoint=manager.save)]
+@dataclasses.dataclass
+class Training:
+    """What one training session holds, set up once by `_set_up` and handed to each step of `train`."""
+
+    run: object  # the RunDirectory
+    config: object  # the resolved config
+    data: object  # the task's RunData
+    model: object  # the compiled model
+    state: RunState
+    manager: object  # the CheckpointManager
+    chief: bool  # the worker that writes the run's files
+    task_id: int  # this worker's index
+
+    @property
+    def log_dir(self):
+        """The run's TensorBoard folder; other workers write beside it (one writer per event file)."""
+        return self.run.log_dir if self.chief else self.run.log_dir / f".worker-{self.task_id}"
 
 
-def _callbacks(run, config, data, model, manager, state, minutes, extra, chief=True, task_id=0, log_lines=False):
-    """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones.
-
-    The input position comes first, so that a checkpoint taken after a step includes it.
-    `log_lines`: a `ProgressLog` line every logging interval, in place of Keras' progress bar.
-    """
-    t = config.training
-    log_dir = run.log_dir if chief else run.log_dir / f".worker-{task_id}"  # one writer per event file
-    every_steps = max(1, min(100, t.steps_per_epoch // 4))
-    callbacks = [state.position, SkippedUpdates(state.skipped_updates)]
-    callbacks += _keep_best(run, config, data, model, manager, state, log_dir, chief, task_id)
-    callbacks += [
-        StopAtStep(t.train_steps),
-        PeriodicCheckpoint(manager, t.checkpoint_every_steps, t.checkpoint_every_minutes),
-        TrainingScalars(log_dir / "train", every_steps=every_steps, skipped_updates=state.skipped_updates),
-        keras.callbacks.TensorBoard(str(log_dir), write_graph=False),
-    ]
-    if minutes:
-        callbacks.append(TimeLimit(minutes))
-    if log_lines and chief:
-        callbacks.append(ProgressLog(every_steps, t.train_steps, minutes))
-    extra = [callback for callback in extra or () if chief or not getattr(callback, "chief_only", False)]
-    return callbacks + extra
-
-
-@xla_auto_clustering()  # what compile_model sets for this run's training, undone on return or error
-def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
-    """Trains (or continues) the run in `run_dir`; returns a `TrainResult`.
-
-    Running it again on the same directory resumes from the newest checkpoint
-    with step, optimizer moments and schedule position restored.
-
-    Args:
-        config: a `config.Config`; for an existing run only its training and
-            decoding sections may differ from the saved one.
-        run_dir: the run directory (see `t2t_keras.runs`).
-        minutes: stop after this much training time.
-        callbacks: more Keras callbacks (e.g. `inspect.RunAttentionSummary`);
-            those with a true `chief_only` attribute run on the chief worker only.
-        verbose: passed to `model.fit`; "auto" is Keras' progress bar on a terminal, and one
-            log line per logging interval otherwise (`callbacks.ProgressLog`).
-    """
+def _set_up(config, run_dir):
+    """`(Training, start step)`: the run's config resolved, data, model and state built, the newest checkpoint
+    restored."""
     run = open_run(run_dir)
     config = run.resolve_config(config)
     keras.utils.set_random_seed(config.training.seed)
@@ -187,34 +149,105 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
                                 is_chief=chief, task_id=task_id, extra_state=state.checkpointed(model))
     start = manager.restore_latest()
-    t = config.training
     if chief:
         check_replicas(run, strategy.num_replicas_in_sync, start)
-    if start >= t.train_steps or (t.eval_every_steps and state.best.exhausted(t.early_stopping_patience)):
-        reason = (f"training.train_steps={t.train_steps}" if start >= t.train_steps else
-                  f"its early-stopping patience ({int(state.best.stale.numpy())} evaluations without improvement, "
-                  f"training.early_stopping_patience={t.early_stopping_patience})")
-        logger.info("%s has already reached %s.", run.path, reason)
-        return TrainResult(str(run.path), start, start, 0.0, {}, model)
-    began = time.monotonic()
-    train_data = skip_consumed(data.train, state.position.position(start))  # resume where it stopped
+    return Training(run, config, data, model, state, manager, chief, task_id), start
+
+
+def _already_done(training, start):
+    """Why the run needs no more training (its step budget or its early-stopping patience), or None."""
+    t, best = training.config.training, training.state.best
+    if start >= t.train_steps:
+        return f"training.train_steps={t.train_steps}"
+    if t.eval_every_steps and best.exhausted(t.early_stopping_patience):
+        return (f"its early-stopping patience ({int(best.stale.numpy())} evaluations without improvement, "
+                f"training.early_stopping_patience={t.early_stopping_patience})")
+    return None
+
+
+def _keep_best(training):
+    """The `KeepBest` callback when training.eval_every_steps is set, else nothing."""
+    t, data, model, run = training.config.training, training.data, training.model, training.run
+    if not t.eval_every_steps:
+        return []
+    if data.dev is None:
+        raise ConfigError("training.eval_every_steps needs a dev split: set data.dev_files (or use a corpus with "
+                          "one), or set training.eval_every_steps=0.")
+    pairs = sample_pairs(data.dev_pairs, t.eval_sentences, t.seed)
+    params = DecodingParams.from_config(training.config.decoding).updated(beam_size=t.eval_beam_size)
+    evaluator = DevEvaluator(model, data.tokenizer, pairs, data.dev, data.dev_steps, model.loss, params,
+                             jit_compile=model.jit_compile)
+    best_dir = run.best_dir if training.chief else run.path / f".worker-{training.task_id}" / "best"  # collective
+    return [KeepBest(evaluator, training.state.best, lambda m, info: run.write_best(m, info, best_dir),
+                     t.eval_every_steps, t.best_metric, t.early_stopping_patience, final_step=t.train_steps,
+                     log_dir=training.log_dir / "eval", save_checkpoint=training.manager.save)]
+
+
+def _callbacks(training, minutes, extra, log_lines=False):
+    """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones.
+
+    The input position comes first, so that a checkpoint taken after a step includes it.
+    `log_lines`: a `ProgressLog` line every logging interval, in place of Keras' progress bar.
+    """
+    t, state = training.config.training, training.state
+    every_steps = max(1, min(100, t.steps_per_epoch // 4))
+    callbacks = [state.position, SkippedUpdates(state.skipped_updates)] + _keep_best(training) + [
+        StopAtStep(t.train_steps),
+        PeriodicCheckpoint(training.manager, t.checkpoint_every_steps, t.checkpoint_every_minutes),
+        TrainingScalars(training.log_dir / "train", every_steps=every_steps, skipped_updates=state.skipped_updates),
+        keras.callbacks.TensorBoard(str(training.log_dir), write_graph=False),
+    ]
+    if minutes:
+        callbacks.append(TimeLimit(minutes))
+    if log_lines and training.chief:
+        callbacks.append(ProgressLog(every_steps, t.train_steps, minutes))
+    extra = [callback for callback in extra or () if training.chief or not getattr(callback, "chief_only", False)]
+    return callbacks + extra
+
+
+def _fit(training, start, minutes, callbacks, verbose):
+    """`model.fit` from `start` to training.train_steps (or the time limit): the history."""
+    t, data = training.config.training, training.data
+    train_data = skip_consumed(data.train, training.state.position.position(start))  # resume where it stopped
     if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
         train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
     log_lines = verbose == "auto" and not sys.stdout.isatty()
     try:
-        history = model.fit(
-            train_data,
-            epochs=-(-t.train_steps // t.steps_per_epoch) + 1,
-            initial_epoch=start // t.steps_per_epoch,
-            steps_per_epoch=t.steps_per_epoch,
-            validation_data=data.dev,
-            validation_steps=data.dev_steps or None,
+        return training.model.fit(
+            train_data, epochs=-(-t.train_steps // t.steps_per_epoch) + 1, initial_epoch=start // t.steps_per_epoch,
+            steps_per_epoch=t.steps_per_epoch, validation_data=data.dev, validation_steps=data.dev_steps or None,
             shuffle=False,  # the dataset is shuffled by the input pipeline
-            callbacks=_callbacks(run, config, data, model, manager, state, minutes, callbacks, chief, task_id,
-                                 log_lines),
-            verbose=0 if log_lines else verbose,
-        )
+            callbacks=_callbacks(training, minutes, callbacks, log_lines), verbose=0 if log_lines else verbose,
+        ).history
     except StopIteration:  # `data.train` repeats forever unless it holds no batch at all
         raise DataError(f"The training data gave no batch: its pairs do not fill one batch of data.batch_tokens="
-                        f"{config.data.batch_tokens} tokens. Lower data.batch_tokens or train on more data.") from None
-    return TrainResult(str(run.path), start, manager.step, time.monotonic() - began, history.history, model)
+                        f"{training.config.data.batch_tokens} tokens. Lower data.batch_tokens or train on more "
+                        "data.") from None
+
+
+@xla_auto_clustering()  # what compile_model sets for this run's training, undone on return or error
+def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
+    """Trains (or continues) the run in `run_dir`; returns a `TrainResult`.
+
+    Running it again on the same directory resumes from the newest checkpoint
+    with step, optimizer moments and schedule position restored.
+
+    Args:
+        config: a `config.Config`; for an existing run only its training and
+            decoding sections may differ from the saved one.
+        run_dir: the run directory (see `t2t_keras.runs`), or an open `RunDirectory`.
+        minutes: stop after this much training time.
+        callbacks: more Keras callbacks (e.g. `inspect.RunAttentionSummary`);
+            those with a true `chief_only` attribute run on the chief worker only.
+        verbose: passed to `model.fit`; "auto" is Keras' progress bar on a terminal, and one
+            log line per logging interval otherwise (`callbacks.ProgressLog`).
+    """
+    training, start = _set_up(config, run_dir)
+    path = str(training.run.path)
+    reason = _already_done(training, start)
+    if reason:
+        logger.info("%s has already reached %s.", path, reason)
+        return TrainResult(path, start, start, 0.0, {}, training.model)
+    began = time.monotonic()
+    history = _fit(training, start, minutes, callbacks, verbose)
+    return TrainResult(path, start, training.manager.step, time.monotonic() - began, history, training.model)
