@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from t2t_keras.config import DECODING_PRECISIONS, check_shards
+from t2t_keras.config import DECODING_PRECISIONS, MODEL_SOURCES, check_shards
 from t2t_keras.errors import T2TError
 
 TASKS = ("translation", "lm", "mlm")
@@ -72,15 +72,6 @@ def cmd_average(args):
     return 0
 
 
-def _model_source(args):
-    """`--model`, or "best" for `--checkpoint best` (which cannot be combined with another --model)."""
-    if getattr(args, "checkpoint", None) == "best":
-        if args.model not in ("auto", "best"):
-            raise T2TError(f"--checkpoint best and --model {args.model} choose different weights: give one of them.")
-        return "best"
-    return args.model
-
-
 def _search_options(args):
     """The decoding flags given (None where left out), by their one name."""
     return dict(beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length)
@@ -129,7 +120,7 @@ def cmd_evaluate(args):
         return 0
     refuse_flags(args, ("text",), "a translation run: score it with --split, or --source and --reference")
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
-                          _model_source(args), params=_run_params(args), precision=args.precision, shards=args.shards)
+                          args.model, params=_run_params(args), precision=args.precision, shards=args.shards)
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
@@ -210,7 +201,7 @@ def cmd_export(args):
             raise T2TError("--format ctranslate2 holds an encoder-decoder translation model: export an lm run as a "
                            "SavedModel (the default --format).")
         print(export_ctranslate2_run(args.run_dir, args.out, quantization=args.quantization or "float32",
-                                     average_last=args.average_last, source=args.checkpoint or "auto",
+                                     average_last=args.average_last, source=args.model,
                                      overwrite=args.overwrite, params=_run_params(args)))
         return 0
     from t2t_keras.export.saved_model import export_run
@@ -221,7 +212,7 @@ def cmd_export(args):
     options = {"text_signatures": False} if args.ids_only else {}  # only what was asked: an lm takes neither
     if args.quantization is not None:
         options["quantization"] = args.quantization
-    print(export_run(args.run_dir, args.out, average_last=args.average_last, source=args.checkpoint or "auto",
+    print(export_run(args.run_dir, args.out, average_last=args.average_last, source=args.model,
                      params=_run_params(args), max_beam_size=args.max_beam_size, temperature=args.temperature,
                      top_k=args.top_k, overwrite=args.overwrite, **options))
     return 0
@@ -267,9 +258,14 @@ def _add_decoding_args(parser):
     parser.add_argument("--shards", type=_shards,
                         help="a run's batch decoded as this many concurrent searches, or auto: one per CPU core, one "
                              "on a GPU or TPU (default: decoding.shards); the tokens do not depend on it")
-    parser.add_argument("--model", default="auto", choices=("auto", "averaged", "latest", "best"),
-                        help="which weights of the run: averaged checkpoints, the newest checkpoint or the best "
-                             "one (RUN/best/)")
+    _add_model_arg(parser)
+
+
+def _add_model_arg(parser, extra=""):
+    parser.add_argument("--model", default="auto", choices=MODEL_SOURCES,
+                        help="which weights of the run: the averaged checkpoints (auto: when they include the newest "
+                             "one), the newest checkpoint, or the best one (RUN/best/, kept when "
+                             f"training.eval_every_steps is set){extra}")
 
 
 def _add_search_args(parser, what):
@@ -278,12 +274,6 @@ def _add_search_args(parser, what):
     parser.add_argument("--alpha", type=float, help=f"{what}length penalty ((5+|Y|)/6)^alpha (decoding.alpha)")
     parser.add_argument("--max-extra-length", "--extra-length", type=int, dest="max_extra_length",
                         help=f"{what}output limit: input length + this; an lm's new pieces (decoding.max_extra_length)")
-
-
-def _add_best_checkpoint_arg(parser):
-    parser.add_argument("--checkpoint", choices=("best",),
-                        help="best: use the run's best checkpoint (RUN/best/, kept when training.eval_every_steps "
-                             "is set) instead of the last or averaged one")
 
 
 def _add_sampling_args(parser):
@@ -335,7 +325,6 @@ def build_parser():
     p.add_argument("--text", help="lm / mlm runs: perplexity on this file (one sentence per line) instead of --split")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decoding_args(p)
-    _add_best_checkpoint_arg(p)
     p.set_defaults(handler=cmd_evaluate)
 
     p = commands.add_parser("translate", help="translate lines from --input or stdin, one per line")
@@ -354,8 +343,7 @@ def build_parser():
     p.add_argument("--token-level", action="store_true", help="also print the negative log-likelihood of each token")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch")
-    p.add_argument("--model", default="auto", choices=("auto", "averaged", "latest", "best"),
-                   help="which weights of the run (with --run-dir)")
+    _add_model_arg(p)
     p.set_defaults(handler=cmd_score)
 
     p = commands.add_parser("baseline", help="score the retrieval baseline on a split of the run's data")
@@ -374,9 +362,9 @@ def build_parser():
                         "(int8 Dense weights; default float32)")
     p.add_argument("--ids-only", action="store_true",
                    help="SavedModel on token ids only (core TensorFlow ops; loads in stock TF Serving)")
-    p.add_argument("--average-last", type=int, help="average the last N checkpoints first (with --checkpoint best: "
+    p.add_argument("--average-last", type=int, help="average the last N checkpoints first (with --model best: "
                    "the N ending at the best one)")
-    _add_best_checkpoint_arg(p)
+    _add_model_arg(p, "; with --average-last, the N checkpoints ending at the best one for best")
     _add_search_args(p, "the export's default ")
     p.add_argument("--max-beam-size", type=int, help="largest beam size callers may ask for "
                    "(default: decoding.max_beam_size)")

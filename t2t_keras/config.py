@@ -55,6 +55,7 @@ def check_shards(value, prefix=""):
 
 
 DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
+MODEL_SOURCES = ("auto", "averaged", "latest", "best")  # which weights of a run a command uses (runs.run_weights)
 # The task each architecture trains (`training.task`).
 TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
 ARCHITECTURE_OF_TASK = {task: architecture for architecture, task in TASK_OF_ARCHITECTURE.items()}

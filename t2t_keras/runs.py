@@ -40,6 +40,7 @@ import tensorflow as tf
 import yaml
 
 from t2t_keras import config as config_lib
+from t2t_keras.config import MODEL_SOURCES
 from t2t_keras.build import build_model
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
@@ -50,7 +51,6 @@ logger = logging.getLogger(__name__)
 
 # Sections that must not change when a run is continued; training and decoding may.
 FROZEN_SECTIONS = ("model", "data")
-MODEL_SOURCES = ("auto", "averaged", "latest", "best")
 AVERAGE_ENDS = ("last", "best")  # the newest checkpoint, or the best one (RUN/best/)
 MODEL_CHECKPOINT = "ckpt"  # RUN/best/ckpt.index, RUN/averaged/ckpt.data-*: the model's weights alone
 INSPECTION_DIR = "assets.extra"  # TF Serving's place for files beside a SavedModel; it ignores them

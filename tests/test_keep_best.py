@@ -224,13 +224,13 @@ class RealRunBestCheckpointTest(TestCase):
             self.assertEqual(len(averaged["steps"]), 2 if best_step > 3 else 1)
 
     def test_evaluate_and_export_use_the_best_checkpoint(self):
-        code, out, err = self.cli("evaluate", "--run-dir", str(self.run_dir), "--checkpoint", "best", "--beam-size", "1",
+        code, out, err = self.cli("evaluate", "--run-dir", str(self.run_dir), "--model", "best", "--beam-size", "1",
                                   "--json", "--split", "dev")
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out.strip().splitlines()[-1])["sentences"], 12)
         with tempfile.TemporaryDirectory() as tmp:
             out_dir = pathlib.Path(tmp) / "export"
-            code, _, err = self.cli("export", "--run-dir", str(self.run_dir), "--out", str(out_dir), "--checkpoint",
+            code, _, err = self.cli("export", "--run-dir", str(self.run_dir), "--out", str(out_dir), "--model",
                                     "best", "--beam-size", "1", "--max-beam-size", "1")
             self.assertEqual(code, 0, err)
             import keras
@@ -245,7 +245,8 @@ class RealRunBestCheckpointTest(TestCase):
             run_dir = shutil.copytree(self.run_dir, pathlib.Path(tmp) / "run", ignore=shutil.ignore_patterns("best"))
             export = ["export", "--out", str(pathlib.Path(tmp) / "x")]
             for command in (["average"], ["evaluate", "--beam-size", "1"], export):
-                code, _, err = self.cli(command[0], "--run-dir", str(run_dir), *command[1:], "--checkpoint", "best")
+                best = ["--checkpoint" if command[0] == "average" else "--model", "best"]  # average: where it ends
+                code, _, err = self.cli(command[0], "--run-dir", str(run_dir), *command[1:], *best)
                 self.assertEqual(code, 2, command)
                 self.assertIn("has no best checkpoint", err)
                 self.assertIn("training.eval_every_steps", err)
