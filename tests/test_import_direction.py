@@ -23,11 +23,12 @@ import unittest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
-FOUNDATION = {"errors", "special_ids", "files", "architecture", "config", "fast_path", "keras_compat"}
+FOUNDATION = {"errors", "special_ids", "files", "architecture", "config", "families", "fast_path", "keras_compat"}
 MODELS = {"layers", "model", "language_models", "build"}
 SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks"}
 ALLOWED = {
     "errors": set(),
+    "families": {"errors"},
     "special_ids": set(),
     "files": set(),
     "xla_flags": set(),

@@ -139,3 +139,21 @@ class OpenArtifactTest(TestCase):
                 open_artifact(pathlib.Path(tmp) / "mini").translate(["x"], temperature=1.0)
             with self.assertRaisesRegex(T2TError, "neither a SavedModel .* nor a CTranslate2 model"):
                 open_artifact(pathlib.Path(tmp) / "nothing")
+
+
+class ModelFamilyTest(TestCase):
+    """What each task says its model supports is what the built model offers (`families`)."""
+
+    def test_each_tasks_flags_match_its_models_family(self):
+        from t2t_keras.build import build_model
+        from t2t_keras.families import Inspectable, Searchable, check_searchable
+
+        for preset in ("tiny", "lm-mini", "mlm-mini"):
+            config = load_config(preset, ["model.hidden_dim=16", "model.num_heads=2", "model.intermediate_dim=16",
+                                          "model.num_layers=1", "model.vocab_size=40"])
+            task, model = task_of(config), build_model(config.model)
+            with self.subTest(task=task.name):
+                self.assertEqual(isinstance(model, Searchable), task.output is not None)
+                self.assertEqual(isinstance(model, Inspectable), task.attention_summary)
+        with self.assertRaisesRegex(Exception, "MaskedLanguageModel cannot be searched"):
+            check_searchable(model)

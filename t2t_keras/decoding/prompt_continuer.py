@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding.parameters import DEFAULTS
 from t2t_keras.decoding.prompting import continue_prompts
+from t2t_keras.families import check_searchable
 
 GREEDY = DEFAULTS.updated(beam_size=1)  # a beam finds bland, repetitive continuations
 
@@ -23,7 +24,7 @@ class PromptContinuer:
     """
 
     def __init__(self, model, tokenizer, params=GREEDY, temperature=0.0, top_k=0, seed=None, batch_size=32):
-        self.model, self.tokenizer, self.params = model, tokenizer, params
+        self.model, self.tokenizer, self.params = check_searchable(model), tokenizer, params
         self.temperature, self.top_k = temperature, top_k
         self.seed, self.batch_size = seed, batch_size
         if temperature < 0 or top_k < 0:

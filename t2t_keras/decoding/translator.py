@@ -10,6 +10,7 @@ from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.decoding.parameters import DEFAULTS, check_length_penalty
 from t2t_keras.decoding.sharding import choose_shards, compiled_search
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
+from t2t_keras.families import check_searchable
 from t2t_keras.fast_path import FastPath
 from t2t_keras.special_ids import EOS_ID
 
@@ -58,6 +59,7 @@ class Translator:
                 f"batch_tokens must be at least length_multiple={length_multiple}. "
                 f"Received: batch_tokens={batch_tokens}"
             )
+        check_searchable(model)
         self.model = bfloat16_copy(model) if precision == "bfloat16" else model
         if jit_compile is None:
             jit_compile = FastPath.decoding_jit(precision)
