@@ -94,7 +94,7 @@ def make_translator(engine, model, tokenizer, workdir, args):
         seconds = time.perf_counter() - start
         return SavedModelTranslator(out, batch_size=max(args.batches)), seconds
     export_ctranslate2(model, tokenizer, out, quantization=engine.split()[1],
-                       defaults={"beam_size": 4, "alpha": 0.6, "max_extra_length": EXTRA})
+                       params=DecodingParams(max_extra_length=EXTRA))
     seconds = time.perf_counter() - start
     return CTranslate2Translator(out, batch_size=max(args.batches), threads=args.threads), seconds
 

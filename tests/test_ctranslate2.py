@@ -21,6 +21,7 @@ if ctranslate2 is not None:
 
     from t2t_keras.data.tokenizer import train_sentencepiece
     from t2t_keras.decoding import beam_search, greedy_decode
+    from t2t_keras.decoding.parameters import DecodingParams
     from t2t_keras.errors import T2TError
     from t2t_keras.export.ctranslate2_converter import UnsupportedModelError
     from t2t_keras.export.ctranslate2_export import export_ctranslate2
@@ -92,7 +93,7 @@ class ConversionTest(TestCase):
         out = pathlib.Path(self.tmp.name) / f"{name}-{quantization}".replace(" ", "_").replace(",", "")
         if not out.exists():
             export_ctranslate2(trained_model(name), _SHARED["tokenizer"], out, quantization,
-                               defaults={"beam_size": 4, "alpha": 0.0, "max_extra_length": EXTRA})
+                               params=DecodingParams(beam_size=4, alpha=0.0, max_extra_length=EXTRA))
         return out
 
     def test_forced_decoding_log_probs_equal_ours(self):
