@@ -117,6 +117,8 @@ class ModelConfig:
         return self.num_decoder_layers or self.num_layers
 
 
+# `data.pipeline`: how training batches are made (tasks/data_route.py).
+PIPELINE_CHOICES = ("auto", "memory", "prepared")
 # The schemes of `data.tokenizer`; a run directory saved without the key was made with "bpe".
 TOKENIZER_CHOICES = ("bpe", "unigram", "wordpiece")
 
@@ -143,14 +145,32 @@ class DataConfig:
     # Tasks lm and mlm: the side of the corpus they learn from; with source: text, *_files may name one
     # plain text file (one sentence per line) instead.
     lm_side: str = "target"  # "source" or "target"
+    # How training batches are made (tasks/data_route.py): "memory" reads the split into memory and tokenizes
+    # it as it streams; "prepared" tokenizes it once into shards in RUN/prepared/ (`t2t-keras prepare`) and
+    # resumes by seeking; "auto" takes prepared for large text/tsv corpora or a run that has RUN/prepared/.
+    pipeline: str = "auto"
 
     def __post_init__(self):
         _check_choice("data", self, "source", ("libreoffice", "text", "tsv", "tfds"))
         _check_choice("data", self, "tokenizer", TOKENIZER_CHOICES)
         _check_choice("data", self, "lm_side", ("source", "target"))
+        _check_choice("data", self, "pipeline", PIPELINE_CHOICES)
         _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer")
+        _check_prepared_source(self)
         for index, entry in enumerate(self.sources or ()):
             _check_source_entry(self, index, entry)
+
+
+def _check_prepared_source(data_config):
+    """data.pipeline=prepared reads one corpus of files on disk: not a TFDS dataset or a weighted mixture (yet)."""
+    if data_config.pipeline != "prepared":
+        return
+    if data_config.sources:
+        raise ConfigError("data.pipeline=prepared does not yet read a weighted mixture (data.sources): set "
+                          "data.pipeline=memory (or auto), or train on one corpus of text or tsv files.")
+    if data_config.source == "tfds":
+        raise ConfigError("data.pipeline=prepared reads corpus files on disk, and data.source=tfds has none: set "
+                          "data.pipeline=memory (or auto), or use data.source: text or tsv with data.train_files.")
 
 
 SOURCE_ENTRY_KEYS = ("source", "train_files", "dev_files", "test_files", "tfds_name", "weight")
@@ -272,6 +292,11 @@ class Config:
                 f"training.eval_every_steps (dev BLEU and the best checkpoint) is for translation runs; this run "
                 f"trains task {self.task!r}. Set training.eval_every_steps=0 and compare `t2t-keras evaluate` "
                 "perplexities of its checkpoints instead."
+            )
+        if self.data.pipeline == "prepared" and self.task != "translation":
+            raise ConfigError(
+                f"data.pipeline=prepared is for translation runs for now; this run trains task {self.task!r}. Set "
+                "data.pipeline=memory (or auto)."
             )
 
     @property

@@ -55,6 +55,7 @@ class RunDirectory:
         self.averaged_model_path = self.averaged_dir / "model.keras"
         self.best_dir = self.path / "best"
         self.log_dir = self.path / "logs"
+        self.prepared_dir = self.path / "prepared"  # the training corpus as shards (data.pipeline: prepared)
 
     def exists(self):
         return self.config_path.exists()

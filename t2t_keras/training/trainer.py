@@ -21,10 +21,10 @@ from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, samp
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
-from t2t_keras.training.resume import InputPosition, check_replicas, random_state, settle_precision, skip_consumed
+from t2t_keras.training.resume import InputPosition, check_input_stream, check_replicas, random_state, settle_precision
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
-from t2t_keras.training.strategy import make_strategy, worker_identity
+from t2t_keras.training.strategy import make_strategy, worker_identity, worker_share
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,8 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
-    data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync)
+    worker_index, num_workers = worker_share(strategy)
+    data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync, worker_index, num_workers)
     run.write_json("data.json", data.provenance)
     precision, jit, fuse = settle_precision(run, config.training)
     model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
@@ -188,6 +189,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     t = config.training
     if chief:
         check_replicas(run, strategy.num_replicas_in_sync, start)
+        check_input_stream(run, data.stream, start)
     if start >= t.train_steps or (t.eval_every_steps and state.best.exhausted(t.early_stopping_patience)):
         reason = (f"training.train_steps={t.train_steps}" if start >= t.train_steps else
                   f"its early-stopping patience ({int(state.best.stale.numpy())} evaluations without improvement, "
@@ -195,7 +197,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
         logger.info("%s has already reached %s.", run.path, reason)
         return TrainResult(str(run.path), start, start, 0.0, {}, model)
     began = time.monotonic()
-    train_data = skip_consumed(data.train, state.position.position(start))  # resume where it stopped
+    train_data = data.training_batches(state.position.position(start))  # resume where it stopped
     if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
         train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
     log_lines = verbose == "auto" and not sys.stdout.isatty()
