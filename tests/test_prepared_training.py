@@ -26,6 +26,7 @@ from t2t_keras.training import resume
 from tests.helpers import TestCase, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+WORKER_STEPS, WORKER_START = 3, 2
 STEPS, KILL_AT = 8, 5  # checkpoints every 2 steps: the killed run's newest is step 4
 
 # Trains the config (YAML file argv[1]) into argv[2] and SIGKILLs itself after update argv[3].
@@ -42,6 +43,24 @@ class KillAfter(keras.callbacks.Callback):
 
 train(load_config(sys.argv[1]), sys.argv[2], callbacks=[KillAfter()], verbose=0)
 """
+
+
+def worker_main(config_path, run_dir):
+    """One of two workers (TF_CONFIG): the source rows each of its replicas gets in the first steps from position 2."""
+    import json
+
+    from t2t_keras.training.strategy import make_strategy, worker_count
+
+    strategy = make_strategy("multi_worker")
+    config = load_config(config_path)
+    data = task_of(config).load_data(RunDirectory(run_dir), config, strategy.num_replicas_in_sync,
+                                     worker_count(strategy))
+    batches = iter(strategy.experimental_distribute_dataset(data.training_batches(WORKER_START)))
+    steps = []
+    for _ in range(WORKER_STEPS):
+        (source, _), _, _ = next(batches)
+        steps.append([np.asarray(part).tolist() for part in strategy.experimental_local_results(source)])
+    print(json.dumps(steps))
 
 
 def prepared_config(files, **training):
@@ -121,8 +140,8 @@ class RouteChoiceTest(TestCase):
                 self.assertIn(what.split()[-1], route.reason)
             self.assertEqual(self.route(self.config, num_workers=2).name, "memory")
 
-    def test_prepared_on_several_workers_is_refused(self):
-        with self.assertRaisesRegex(ConfigError, "trains on one worker for now, and this cluster has 2"):
+    def test_prepared_on_several_workers_needs_a_finished_preparation(self):
+        with self.assertRaisesRegex(ConfigError, "on 2 workers reads a corpus prepared beforehand.*t2t-keras prepare"):
             data_route.choose_route(RunDirectory(self.root / "run"), replace(self.config, data={"pipeline":
                                                                                                   "prepared"}), 2)
 
@@ -236,3 +255,40 @@ class PreparedTrainingTest(TestCase):
             handle.write("ein neuer Satz\n")
         with self.assertRaisesRegex(DataError, r"train\.de changed after .* restore what changed .* new --run-dir"):
             train(config, self.root / "changing-run", verbose=0)
+
+
+class MultiWorkerTest(TestCase):
+    """Under MultiWorkerMirroredStrategy each step takes one batch of the stream, split across the workers."""
+
+    def test_two_workers_share_each_batch_of_the_stream_from_the_resume_position(self):
+        import json
+
+        from tests.test_distributed import _free_ports
+
+        with tempfile.TemporaryDirectory() as tmp:
+            root = pathlib.Path(tmp)
+            config = prepared_config(write_toy_corpus(root / "data", train=120, dev=4, test=4))
+            config_path = root / "prepared.yaml"
+            config_path.write_text(yaml.safe_dump(config.to_dict()))
+            data_route.prepare_run(config, root / "run")
+            workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+            processes = [subprocess.Popen(
+                [sys.executable, "-m", "tests.test_prepared_training", "--worker", str(config_path), str(root / "run")],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps(
+                    {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})))
+                for index in range(2)]
+            outputs = [process.communicate(timeout=300) for process in processes]
+            for process, (_, err) in zip(processes, outputs):
+                self.assertEqual(process.returncode, 0, err[-3000:])
+            got = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+            single = task_of(config).load_data(RunDirectory(root / "run"), config, num_replicas=2)
+            for step, batch in enumerate(single.training_batches(0).skip(WORKER_START).take(WORKER_STEPS)):
+                source = np.asarray(batch[0][0])
+                half = len(source) // 2
+                self.assertEqual(got[0][step], [source[:half].tolist()], f"worker 0, step {step}")
+                self.assertEqual(got[1][step], [source[half:].tolist()], f"worker 1, step {step}")
+
+
+if __name__ == "__main__" and "--worker" in sys.argv:
+    worker_main(*sys.argv[sys.argv.index("--worker") + 1:][:2])

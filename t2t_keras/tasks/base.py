@@ -103,15 +103,15 @@ class Task:
         """The dev pairs a translation run evaluates during training (keep-best); None for other tasks."""
         return None
 
-    def load_data(self, run, config, num_replicas=1, worker_index=0, num_workers=1):
+    def load_data(self, run, config, num_replicas=1, num_workers=1):
         """`RunData`: the splits loaded, the tokenizer prepared, training and validation batches built.
 
-        The training batches take the road `data_route.choose_route` picks; `worker_index` of `num_workers`
-        says which shards of a prepared corpus this process reads.
+        The training batches take the road `data_route.choose_route` picks for `num_workers` workers
+        training together (`num_replicas` replicas in all).
         """
         route = choose_route(run, config, num_workers)
         if route.name == PREPARED:
-            training = self._prepared_training(run, config, num_replicas, worker_index, num_workers)
+            training = self._prepared_training(run, config, num_replicas, num_workers)
         else:
             training = self._memory_training(run, config, num_replicas)
         dev_examples, dev_origin = self._dev_examples(config.data)
@@ -130,9 +130,9 @@ class Task:
         return _Training(tokenizer, self.batches(train, config.model.vocab_size, seed), None, {"pipeline": MEMORY},
                          provenance)
 
-    def _prepared_training(self, run, config, num_replicas, worker_index, num_workers):
+    def _prepared_training(self, run, config, num_replicas, num_workers):
         """RUN/prepared/ prepared (or checked), its tokenizer, and batches read from its shards by seeking."""
-        prepared = prepared_training(run, config, num_replicas, worker_index, num_workers)
+        prepared = prepared_training(run, config, num_replicas, num_workers)
 
         def seek(position):
             return self.batches(prepared.seek(position), config.model.vocab_size, config.training.seed)

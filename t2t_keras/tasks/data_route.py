@@ -15,6 +15,8 @@ import logging
 import pathlib
 from typing import Callable, NamedTuple
 
+import tensorflow as tf
+
 from t2t_keras.data.manifest import MANIFEST_FILE, read_manifest
 from t2t_keras.data.prepare import prepare_corpus
 from t2t_keras.data.prepared import GROUP_SHARDS, prepared_training_dataset
@@ -47,15 +49,15 @@ def choose_route(run, config, num_workers=1) -> Route:
     """The road of `run`'s training batches under `config.data.pipeline`, logged once at INFO.
 
     Raises:
-      ConfigError: the prepared road on several workers (not supported yet).
+      ConfigError: the prepared road on several workers without a finished preparation (workers do not
+        prepare one directory together: `t2t-keras prepare` first).
     """
     route = _route(run, config, num_workers)
-    if route.name == PREPARED and num_workers > 1:
+    if route.name == PREPARED and num_workers > 1 and not is_prepared(run.prepared_dir):
         raise ConfigError(
-            f"data.pipeline=prepared trains on one worker for now, and this cluster has {num_workers}: under "
-            "MultiWorkerMirroredStrategy Keras splits each worker's batch across every replica of the cluster, "
-            f"so a worker would take one prepared batch every {num_workers} steps and its input position would "
-            "not count batches. Set data.pipeline=memory for multi-worker training (and a new --run-dir).")
+            f"data.pipeline=prepared on {num_workers} workers reads a corpus prepared beforehand, and "
+            f"{run.prepared_dir} holds no finished preparation: run `t2t-keras prepare --run-dir {run.path}` "
+            "(with the same config) on one machine first, or set data.pipeline=memory.")
     logger.info("Training batches: %s (%s).", "prepared shards in " + str(run.prepared_dir)
                 if route.name == PREPARED else "in memory", route.reason)
     return route
@@ -75,6 +77,9 @@ def _route(run, config, num_workers):
         return Route(MEMORY, "data.pipeline=auto: the run has checkpoints of in-memory training")
     if is_prepared(run.prepared_dir):
         return Route(PREPARED, f"data.pipeline=auto: {run.prepared_dir} holds a prepared corpus")
+    if num_workers > 1:
+        return Route(MEMORY, f"data.pipeline=auto: {num_workers} workers read prepared shards only once they are "
+                             "prepared (t2t-keras prepare)")
     size, threshold = training_files_bytes(config.data) / 2**20, PREPARE_THRESHOLD_BYTES / 2**20
     if size > threshold:
         return Route(PREPARED, f"data.pipeline=auto: the training files hold {size:.0f} MB, more than {threshold:.0f}")
@@ -90,8 +95,6 @@ def _memory_only(config, num_workers):
         return "a weighted mixture (data.sources) is drawn in memory"
     if data.source in ("tfds", "libreoffice"):
         return f"data.source={data.source} is read in memory"
-    if num_workers > 1:
-        return f"prepared shards train on one worker for now, and this cluster has {num_workers}"
     return None
 
 
@@ -116,28 +119,42 @@ class PreparedTraining(NamedTuple):
     provenance: dict  # RUN/data.json's "train"
 
 
-def prepared_training(run, config, num_replicas=1, worker_index=0, num_workers=1) -> PreparedTraining:
-    """Prepares (or checks) RUN/prepared/ and the tokenizer, and the seeking training stream over it."""
+def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTraining:
+    """Prepares (or checks) RUN/prepared/ and the tokenizer, and the seeking training stream over it.
+
+    On several workers every worker reads the whole stream, and tf.distribute gives each its share of every
+    batch (data sharding), as on the in-memory road: under MultiWorkerMirroredStrategy Keras splits each
+    worker's batch across every replica of the cluster, so with the shards dealt out among the workers
+    (file-level sharding, `prepared_training_dataset`'s `worker_index`) a worker would take one batch every
+    `num_workers` steps, and the input position would no longer count batches. `num_replicas` is the cluster's.
+    """
     manifest = prepare_run_corpus(run, config)
     data = config.data
     tokenizer = load_tokenizer(run.tokenizer_file(data.tokenizer), data.tokenizer)
     check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
     options = dict(seed=config.training.seed, batch_tokens=data.batch_tokens, max_length=data.max_length,
-                   num_replicas=num_replicas, worker_index=worker_index, num_workers=num_workers)
+                   num_replicas=num_replicas)
 
     def seek(position):
-        return prepared_training_dataset(run.prepared_dir, position=position, **options)
+        dataset = prepared_training_dataset(run.prepared_dir, position=position, **options)
+        return dataset.with_options(_data_sharding()) if num_workers > 1 else dataset
 
     provenance = dict(source=manifest["settings"]["source"], prepared=str(run.prepared_dir),
                       files=[entry["path"] for entry in manifest["corpus"]], pairs=manifest["pairs"]["kept"],
                       shards=len(manifest["shards"]))
-    return PreparedTraining(tokenizer, seek, stream_record(manifest, options), provenance)
+    return PreparedTraining(tokenizer, seek, stream_record(manifest, dict(options, num_workers=num_workers)),
+                            provenance)
+
+
+def _data_sharding():
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return options
 
 
 def stream_record(manifest, options) -> dict:
     """What the positions of a prepared stream depend on: settings, and a digest of the preparation."""
-    record = {key: value for key, value in options.items() if key != "worker_index"}
-    return dict(record, pipeline=PREPARED, bucket_boundaries=None, group_shards=GROUP_SHARDS,
+    return dict(options, pipeline=PREPARED, bucket_boundaries=None, group_shards=GROUP_SHARDS,
                 manifest=manifest_digest(manifest))
 
 

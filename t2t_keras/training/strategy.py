@@ -117,17 +117,11 @@ def worker_identity(strategy):
     return chief, task_id
 
 
-def worker_share(strategy):
-    """`(worker_index, num_workers)` of this process among the cluster's workers, the chief first (0 of 1 alone).
 
-    The index is TensorFlow's id in the cluster: the chief is 0 and worker i is i + 1 when a chief is listed,
-    else worker i is i.
-    """
+def worker_count(strategy):
+    """The number of workers (chief included) that train together under `strategy`: 1 on one machine."""
     resolver = getattr(strategy, "cluster_resolver", None)
-    task_type = getattr(resolver, "task_type", None)
-    if task_type is None:
-        return 0, 1
+    if getattr(resolver, "task_type", None) is None:
+        return 1
     cluster = resolver.cluster_spec().as_dict()
-    chiefs, task_id = len(cluster.get("chief", [])), getattr(resolver, "task_id", None) or 0
-    index = 0 if task_type == "chief" else task_id + chiefs
-    return index, chiefs + len(cluster.get("worker", []))
+    return len(cluster.get("chief", [])) + len(cluster.get("worker", []))

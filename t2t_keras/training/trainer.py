@@ -24,7 +24,7 @@ from t2t_keras.training.precision import choose_fusion, choose_jit, choose_preci
 from t2t_keras.training.resume import InputPosition, check_input_stream, check_replicas, random_state, settle_precision
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
-from t2t_keras.training.strategy import make_strategy, worker_identity, worker_share
+from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity
 
 logger = logging.getLogger(__name__)
 
@@ -174,8 +174,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
-    worker_index, num_workers = worker_share(strategy)
-    data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync, worker_index, num_workers)
+    data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync, worker_count(strategy))
     run.write_json("data.json", data.provenance)
     precision, jit, fuse = settle_precision(run, config.training)
     model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
