@@ -70,7 +70,7 @@ def _route(run, config, num_workers):
     recorded = (run.read_json(STREAM_FILE) or {}).get("pipeline")
     if recorded:
         return Route(recorded, "data.pipeline=auto: the road this run took when it started")
-    unsupported = _memory_only(config, num_workers)
+    unsupported = _memory_only(config)
     if unsupported:
         return Route(MEMORY, f"data.pipeline=auto: {unsupported}")
     if run.checkpoint_paths():
@@ -86,7 +86,7 @@ def _route(run, config, num_workers):
     return Route(MEMORY, f"data.pipeline=auto: the training files hold {size:.1f} MB, at most {threshold:.0f}")
 
 
-def _memory_only(config, num_workers):
+def _memory_only(config):
     """Why `auto` keeps this run in memory whatever its size, or None."""
     data = config.data
     if config.task != "translation":
