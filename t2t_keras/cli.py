@@ -12,7 +12,7 @@ from t2t_keras.errors import T2TError
 TASKS = ("translation", "lm", "mlm")
 # The tasks whose runs (or exports) each command takes; any other gets the one refusal of `check_task`.
 COMMAND_TASKS = {
-    "describe": TASKS, "train": TASKS, "average": TASKS, "evaluate": TASKS,
+    "describe": TASKS, "prepare": ("translation",), "train": TASKS, "average": TASKS, "evaluate": TASKS,
     "translate": ("translation", "lm"),  # an lm continues the prompts; an mlm generates nothing
     "score": ("translation",), "baseline": ("translation",), "inspect": ("translation",), "main": ("translation",),
     "export": ("translation", "lm"), "serve": ("translation", "lm"),
@@ -62,6 +62,16 @@ def cmd_train(args):
     result = train_run(_load(args), args.run_dir, minutes=args.minutes)
     print(f"trained {result.run_dir} from step {result.start_step} to {result.final_step} "
           f"in {result.seconds / 60:.1f} min")
+    return 0
+
+
+def cmd_prepare(args):
+    from t2t_keras.tasks.data_route import format_preparation, prepare_run
+
+    config = _load(args)
+    check_task("prepare", config.task, f"--config {args.config}")
+    manifest = prepare_run(config, args.run_dir)
+    print(format_preparation(manifest, args.run_dir.prepared_dir))
     return 0
 
 
@@ -301,6 +311,12 @@ def build_parser():
     p.add_argument("--sequence-length", type=int, default=32, help="sequence length for the FLOP count")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=cmd_describe)
+
+    p = commands.add_parser("prepare", help="tokenize the training corpus once into shards in RUN/prepared/ "
+                                           "(translation; train then reads them)")
+    _add_config_args(p)
+    p.add_argument("--run-dir", required=True, help="the run directory to prepare (config.yaml is written there)")
+    p.set_defaults(handler=cmd_prepare)
 
     p = commands.add_parser("train", help="train a model, or continue the run in --run-dir")
     _add_config_args(p)

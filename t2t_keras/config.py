@@ -121,6 +121,8 @@ class ModelConfig:
 # The values of `data.source`; the corpora prepared from Debian's archive are data/libreoffice.py and
 # data/debian_descriptions.py.
 DATA_SOURCES = ("libreoffice", "debian_descriptions", "text", "tsv", "tfds")
+# `data.pipeline`: how training batches are made (tasks/data_route.py).
+PIPELINE_CHOICES = ("auto", "memory", "prepared")
 # The schemes of `data.tokenizer`; a run directory saved without the key was made with "bpe".
 TOKENIZER_CHOICES = ("bpe", "unigram", "wordpiece")
 
@@ -149,13 +151,19 @@ class DataConfig:
     # Tasks lm and mlm: the side of the corpus they learn from; with source: text, *_files may name one
     # plain text file (one sentence per line) instead.
     lm_side: str = "target"  # "source" or "target"
+    # How training batches are made (tasks/data_route.py): "memory" reads the split into memory and tokenizes
+    # it as it streams; "prepared" tokenizes it once into shards in RUN/prepared/ (`t2t-keras prepare`) and
+    # resumes by seeking; "auto" takes prepared for large text/tsv corpora or a run that has RUN/prepared/.
+    pipeline: str = "auto"
 
     def __post_init__(self):
         _check_choice("data", self, "source", DATA_SOURCES)
         _check_source_languages(self)
         _check_choice("data", self, "tokenizer", TOKENIZER_CHOICES)
         _check_choice("data", self, "lm_side", ("source", "target"))
+        _check_choice("data", self, "pipeline", PIPELINE_CHOICES)
         _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer")
+        _check_prepared_source(self)
         for index, entry in enumerate(self.sources or ()):
             _check_source_entry(self, index, entry)
 
@@ -170,6 +178,18 @@ def _check_source_languages(data_config):
             "set data.source_lang: en and data.target_lang: de, or the reverse. "
             f"Received: source_lang={data_config.source_lang!r}, target_lang={data_config.target_lang!r}"
         )
+
+
+def _check_prepared_source(data_config):
+    """data.pipeline=prepared reads one corpus of files on disk: not a TFDS dataset or a weighted mixture (yet)."""
+    if data_config.pipeline != "prepared":
+        return
+    if data_config.sources:
+        raise ConfigError("data.pipeline=prepared does not yet read a weighted mixture (data.sources): set "
+                          "data.pipeline=memory (or auto), or train on one corpus of text or tsv files.")
+    if data_config.source == "tfds":
+        raise ConfigError("data.pipeline=prepared reads corpus files on disk, and data.source=tfds has none: set "
+                          "data.pipeline=memory (or auto), or use data.source: text or tsv with data.train_files.")
 
 
 SOURCE_ENTRY_KEYS = ("source", "train_files", "dev_files", "test_files", "tfds_name", "weight")
@@ -291,6 +311,11 @@ class Config:
                 f"training.eval_every_steps (dev BLEU and the best checkpoint) is for translation runs; this run "
                 f"trains task {self.task!r}. Set training.eval_every_steps=0 and compare `t2t-keras evaluate` "
                 "perplexities of its checkpoints instead."
+            )
+        if self.data.pipeline == "prepared" and self.task != "translation":
+            raise ConfigError(
+                f"data.pipeline=prepared is for translation runs for now; this run trains task {self.task!r}. Set "
+                "data.pipeline=memory (or auto)."
             )
 
     @property

@@ -74,7 +74,8 @@ class RunDirectory:
         self.best_info_path = self.best_dir / "best.json"
         self.log_dir = self.path / "logs"
         self.export_dir = self.path / "export"
-        self.prepared_dir = self.path / "prepared"
+        self.prepared_dir = self.path / "prepared"  # the training corpus as shards (data.pipeline: prepared)
+        self.input_stream_path = self.path / "input_stream.json"  # the input route and what exact resume needs
         self._config = None
 
     def __fspath__(self):  # opens, paths and messages take a RunDirectory where they take its path

@@ -16,7 +16,7 @@ from tests.helpers import TestCase, cli_in_process, write_toy_corpus
 TASKS = ("translation", "lm", "mlm")
 PRESET = {"translation": "mini", "lm": "lm-mini", "mlm": "mlm-mini"}
 # Commands in an order where each finds what it needs (serve needs export's output).
-ORDER = ("describe", "train", "average", "evaluate", "translate", "score", "baseline", "export", "serve",
+ORDER = ("describe", "prepare", "train", "average", "evaluate", "translate", "score", "baseline", "export", "serve",
          "inspect", "main")
 SMALL = ("model.hidden_dim=32", "model.num_layers=1", "model.num_heads=2", "model.intermediate_dim=64",
          "model.max_length=64", "data.max_length=32", "data.vocab_size=100", "model.vocab_size=100",
@@ -69,6 +69,8 @@ class EveryCommandOnEveryTaskTest(TestCase):
         export = self.root / f"export-{task}"
         return {
             "describe": ["--config", PRESET[task]],
+            # A run of its own: the trained runs read their batches from memory (see the refusal below).
+            "prepare": ["--config", PRESET[task], "--run-dir", self.root / f"prepared-{task}", *self.settings],
             "train": ["--config", PRESET[task], "--run-dir", run, *self.settings],  # resumes: already done
             "average": ["--run-dir", run, "--last", "2"],
             "evaluate": ["--run-dir", run, "--split", "dev"],
@@ -88,6 +90,14 @@ class EveryCommandOnEveryTaskTest(TestCase):
         self.assertTrue((self.runs["translation"] / "logs" / "attention").exists())
         self.assertFalse((self.runs["lm"] / "logs" / "attention").exists())
         self.assertFalse((self.runs["mlm"] / "logs" / "attention").exists())
+
+    def test_prepare_refuses_a_run_that_trained_in_memory(self):
+        result = self.cli("prepare", "--config", PRESET["translation"], "--run-dir", self.runs["translation"],
+                          *self.settings, "--set", "data.pipeline=prepared")
+        self.assertEqual(result.returncode, 2, result.stderr.decode()[-3000:])
+        self.assertIn("has trained on in-memory batches", result.stderr.decode())
+        self.assertIn("Prepare into a new --run-dir", result.stderr.decode())
+        self.assertFalse((self.runs["translation"] / "prepared").exists())
 
     def test_every_command_runs_or_gives_the_one_refusal(self):
         for command in ORDER:

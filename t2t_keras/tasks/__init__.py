@@ -3,6 +3,7 @@
     base            `Task`: the shared data setup (`load_data`) and the questions the pipeline asks a task
     translation     `task: translation`: parallel pairs, the encoder-decoder, translations
     language_model  `task: lm` (next piece, continuations) and `task: mlm` (masked pieces, BERT's corruption)
+    data_route      `data.pipeline`: training batches from memory or from shards prepared in RUN/prepared/
 
     task = task_of(config)          # the task `config.task` names
     data = task.load_data(run, config)

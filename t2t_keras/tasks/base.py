@@ -11,16 +11,20 @@ A task answers the questions the trainer, the commands and the exports ask
     output                         what `translate` gives: "translation", "continuation" or None
 
 `load_data` is written once, here: tokenizer, training and validation
-batches, provenance, for every task.
+batches, provenance, for every task. The training batches come from memory
+or from prepared shards (`data_route`); `RunData.training_batches(position)`
+starts them at a resume position either way.
 """
 
 import dataclasses
 import logging
+from typing import NamedTuple
 
 from t2t_keras.data import sources
 from t2t_keras.data.batching import make_eval_dataset, make_training_dataset
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import load_tokenizer, train_tokenizer
+from t2t_keras.tasks.data_route import MEMORY, PREPARED, choose_route, prepared_training
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +39,25 @@ class RunData:
     dev_steps: int  # batches in one pass over `dev`
     provenance: dict  # where each split came from (RUN/data.json)
     dev_pairs: list = None  # the dev (source, target) string pairs of a translation run, else None
+    stream: dict = None  # what the training stream's positions depend on (RUN/input_stream.json)
+    seek: object = None  # position -> `train` from that micro-batch on, without reading those before; or None
+
+    def training_batches(self, position):
+        """The training batches from micro-batch `position` on: sought (prepared), or `train` with the first
+        `position` skipped (in memory: they are read again through the input pipeline, not the model)."""
+        if self.seek is not None:
+            return self.seek(position)
+        return self.train.skip(position) if position > 0 else self.train
+
+
+class _Training(NamedTuple):
+    """A road's training part of `RunData`."""
+
+    tokenizer: object
+    train: object
+    seek: object
+    stream: dict
+    provenance: dict
 
 
 def prepare_tokenizer(run, config, train_examples):
@@ -80,25 +103,57 @@ class Task:
         """The dev pairs a translation run evaluates during training (keep-best); None for other tasks."""
         return None
 
-    def load_data(self, run, config, num_replicas=1):
-        """`RunData`: the splits loaded, the tokenizer prepared, training and validation batches built."""
-        data, seed = config.data, config.training.seed
-        train_examples, train_origin = self.examples(data, "train", seed)
-        dev_examples, dev_origin = None, None
-        if self.has_split(data, "dev"):
-            dev_examples, dev_origin = self.examples(data, "dev")
+    def load_data(self, run, config, num_replicas=1, num_workers=1):
+        """`RunData`: the splits loaded, the tokenizer prepared, training and validation batches built.
+
+        The training batches take the road `data_route.choose_route` picks for `num_workers` workers
+        training together (`num_replicas` replicas in all).
+        """
+        route = choose_route(run, config, num_workers)
+        if route.name == PREPARED:
+            training = self._prepared_training(run, config, num_replicas, num_workers)
         else:
-            logger.warning("No validation data: set data.dev_files to validate during training.")
-        tokenizer = prepare_tokenizer(run, config, train_examples)
-        batching = dict(max_length=data.max_length, batch_tokens=data.batch_tokens, num_replicas=num_replicas)
-        train = make_training_dataset(sources.as_dataset(train_examples), tokenizer,
-                                      shuffle_buffer=data.shuffle_buffer, seed=seed, **batching).repeat()
-        train = self.batches(train, config.model.vocab_size, seed)
-        dev, dev_steps = None, 0
-        if dev_examples is not None:
-            dev = make_eval_dataset(sources.as_dataset(dev_examples), tokenizer, **batching)
-            dev = self.batches(dev, config.model.vocab_size, seed + 1).cache()
-            dev_steps = sum(1 for _ in dev)  # one full pass; also fills the cache
-            dev = dev.repeat()  # every validation then reads exactly one pass
-        return RunData(tokenizer, train, dev, dev_steps, self.provenance(train_origin, dev_origin),
-                       None if dev_examples is None else self.dev_pairs(dev_examples))
+            training = self._memory_training(run, config, num_replicas)
+        dev_examples, dev_origin = self._dev_examples(config.data)
+        dev, dev_steps = self._dev_batches(dev_examples, training.tokenizer, config, num_replicas)
+        return RunData(training.tokenizer, training.train, dev, dev_steps,
+                       self.provenance(training.provenance, dev_origin),
+                       None if dev_examples is None else self.dev_pairs(dev_examples), training.stream, training.seek)
+
+    def _memory_training(self, run, config, num_replicas):
+        """The training split read into memory, its tokenizer, and its batches tokenized as they stream."""
+        data, seed = config.data, config.training.seed
+        examples, provenance = self.examples(data, "train", seed)
+        tokenizer = prepare_tokenizer(run, config, examples)
+        train = make_training_dataset(sources.as_dataset(examples), tokenizer, shuffle_buffer=data.shuffle_buffer,
+                                      seed=seed, **_batching(data, num_replicas)).repeat()
+        return _Training(tokenizer, self.batches(train, config.model.vocab_size, seed), None, {"pipeline": MEMORY},
+                         provenance)
+
+    def _prepared_training(self, run, config, num_replicas, num_workers):
+        """RUN/prepared/ prepared (or checked), its tokenizer, and batches read from its shards by seeking."""
+        prepared = prepared_training(run, config, num_replicas, num_workers)
+
+        def seek(position):
+            return self.batches(prepared.seek(position), config.model.vocab_size, config.training.seed)
+
+        return _Training(prepared.tokenizer, seek(0), seek, prepared.stream, prepared.provenance)
+
+    def _dev_examples(self, data):
+        if self.has_split(data, "dev"):
+            return self.examples(data, "dev")
+        logger.warning("No validation data: set data.dev_files to validate during training.")
+        return None, None
+
+    def _dev_batches(self, dev_examples, tokenizer, config, num_replicas):
+        """`(dev, dev_steps)`: one pass of validation batches, cached and repeated; `(None, 0)` without a dev split."""
+        if dev_examples is None:
+            return None, 0
+        dev = make_eval_dataset(sources.as_dataset(dev_examples), tokenizer, **_batching(config.data, num_replicas))
+        dev = self.batches(dev, config.model.vocab_size, config.training.seed + 1).cache()
+        dev_steps = sum(1 for _ in dev)  # one full pass; also fills the cache
+        return dev.repeat(), dev_steps  # every validation then reads exactly one pass
+
+
+def _batching(data, num_replicas):
+    return dict(max_length=data.max_length, batch_tokens=data.batch_tokens, num_replicas=num_replicas)

@@ -2,9 +2,10 @@
 
 The training stream is a fixed function of `training.seed` (seeded shuffle, deterministic
 batching), so its position is one number: the micro-batches consumed, saved with every
-checkpoint (`InputPosition`). A resumed run skips that many micro-batches; skipping
-re-reads them through the input pipeline, not through the model. The step alone would not
-do: under mixed_float16 a step whose gradients overflow is skipped and does not advance
+checkpoint (`InputPosition`). A resumed run starts its stream there (`RunData.training_batches`):
+in memory it skips that many micro-batches, re-reading them through the input pipeline, not
+through the model; from prepared shards it seeks. The step alone would not do: under
+mixed_float16 a step whose gradients overflow is skipped and does not advance
 `optimizer.iterations`.
 """
 
@@ -13,6 +14,7 @@ import logging
 import keras
 import tensorflow as tf
 
+from t2t_keras.errors import DataError
 from t2t_keras.training.precision import AUTO, choose_fusion, choose_jit, choose_precision
 
 logger = logging.getLogger(__name__)
@@ -49,11 +51,6 @@ class InputPosition(keras.callbacks.Callback):
         self.consumed.assign_add(self.micro_batches_per_step)
 
 
-def skip_consumed(dataset, position):
-    """`dataset` (micro-batches, from its beginning) without its first `position` elements."""
-    return dataset.skip(position) if position > 0 else dataset
-
-
 def check_replicas(run, replicas, step):
     """Logs when a run resumes on another replica count: batches then split differently (not exact)."""
     previous = run.read_json(run.replicas_path)
@@ -64,6 +61,31 @@ def check_replicas(run, replicas, step):
     run.write_json(run.replicas_path, {"replicas": replicas})
     return previous is None or previous.get("replicas") == replicas
 
+
+SPLIT_KEYS = ("num_replicas", "num_workers")  # how the stream is split: another split is logged, not refused
+
+
+def check_input_stream(run, stream, step):
+    """Refuses to resume at `step` on a training stream whose positions name other batches; records `stream`.
+
+    `stream` (`RunData.stream`, RUN/input_stream.json) holds what positions depend on: the road, and for
+    prepared shards the seed, batching, grouping and a digest of the preparation. Another replica or worker
+    count is logged as not exact, like `check_replicas`.
+    """
+    previous = run.read_json(run.input_stream_path)
+    if step > 0 and previous:
+        changed = {key: (previous.get(key), value) for key, value in stream.items() if previous.get(key) != value}
+        listed = {key: f"{key}={old!r} then, {new!r} now" for key, (old, new) in sorted(changed.items())}
+        split = [text for key, text in listed.items() if key in SPLIT_KEYS]
+        if split:
+            logger.warning("Resuming at step %d with the training stream split differently (%s): the rest of the "
+                           "run is not an exact continuation.", step, ", ".join(split))
+        fixed = [text for key, text in listed.items() if key not in SPLIT_KEYS]
+        if fixed:
+            raise DataError(f"{run.path} trained {step} steps on another training stream ({', '.join(fixed)}), "
+                            f"and its input position counts batches of that one. Restore what changed to continue "
+                            "the run, or train into a new --run-dir.")
+    run.write_json(run.input_stream_path, stream)
 
 
 def settle_precision(run, training):

@@ -115,3 +115,13 @@ def worker_identity(strategy):
     chief = task_type == "chief" or (task_type == "worker" and task_id == 0 and "chief" not in
                                      resolver.cluster_spec().as_dict())
     return chief, task_id
+
+
+
+def worker_count(strategy):
+    """The number of workers (chief included) that train together under `strategy`: 1 on one machine."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if getattr(resolver, "task_type", None) is None:
+        return 1
+    cluster = resolver.cluster_spec().as_dict()
+    return len(cluster.get("chief", [])) + len(cluster.get("worker", []))

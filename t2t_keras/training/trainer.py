@@ -22,10 +22,11 @@ from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, samp
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
-from t2t_keras.training.resume import InputPosition, check_replicas, random_state, settle_precision, skip_consumed
+from t2t_keras.training.resume import (InputPosition, check_input_stream, check_replicas, random_state,
+                                       settle_precision)
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
-from t2t_keras.training.strategy import make_strategy, worker_identity
+from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ def _set_up(config, run_dir):
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
-    data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync)
+    data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync, worker_count(strategy))
     run.write_json(run.data_path, data.provenance)
     precision, jit, fuse = settle_precision(run, config.training)
     model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
@@ -151,6 +152,7 @@ def _set_up(config, run_dir):
     start = manager.restore_latest()
     if chief:
         check_replicas(run, strategy.num_replicas_in_sync, start)
+        check_input_stream(run, data.stream, start)
     return Training(run, config, data, model, state, manager, chief, task_id), start
 
 
@@ -208,7 +210,7 @@ def _callbacks(training, minutes, extra, log_lines=False):
 def _fit(training, start, minutes, callbacks, verbose):
     """`model.fit` from `start` to training.train_steps (or the time limit): the history."""
     t, data = training.config.training, training.data
-    train_data = skip_consumed(data.train, training.state.position.position(start))  # resume where it stopped
+    train_data = data.training_batches(training.state.position.position(start))  # resume where it stopped
     if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
         train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
     log_lines = verbose == "auto" and not sys.stdout.isatty()
