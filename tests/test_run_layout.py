@@ -21,10 +21,11 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
 def run_file_names():
     """The names of the files `RunDirectory` gives a run (config.yaml, replicas.json, ...), and of its folders but
-    those whose names are also words of the CLI (export, best, averaged: a command and weight sources)."""
+    those whose names are also words of the CLI or the config (export, best, averaged, prepared: a command,
+    weight sources, a data.pipeline)."""
     run = RunDirectory("RUN")
     names = {value.name for value in vars(run).values() if isinstance(value, pathlib.Path) and value != run.path}
-    return names - {"export", "best", "averaged"}
+    return names - {"export", "best", "averaged", "prepared"}
 
 
 class LayoutTest(TestCase):
