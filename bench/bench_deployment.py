@@ -18,7 +18,6 @@ Timing waits for a quiet machine and reports the cores other processes used
 (see `timing.measure_quietly`).
 """
 
-from t2t_keras.decoding.parameters import DecodingParams
 import argparse
 import os
 import pathlib
@@ -41,6 +40,7 @@ from bench_export import (  # noqa: E402
 from timing import add_arguments, machine_description  # noqa: E402
 
 from t2t_keras.data.tokenizer import train_sentencepiece  # noqa: E402
+from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
 from t2t_keras.export.ctranslate2_export import export_ctranslate2  # noqa: E402
 from t2t_keras.export.ctranslate2_translator import CTranslate2Translator  # noqa: E402
 from t2t_keras.export.loaded import SavedModelTranslator  # noqa: E402

@@ -36,7 +36,8 @@ import timing  # noqa: E402
 from timing import machine_description, measure_quietly  # noqa: E402
 
 from t2t_keras.data.tokenizer import train_sentencepiece  # noqa: E402
-from t2t_keras.export.loaded import DecodingParams, SavedModelTranslator  # noqa: E402
+from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
+from t2t_keras.export.loaded import SavedModelTranslator  # noqa: E402
 from t2t_keras.export.saved_model import export_translator  # noqa: E402
 from t2t_keras.model import Transformer  # noqa: E402
 

@@ -1,6 +1,5 @@
 """The server's attention endpoints (`POST /v1/models/NAME:attention`, `GET /attention`) and the page's files."""
 
-from t2t_keras.decoding.parameters import DecodingParams
 import configparser
 import fnmatch
 import importlib.resources
@@ -14,6 +13,7 @@ import tensorflow as tf
 from starlette.testclient import TestClient
 
 from t2t_keras.data.tokenizer import train_sentencepiece
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_translator
 from t2t_keras.inspect import html_view

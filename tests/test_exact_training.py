@@ -5,7 +5,6 @@ one- and two-replica comparisons run in a subprocess
 (`python -m tests.test_exact_training --child REPLICAS`) that prints JSON.
 """
 
-from t2t_keras.decoding.parameters import DecodingParams
 import json
 import os
 import pathlib
@@ -16,6 +15,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.decoding.parameters import DecodingParams
 from tests.helpers import TINY, TestCase, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -1,7 +1,6 @@
 """Translation SavedModel: fresh-process reload equals the in-process Translator, signatures, parameters,
 over-long and empty inputs, a TF-Text-free ids signature, atomic export."""
 
-from t2t_keras.decoding.parameters import DecodingParams
 import json
 import os
 import pathlib
@@ -16,6 +15,7 @@ import tensorflow as tf
 from t2t_keras.config import replace
 from t2t_keras.data.tokenizer import Tokenizer
 from t2t_keras.decoding import Translator
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_run, export_translator
 from t2t_keras.runs import load_run_model

@@ -1,12 +1,12 @@
 """int8 SavedModel weights: Dense kernels and the target embedding become int8, logits stay close, exports work."""
 
-from t2t_keras.decoding.parameters import DecodingParams
 import pathlib
 import tempfile
 
 import numpy as np
 
 from t2t_keras.data.tokenizer import train_sentencepiece
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.saved_model import export_translator

@@ -1,6 +1,5 @@
 """Forced decoding (`score`): equal to an independent teacher-forced computation; ranks n-best lists as the search."""
 
-from t2t_keras.decoding.parameters import DecodingParams
 import pathlib
 import tempfile
 
@@ -10,6 +9,7 @@ import sentencepiece as spm
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding import beam_search, length_penalty
 from t2t_keras.decoding.forced import token_nll
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.errors import DataError
 from t2t_keras.evaluation.scoring import ScorePair, format_score, read_score_pairs, score_pairs
 from t2t_keras.export.loaded import SavedModelTranslator

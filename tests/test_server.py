@@ -18,6 +18,7 @@ import tensorflow as tf
 import uvicorn
 
 from t2t_keras.data.tokenizer import train_sentencepiece
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_translator
 from t2t_keras.serving import rest_api
@@ -253,7 +254,7 @@ class RestFormatTest(TestCase):
                 rest_api.parse_predict_request(raw)
 
     def test_non_finite_scores_become_null(self):
-        from t2t_keras.export.loaded import DecodingParams, TranslatorBase
+        from t2t_keras.export.loaded import TranslatorBase
 
         result = {"translations": [["a"]], "scores": [[float("-inf")]], "truncated": [False]}
         outputs = TranslatorBase().outputs(result, DecodingParams(beam_size=1, alpha=0.6, max_extra_length=5))

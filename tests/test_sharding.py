@@ -5,8 +5,8 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding import Translator
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding.sharding import choose_shards, cpu_cores, sharded
 from t2t_keras.fast_path import FastPath, Hardware
 from tests.test_greedy import DecodingTestCase, decoding_model

@@ -10,10 +10,10 @@ import tempfile
 import tensorflow as tf
 import yaml
 
-from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.config import replace
 from t2t_keras.data.tokenizers import tokenizer_filename
 from t2t_keras.decoding import Translator
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 from t2t_keras.export.loaded import SavedModelTranslator

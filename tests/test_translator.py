@@ -1,6 +1,5 @@
 """Translator: batching by a token budget, input order, empty inputs, progress bar, compiled search."""
 
-from t2t_keras.decoding.parameters import DecodingParams
 import contextlib
 import io
 
@@ -9,6 +8,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding import Translator, beam_search, greedy_decode
 from t2t_keras.decoding.batch_shapes import pad_batch, plan_batches
+from t2t_keras.decoding.parameters import DecodingParams
 from tests.test_greedy import DecodingTestCase, decoding_model
 
 # Ids 4.. stand for these characters; 0-3 are pad/unk/bos/eos.

@@ -1,7 +1,6 @@
 """Decoding with bfloat16 weights: the copy holds the model's weights rounded to bfloat16, predicts what the model
 predicts, and a trained model translates with it as with float32 weights."""
 
-from t2t_keras.decoding.parameters import DecodingParams
 import pathlib
 import tempfile
 
@@ -12,6 +11,7 @@ import tensorflow as tf
 from t2t_keras.config import DecodingConfig
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding import Translator
+from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.errors import ConfigError
 from tests.helpers import TestCase, random_ids, tiny_transformer, toy_pairs, train_toy_model
