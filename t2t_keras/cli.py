@@ -156,7 +156,7 @@ def _opened(args, command, batch_size=32):
     `command` takes."""
     from t2t_keras.artifacts import open_artifact
 
-    path = args.run_dir or args.saved_model or getattr(args, "ctranslate2", None)
+    path = getattr(args, "run_dir", None) or args.saved_model or getattr(args, "ctranslate2", None)
     artifact = open_artifact(path, getattr(args, "model", "auto"), batch_size)
     check_task(command, artifact.task, path)
     return artifact
