@@ -11,7 +11,7 @@ translation model, a run's precision for an export) is refused by name.
 """
 
 from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.errors import T2TError
+from t2t_keras.errors import T2TError, check_applicable
 from t2t_keras.export.opening import open_export
 from t2t_keras.runs import open_run
 
@@ -68,8 +68,6 @@ class RunArtifact:
 
 
 def _refuse(artifact, what, **options):
-    given = [name for name, value in options.items() if value is not None]
     if artifact.task == "mlm":
         raise T2TError(f"{artifact.path} is an mlm run: a masked language model generates nothing.")
-    if given:
-        raise T2TError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {what}.")
+    check_applicable([name for name, value in options.items() if value is not None], what)

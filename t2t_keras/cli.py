@@ -7,7 +7,7 @@ import os
 import sys
 
 from t2t_keras.config import DECODING_PRECISIONS, MODEL_SOURCES, check_shards
-from t2t_keras.errors import T2TError
+from t2t_keras.errors import T2TError, check_applicable
 
 TASKS = ("translation", "lm", "mlm")
 # The tasks whose runs (or exports) each command takes; any other gets the one refusal of `check_task`.
@@ -29,9 +29,8 @@ def check_task(command, task, where):
 
 def refuse_flags(args, flags, what):
     """Refuses the `flags` (attribute names of `args`) given on the command line that do not apply to `what`."""
-    given = [f"--{flag.replace('_', '-')}" for flag in flags if getattr(args, flag, None) not in (None, False)]
-    if given:
-        raise T2TError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {what}.")
+    given = [flag for flag in flags if getattr(args, flag, None) not in (None, False)]
+    check_applicable([f"--{flag.replace('_', '-')}" for flag in given], what)
 
 
 def _add_config_args(parser):
@@ -87,12 +86,11 @@ def _search_options(args):
     return dict(beam_size=args.beam_size, alpha=args.alpha, max_extra_length=args.max_extra_length)
 
 
-def _run_params(args, **defaults):
-    """The command's `DecodingParams`: the run's `decoding` config (then `defaults`), with the flags given."""
-    from t2t_keras.decoding.parameters import DecodingParams
+def _run_params(args):
+    """The command's `DecodingParams`: the run's (`artifacts.RunArtifact.decoding_params`) with the flags given."""
+    from t2t_keras.artifacts import RunArtifact
 
-    return DecodingParams.from_config(args.run_dir.load_config().decoding).updated(**defaults).updated(
-        **_search_options(args))
+    return RunArtifact(args.run_dir).decoding_params(**_search_options(args))
 
 
 # Flags that apply to some models only, by what they set.

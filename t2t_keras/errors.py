@@ -15,3 +15,9 @@ class DataError(T2TError):
 
 class VocabularyError(T2TError):
     """A tokenizer vocabulary does not match the model."""
+
+
+def check_applicable(given, what):
+    """Refuses the options named in `given` (flags or arguments the caller set), which do not apply to `what`."""
+    if given:
+        raise T2TError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {what}.")
