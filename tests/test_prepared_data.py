@@ -272,3 +272,24 @@ class PreparedDataTest(TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GroupByGroupPlanTest(TestCase):
+    """The reader plans an epoch one group of shards at a time (memory flat in the corpus size)."""
+
+    def test_it_gives_the_whole_epoch_plan_with_pairs_waiting_across_groups(self):
+        rng = np.random.default_rng(3)
+        lengths = [rng.integers(1, 40, size=(int(rng.integers(50, 120)), 2)).astype(np.int32) for _ in range(11)]
+        plan = bucket_plan(48, 400, num_replicas=2)
+        for epoch, worker_index, num_workers in ((0, 0, 1), (1, 0, 1), (2, 1, 2)):
+            whole = batch_plan.epoch_plan(lengths, plan, 7, epoch, worker_index=worker_index,
+                                          num_workers=num_workers, group_shards=3)
+            expected = [(width, whole.shard_of[positions].tolist(), whole.row_of[positions].tolist())
+                        for width, positions in whole.batches]
+            self.assertGreater(len(expected), 20)
+            for start in (0, 1, len(expected) // 2, len(expected) - 1):
+                got = [(width, shard_of.tolist(), row_of.tolist()) for width, shard_of, row_of in
+                       batch_plan.epoch_batches(lengths.__getitem__, len(lengths), plan, 7, epoch,
+                                                worker_index=worker_index, num_workers=num_workers,
+                                                group_shards=3, start=start)]
+                self.assertEqual(got, expected[start:], f"epoch {epoch}, worker {worker_index}, start {start}")

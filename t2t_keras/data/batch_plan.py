@@ -57,7 +57,7 @@ def bucket_histogram(shard_lengths, plan) -> np.ndarray:
     buckets = len(plan.lengths)
     rows = [np.bincount(np.searchsorted(plan.lengths, pair_lengths(lengths)), minlength=buckets + 1)[:buckets]
             for lengths in shard_lengths]
-    return np.array(rows, np.int64).reshape(len(shard_lengths), buckets)
+    return np.array(rows, np.int64).reshape(len(rows), buckets)
 
 
 def batches_in_epoch(histogram, plan, shards) -> int:
@@ -95,6 +95,39 @@ def epoch_plan(shard_lengths, plan, seed, epoch, *, worker_index=0, num_workers=
     shard_of, row_of, lengths = np.concatenate(shard_of), np.concatenate(row_of), np.concatenate(lengths)
     batches, leftover = _bucketed(lengths, plan)
     return EpochPlan(shard_of, row_of, batches, leftover)
+
+
+def epoch_batches(lengths_of, num_shards, plan, seed, epoch, *, worker_index=0, num_workers=1, group_shards=4,
+                  start=0):
+    """Yields ``(padded length, shard_of, row_of)`` for the batches of `epoch_plan`, from batch ``start`` on.
+
+    The same batches in the same order as `epoch_plan` gives, planned one group of shards at a time:
+    ``lengths_of(shard)`` is asked for a group's lengths when the group is reached, and only that group
+    and the pairs still waiting in partial buckets are held, so memory does not grow with the corpus.
+    """
+    shards = worker_shards(num_shards, seed, epoch, worker_index, num_workers)
+    waiting = [np.zeros([0, 2], np.int64) for _ in plan.lengths]  # (shard, row) of the pairs in each bucket
+    emitted = 0
+    for group_index, first in enumerate(range(0, len(shards), group_shards)):
+        group = shards[first:first + group_shards]
+        lengths = [lengths_of(s) for s in group]
+        order = np.random.default_rng([seed, epoch, worker_index, group_index + 1]).permutation(
+            sum(len(part) for part in lengths))
+        pairs = np.stack([np.concatenate([np.full(len(part), s, np.int64) for s, part in zip(group, lengths)]),
+                          np.concatenate([np.arange(len(part), dtype=np.int64) for part in lengths])], axis=1)[order]
+        bucket = np.searchsorted(plan.lengths, np.concatenate([pair_lengths(part) for part in lengths])[order])
+        ready = []  # (stream position of the pair that fills the batch, padded length, members)
+        for index, (length, size) in enumerate(zip(plan.lengths, plan.batch_sizes)):
+            positions = np.flatnonzero(bucket == index)
+            members = np.concatenate([waiting[index], pairs[positions]])
+            arrived = np.concatenate([np.full(len(waiting[index]), -1, np.int64), positions])
+            full = len(members) // size * size
+            ready += [(arrived[k + size - 1], length, members[k:k + size]) for k in range(0, full, size)]
+            waiting[index] = members[full:]
+        for _, length, members in sorted(ready, key=lambda batch: batch[0]):
+            if emitted >= start:
+                yield length, members[:, 0], members[:, 1]
+            emitted += 1
 
 
 def _bucketed(lengths, plan):

@@ -32,7 +32,7 @@ from tqdm import tqdm
 from t2t_keras.data import manifest as manifests
 from t2t_keras.data import sources
 from t2t_keras.data.pair_stream import stream_pairs
-from t2t_keras.data.shards import ids_dtype, shard_name, write_shard
+from t2t_keras.data.shards import ids_dtype, memory_shard, shard_name, write_shard
 from t2t_keras.data.tokenizers import load_tokenizer, tokenizer_filename, train_tokenizer
 from t2t_keras.errors import ConfigError, DataError
 
@@ -220,6 +220,29 @@ def _write_windows(manifest, out_dir, tokenizer, pairs, progress):
         manifests.write_manifest(out_dir, manifest)
     bar.close()
     _finish(manifest, out_dir)
+
+
+def tokenized_shards(pairs, tokenizer, *, max_length, seed, pairs_per_shard=PAIRS_PER_SHARD,
+                     window_shards=WINDOW_SHARDS, progress=False) -> tuple[list, dict]:
+    """`(shards, counts)`: `pairs` tokenized, filtered and dealt out into `shards.Shard`s held in memory.
+
+    The shards are the ones `prepare_corpus` writes for the same pairs, tokenizer, max_length, seed and shard
+    sizes (windows of `pairs_per_shard * window_shards` pairs, each shuffled and dealt out alike), so the same
+    batches come from either (`prepared.memory_training_dataset`). `counts` as the manifest's "pairs".
+    """
+    settings = dict(max_length=max_length, seed=seed, pairs_per_shard=pairs_per_shard)
+    window_size = pairs_per_shard * window_shards
+    counts = dict(read=0, empty=0, overlong=0, kept=0)
+    held = []
+    with tqdm(total=len(pairs), desc="Tokenizing", unit=" pairs", unit_scale=True,
+              disable=not progress or None) as bar:
+        for index, start in enumerate(range(0, len(pairs), window_size)):
+            window_counts, parts = _window_shards(pairs[start:start + window_size], tokenizer, settings, index, bar)
+            dtype = ids_dtype(tokenizer.vocab_size)
+            held += [memory_shard(source_ids, target_ids, dtype) for source_ids, target_ids in parts]
+            for key, value in window_counts.items():
+                counts[key] += value
+    return held, counts
 
 
 def _finish(manifest, out_dir):

@@ -1,5 +1,8 @@
 """Training batches from a prepared corpus, with exact resume by seeking (`prepared_training_dataset`).
 
+The same reader serves a corpus tokenized into shards held in memory (`memory_training_dataset`), the
+in-memory road of a small corpus: one batch planner for both roads, so the same pairs give the same batches.
+
 The batches have the structure of `batching.make_training_dataset`'s:
 ``((source, target_in), target_out, sample_weight)``, int32 ids padded with 0
 to a bucket length of `batching.bucket_plan`, float32 weights 0 exactly on
@@ -7,7 +10,8 @@ padding; source = pieces + [EOS], target_in = [BOS] + pieces, target_out =
 pieces + [EOS].
 
 Resume design: each epoch's batches are planned in NumPy from the stored
-lengths alone (`batch_plan`), and the batch at ``position`` is located by
+lengths alone (`batch_plan`), one group of shards at a time so that memory
+stays flat in the corpus size, and the batch at ``position`` is located by
 arithmetic on a per-shard bucket histogram. The stream then starts at that
 batch of that epoch, gathering its pairs by index from memory-mapped shards:
 nothing consumed before is read again, and starting costs one epoch's plan
@@ -58,10 +62,27 @@ def prepared_training_dataset(out_dir, *, seed, batch_tokens, max_length, num_re
     Raises:
       DataError: the preparation is missing or unfinished, or has fewer shards than workers.
     """
-    stream = _BatchStream(out_dir, seed=seed, plan=bucket_plan(max_length, batch_tokens,
-                                                               bucket_boundaries=bucket_boundaries,
-                                                               num_replicas=num_replicas),
-                          worker_index=worker_index, num_workers=num_workers, group_shards=group_shards)
+    return _dataset(_DirectoryShards(out_dir), seed=seed, max_length=max_length, batch_tokens=batch_tokens,
+                    num_replicas=num_replicas, worker_index=worker_index, num_workers=num_workers,
+                    position=position, bucket_boundaries=bucket_boundaries, group_shards=group_shards)
+
+
+def memory_training_dataset(shards, *, seed, batch_tokens, max_length, num_replicas=1, position=0,
+                            bucket_boundaries=None, group_shards=GROUP_SHARDS) -> tf.data.Dataset:
+    """`prepared_training_dataset` over `shards.Shard`s held in memory (`prepare.tokenized_shards`).
+
+    The same shards and arguments give the same batches as their prepared directory does.
+    """
+    return _dataset(_MemoryShards(shards, max_length), seed=seed, max_length=max_length, batch_tokens=batch_tokens,
+                    num_replicas=num_replicas, worker_index=0, num_workers=1, position=position,
+                    bucket_boundaries=bucket_boundaries, group_shards=group_shards)
+
+
+def _dataset(shards, *, seed, max_length, batch_tokens, num_replicas, worker_index, num_workers, position,
+             bucket_boundaries, group_shards):
+    plan = bucket_plan(max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas)
+    stream = _BatchStream(shards, seed=seed, plan=plan, worker_index=worker_index, num_workers=num_workers,
+                          group_shards=group_shards)
     ids = tf.TensorSpec([None, None], tf.int32)
     dataset = tf.data.Dataset.from_generator(
         lambda: stream.batches(position),
@@ -77,22 +98,57 @@ def prepared_lengths(out_dir) -> list:
     return [read_lengths(out_dir, shard["name"]) for shard in manifest["shards"]]
 
 
-class _BatchStream:
-    """The epoch plans of one worker and the batches they name, gathered from the shards."""
+class _DirectoryShards:
+    """The shards of a finished preparation: a shard's lengths read when its group is planned, its ids
+    memory-mapped when first gathered, so that what is held does not grow with the corpus."""
 
-    def __init__(self, out_dir, *, seed, plan, worker_index, num_workers, group_shards):
+    def __init__(self, out_dir):
         self.out_dir = pathlib.Path(out_dir)
         manifest = load_complete_manifest(out_dir)
         self.names = [shard["name"] for shard in manifest["shards"]]
-        if max(plan.lengths) > manifest["settings"]["max_length"]:
-            logger.warning("%s was prepared with max_length=%d: it holds no pair longer than that, although "
-                           "batches may be %d long.", out_dir, manifest["settings"]["max_length"], max(plan.lengths))
-        if not 0 <= worker_index < num_workers <= len(self.names):
-            raise DataError(f"{out_dir} has {len(self.names)} shards; worker_index={worker_index} of "
+        self.max_length = manifest["settings"]["max_length"]
+        self.where = f"{out_dir} (prepared with max_length={self.max_length})"
+
+    def __len__(self):
+        return len(self.names)
+
+    def lengths_of(self, index):
+        return read_lengths(self.out_dir, self.names[index])
+
+    def open(self, index):
+        return open_shard(self.out_dir, self.names[index])
+
+
+class _MemoryShards:
+    """Shards held in memory, tokenized with `max_length`."""
+
+    def __init__(self, shards, max_length):
+        self.held, self.max_length = list(shards), max_length
+        self.where = f"the corpus tokenized in memory (max_length={max_length})"
+
+    def __len__(self):
+        return len(self.held)
+
+    def lengths_of(self, index):
+        return self.held[index].lengths
+
+    def open(self, index):
+        return self.held[index]
+
+
+class _BatchStream:
+    """The epoch plans of one worker and the batches they name, gathered from the shards."""
+
+    def __init__(self, shards, *, seed, plan, worker_index, num_workers, group_shards):
+        if max(plan.lengths) > shards.max_length:
+            logger.warning("%s holds no pair longer than that, although batches may be %d long.",
+                           shards.where, max(plan.lengths))
+        if not 0 <= worker_index < num_workers <= len(shards):
+            raise DataError(f"{shards.where} has {len(shards)} shards; worker_index={worker_index} of "
                             f"num_workers={num_workers} needs 0 <= worker_index < num_workers <= shards. "
                             "Prepare with a smaller pairs_per_shard so every worker has shards.")
-        self.lengths = [read_lengths(out_dir, name) for name in self.names]
-        self.histogram = batch_plan.bucket_histogram(self.lengths, plan)
+        self.shards = shards
+        self.histogram = batch_plan.bucket_histogram((shards.lengths_of(i) for i in range(len(shards))), plan)
         self.seed, self.plan, self.group_shards = seed, plan, group_shards
         self.worker_index, self.num_workers = worker_index, num_workers
         self.opened = {}
@@ -102,10 +158,11 @@ class _BatchStream:
         epoch, index = batch_plan.locate(position, self.histogram, self.plan, self.seed, self.worker_index,
                                          self.num_workers)
         while True:
-            plan = batch_plan.epoch_plan(self.lengths, self.plan, self.seed, epoch, worker_index=self.worker_index,
-                                         num_workers=self.num_workers, group_shards=self.group_shards)
-            for width, positions in plan.batches[index:]:
-                yield self.batch(plan.shard_of[positions], plan.row_of[positions], width)
+            for width, shard_of, row_of in batch_plan.epoch_batches(
+                    self.shards.lengths_of, len(self.shards), self.plan, self.seed, epoch,
+                    worker_index=self.worker_index, num_workers=self.num_workers, group_shards=self.group_shards,
+                    start=index):
+                yield self.batch(shard_of, row_of, width)
             epoch, index = epoch + 1, 0
 
     def batch(self, shard_of, row_of, width):
@@ -124,7 +181,7 @@ class _BatchStream:
 
     def shard(self, index):
         if index not in self.opened:
-            self.opened[index] = open_shard(self.out_dir, self.names[index])
+            self.opened[index] = self.shards.open(index)
         return self.opened[index]
 
 

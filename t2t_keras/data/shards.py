@@ -79,6 +79,15 @@ def open_shard(directory, name: str) -> Shard:
     return Shard(ids, ends - lengths.sum(axis=1), lengths)
 
 
+def memory_shard(sources: Sequence[np.ndarray], targets: Sequence[np.ndarray], dtype) -> Shard:
+    """The pairs ``(sources[i], targets[i])`` as a `Shard` held in memory, laid out as `write_shard` writes one."""
+    lengths = np.array([[len(s), len(t)] for s, t in zip(sources, targets)], np.int32).reshape(-1, 2)
+    pieces = [side for pair in zip(sources, targets) for side in pair]
+    ids = np.concatenate(pieces).astype(dtype) if pieces else np.zeros([0], dtype)
+    ends = np.cumsum(lengths.sum(axis=1, dtype=np.int64))
+    return Shard(ids, ends - lengths.sum(axis=1), lengths)
+
+
 def shard_pairs(shard: Shard) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every pair of ``shard`` as ``(source_ids, target_ids)`` int32 arrays, in shard order."""
     pairs = []

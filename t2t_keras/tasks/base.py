@@ -24,7 +24,8 @@ from t2t_keras.data import sources
 from t2t_keras.data.batching import make_eval_dataset, make_training_dataset
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import load_tokenizer, train_tokenizer
-from t2t_keras.tasks.data_route import MEMORY, PREPARED, choose_route, prepared_training
+from t2t_keras.tasks.data_route import (MEMORY, PREPARED, choose_route, memory_training, plans_in_memory,
+                                       prepared_training)
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,9 @@ class RunData:
     seek: object = None  # position -> `train` from that micro-batch on, without reading those before; or None
 
     def training_batches(self, position):
-        """The training batches from micro-batch `position` on: sought (prepared), or `train` with the first
-        `position` skipped (in memory: they are read again through the input pipeline, not the model)."""
+        """The training batches from micro-batch `position` on: sought (planned batches, from prepared or
+        in-memory shards), or `train` with the first `position` skipped (streamed batches: they are read again
+        through the input pipeline, not the model)."""
         if self.seek is not None:
             return self.seek(position)
         return self.train.skip(position) if position > 0 else self.train
@@ -113,18 +115,26 @@ class Task:
         if route.name == PREPARED:
             training = self._prepared_training(run, config, num_replicas, num_workers)
         else:
-            training = self._memory_training(run, config, num_replicas)
+            training = self._memory_training(run, config, num_replicas, num_workers)
         dev_examples, dev_origin = self._dev_examples(config.data)
         dev, dev_steps = self._dev_batches(dev_examples, training.tokenizer, config, num_replicas)
         return RunData(training.tokenizer, training.train, dev, dev_steps,
                        self.provenance(training.provenance, dev_origin),
                        None if dev_examples is None else self.dev_pairs(dev_examples), training.stream, training.seek)
 
-    def _memory_training(self, run, config, num_replicas):
-        """The training split read into memory, its tokenizer, and its batches tokenized as they stream."""
+    def _memory_training(self, run, config, num_replicas, num_workers):
+        """The training split read into memory, its tokenizer, and its batches: planned over the pairs tokenized
+        once (`data_route.memory_training`), or tokenized as they stream (`data_route.plans_in_memory`)."""
         data, seed = config.data, config.training.seed
         examples, provenance = self.examples(data, "train", seed)
         tokenizer = prepare_tokenizer(run, config, examples)
+        if plans_in_memory(run, self.name, examples):
+            memory = memory_training(examples, tokenizer, config, num_replicas, num_workers)
+
+            def seek(position):
+                return self.batches(memory.seek(position), config.model.vocab_size, seed)
+
+            return _Training(tokenizer, seek(0), seek, memory.stream, provenance)
         train = make_training_dataset(sources.as_dataset(examples), tokenizer, shuffle_buffer=data.shuffle_buffer,
                                       seed=seed, **_batching(data, num_replicas)).repeat()
         return _Training(tokenizer, self.batches(train, config.model.vocab_size, seed), None, {"pipeline": MEMORY},

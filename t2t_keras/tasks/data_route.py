@@ -1,7 +1,10 @@
 """Which road a run's training batches take (`data.pipeline`), and the prepared road's setup.
 
-    memory    the training split is read whole (a list, or a TFDS dataset), tokenized as it streams through a
-              shuffle buffer; a resumed run skips the batches it consumed by reading them again
+    memory    the training split is read whole. A translation corpus of files is tokenized once into shards
+              held in memory and batched as the prepared road batches (`memory_training`): the same
+              batches, and a resumed run seeks. A TFDS dataset, a weighted mixture and the language-model
+              tasks are tokenized as they stream through a shuffle buffer; a resumed run skips the batches
+              it consumed by reading them again
     prepared  the corpus is tokenized once into shards in RUN/prepared/ (`data.prepare.prepare_corpus`, also
               `t2t-keras prepare`); a resumed run seeks to its position (`data.prepared`), reading nothing twice
 
@@ -15,11 +18,12 @@ import logging
 import pathlib
 from typing import Callable, NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_keras.data.manifest import MANIFEST_FILE, read_manifest
-from t2t_keras.data.prepare import prepare_corpus
-from t2t_keras.data.prepared import GROUP_SHARDS, prepared_training_dataset
+from t2t_keras.data.prepare import prepare_corpus, tokenized_shards
+from t2t_keras.data.prepared import GROUP_SHARDS, memory_training_dataset, prepared_training_dataset
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import load_tokenizer
 from t2t_keras.errors import ConfigError, DataError
@@ -29,11 +33,9 @@ logger = logging.getLogger(__name__)
 
 MEMORY, PREPARED = "memory", "prepared"
 # `auto` prepares a text/tsv corpus whose training files hold more than this. Above it the in-memory road's
-# lists of strings take several times the corpus in RAM and a resume re-reads every consumed batch. Below it
-# `auto` keeps the in-memory road that every earlier run used (its vocabulary sample and batch order), for
-# continuity, not speed: on the default corpus (32,023 pairs, 8,000 BPE pieces, 2 CPU cores;
-# bench/bench_first_batch.py) a fresh run reaches its first batch in about 4 s on both roads, a restart in
-# 0.2-0.35 s prepared against 3.5-5 s in memory, and prepared batches come 15-25 times faster.
+# lists of strings take several times the corpus in RAM; below it they are small, and tokenizing into shards
+# held in memory (`memory_training`) skips writing files: both roads then give the same batches, and both
+# resume by seeking (bench/results/data_scale.md).
 PREPARE_THRESHOLD_BYTES = 256 * 2**20
 
 
@@ -200,3 +202,70 @@ def format_preparation(manifest, directory) -> str:
     pairs, shards = manifest["pairs"], len(manifest["shards"])
     return (f"prepared {pairs['kept']} of {pairs['read']} pairs in {shards} shard{'s' if shards != 1 else ''} in "
             f"{directory} (dropped {pairs['empty']} with an empty side, {pairs['overlong']} over data.max_length)")
+
+
+PLANNED = "planned"  # input_stream.json's "batches" for the in-memory road through the batch planner
+
+
+class MemoryTraining(NamedTuple):
+    """The in-memory road's planned part of `RunData`."""
+
+    seek: Callable  # position -> the training batches from micro-batch `position` on
+    stream: dict  # what the positions depend on (`stream_record`)
+    counts: dict  # read / empty / overlong / kept pairs
+
+
+def plans_in_memory(run, task_name, examples) -> bool:
+    """Whether the in-memory road tokenizes `examples` once and plans its batches as the prepared road does.
+
+    It does for a translation corpus held as a list of pairs. A TFDS dataset, a weighted mixture (an endless
+    draw), the language-model tasks and a run that started on the streamed batches of earlier versions (its
+    positions count those) stream through `batching.make_training_dataset`, as before.
+    """
+    if task_name != "translation" or not isinstance(examples, list):
+        return False
+    recorded = run.read_json(run.input_stream_path)
+    return recorded.get("batches") == PLANNED if recorded and run.checkpoint_paths() else True
+
+
+def memory_training(examples, tokenizer, config, num_replicas=1, num_workers=1) -> MemoryTraining:
+    """The training pairs tokenized once into shards in memory, and the seeking stream over them.
+
+    The shards are those `t2t-keras prepare` writes for the same pairs and tokenizer, and the stream is the
+    prepared road's (`prepared.memory_training_dataset`): the same batches in the same order for a seed,
+    exact resume by seeking. On several workers every worker holds the corpus and takes its share of each
+    batch (data sharding).
+
+    Raises:
+      DataError: no pair fits data.max_length.
+    """
+    data, seed = config.data, config.training.seed
+    shards, counts = tokenized_shards(examples, tokenizer, max_length=data.max_length, seed=seed, progress=True)
+    if not shards:
+        raise DataError(f"No training pair fits data.max_length={data.max_length} ({counts}): check the corpus "
+                        "files, or raise data.max_length.")
+    if counts["overlong"]:
+        logger.warning("Dropping %d of %d pairs longer than max_length=%d tokens.", counts["overlong"],
+                       counts["read"], data.max_length)
+    options = dict(seed=seed, batch_tokens=data.batch_tokens, max_length=data.max_length, num_replicas=num_replicas)
+
+    def seek(position):
+        dataset = memory_training_dataset(shards, position=position, **options)
+        if num_workers > 1:
+            sharding = tf.data.Options()
+            sharding.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+            dataset = dataset.with_options(sharding)
+        return dataset
+
+    stream = dict(options, pipeline=MEMORY, batches=PLANNED, num_workers=num_workers, bucket_boundaries=None,
+                  group_shards=GROUP_SHARDS, corpus=shards_digest(shards))
+    return MemoryTraining(seek, stream, counts)
+
+
+def shards_digest(shards) -> str:
+    """sha256 of the token ids and lengths of shards held in memory."""
+    digest = hashlib.sha256()
+    for shard in shards:
+        digest.update(np.ascontiguousarray(shard.lengths).tobytes())
+        digest.update(np.ascontiguousarray(shard.ids).tobytes())
+    return digest.hexdigest()
