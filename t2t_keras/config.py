@@ -163,7 +163,6 @@ class DataConfig:
         _check_choice("data", self, "lm_side", ("source", "target"))
         _check_choice("data", self, "pipeline", PIPELINE_CHOICES)
         _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer")
-        _check_prepared_source(self)
         for index, entry in enumerate(self.sources or ()):
             _check_source_entry(self, index, entry)
 
@@ -178,18 +177,6 @@ def _check_source_languages(data_config):
             "set data.source_lang: en and data.target_lang: de, or the reverse. "
             f"Received: source_lang={data_config.source_lang!r}, target_lang={data_config.target_lang!r}"
         )
-
-
-def _check_prepared_source(data_config):
-    """data.pipeline=prepared reads one corpus of files on disk: not a TFDS dataset or a weighted mixture (yet)."""
-    if data_config.pipeline != "prepared":
-        return
-    if data_config.sources:
-        raise ConfigError("data.pipeline=prepared does not yet read a weighted mixture (data.sources): set "
-                          "data.pipeline=memory (or auto), or train on one corpus of text or tsv files.")
-    if data_config.source == "tfds":
-        raise ConfigError("data.pipeline=prepared reads corpus files on disk, and data.source=tfds has none: set "
-                          "data.pipeline=memory (or auto), or use data.source: text or tsv with data.train_files.")
 
 
 SOURCE_ENTRY_KEYS = ("source", "train_files", "dev_files", "test_files", "tfds_name", "weight")

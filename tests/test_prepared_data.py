@@ -170,11 +170,30 @@ class PreparedDataTest(TestCase):
         with self.assertRaisesRegex(DataError, r"pairs_per_shard=50 then, 60 now"):
             prepare_corpus(self.config, self.out, **dict(SHARDING, pairs_per_shard=60))
 
-    def test_a_weighted_mixture_is_refused_clearly(self):
-        entry = dict(source="text", train_files=self.config.data.train_files)
-        data = dataclasses.replace(self.config.data, sources=[dict(entry, weight=1.0), dict(entry, weight=2.0)])
-        with self.assertRaisesRegex(ConfigError, "mixture is not yet supported"):
-            prepare_corpus(dataclasses.replace(self.config, data=data), self.root / "mixture", **SHARDING)
+    def test_a_weighted_mixture_prepares_each_corpus_apart_and_each_epoch_draws_them_by_weight(self):
+        (self.root / "other").mkdir()
+        other = write_pairs(self.root / "other", [(f"other {i} words", f"andere {i} Worte") for i in range(90)])
+        entries = [dict(source="text", train_files=self.config.data.train_files, weight=1.0),
+                   dict(source="text", train_files=other, weight=3.0)]
+        config = dataclasses.replace(self.config, data=dataclasses.replace(self.config.data, sources=entries))
+        out = self.root / "mixture"
+        manifest = prepare_corpus(config, out, tokenizer_path=self.out / "tokenizer.model", **SHARDING)
+        self.assertEqual(manifest["settings"]["source"], "mixture")
+        self.assertEqual(sorted({entry["part"] for entry in manifest["corpus"]}), [0, 1])
+        parts = [shard["part"] for shard in manifest["shards"]]
+        self.assertEqual(parts, sorted(parts))  # a shard holds one corpus
+        with self.assertRaisesRegex(DataError, "mixture of 2 corpora: read it with their weights"):
+            next(iter(prepared_training_dataset(out, seed=1, **BATCHING)))
+        stream = prepared_training_dataset(out, seed=1, shares=[1.0, 3.0], **BATCHING)
+        drawn = collections.Counter(
+            "other" if self.tokenizer.detokenize(np.array(s, np.int32)).numpy().decode().startswith("other")
+            else "first" for batch in stream.take(40) for s, _ in batch_rows(batch))
+        self.assertAlmostEqual(drawn["other"] / sum(drawn.values()), 0.75, delta=0.1)
+        uninterrupted = take(stream, 30)
+        for position in (7, 29):  # past the first epoch: its batch count is planned, not assumed
+            resumed = take(prepared_training_dataset(out, seed=1, shares=[1.0, 3.0], position=position, **BATCHING), 1)
+            for got, want in zip(resumed[0], uninterrupted[position]):
+                np.testing.assert_array_equal(got, want)
 
     def test_an_unfinished_preparation_is_not_read(self):
         out = self.root / "unfinished"
@@ -293,3 +312,53 @@ class GroupByGroupPlanTest(TestCase):
                                                 worker_index=worker_index, num_workers=num_workers,
                                                 group_shards=3, start=start)]
                 self.assertEqual(got, expected[start:], f"epoch {epoch}, worker {worker_index}, start {start}")
+
+
+class MixtureSegmentsTest(unittest.TestCase):
+    def test_each_epoch_draws_each_part_by_its_share_going_on_where_the_last_epoch_stopped(self):
+        sizes = [50, 50, 20, 10]  # part 0: shards 0 and 1 (100 pairs); part 1: shards 2 and 3 (30 pairs)
+        parts, shares = [np.array([0, 1]), np.array([2, 3])], [0.25, 0.75]
+        drawn = {0: [], 1: []}
+        for epoch in range(3):
+            segments = batch_plan.mixture_segments(parts, sizes, shares, epoch)
+            for shard, start, stop in zip(*segments):
+                part = 0 if shard in (0, 1) else 1
+                drawn[part] += [(int(shard), row) for row in range(start, stop)]
+            self.assertEqual(int((segments.stop - segments.start).sum()), 32 + 98)  # round(share * 130) each
+        cycle = {0: [(0, r) for r in range(50)] + [(1, r) for r in range(50)],
+                 1: [(2, r) for r in range(20)] + [(3, r) for r in range(10)]}
+        for part, rows in drawn.items():  # the parts' pairs in order, cycling: a small part repeats
+            self.assertEqual(rows, [cycle[part][i % len(cycle[part])] for i in range(len(rows))])
+
+    def test_one_corpus_is_every_shard_whole(self):
+        segments = batch_plan.whole_shards([5, 7])
+        self.assertEqual([s.tolist() for s in segments], [[0, 1], [0, 0], [5, 7]])
+
+
+class PreparedTfdsTest(TestCase):
+    """A TFDS corpus is read once, prepared once (tfds.testing.mock_data: nothing is downloaded)."""
+
+    def test_a_tfds_corpus_is_prepared_from_one_read_and_not_read_again(self):
+        import tensorflow_datasets as tfds
+
+        from t2t_keras.data import corpus_parts
+
+        with tempfile.TemporaryDirectory() as tmp, tfds.testing.mock_data(num_examples=60):
+            config = toy_config(write_toy_corpus(pathlib.Path(tmp) / "corpus", train=10))
+            config = dataclasses.replace(config, data=dataclasses.replace(
+                config.data, source="tfds", tfds_name="wmt14_translate/de-en", source_lang="en", target_lang="de",
+                train_files=None, max_length=64))
+            out = pathlib.Path(tmp) / "prepared"
+            reads = mock.patch.object(corpus_parts, "_tfds_pairs", side_effect=corpus_parts._tfds_pairs)
+            with reads as read:
+                manifest = prepare_corpus(config, out, **SHARDING)
+            self.assertEqual(read.call_count, 2)  # the vocabulary's sample, then the shards
+            self.assertEqual([entry["path"] for entry in manifest["corpus"]], ["tfds:wmt14_translate/de-en:train"])
+            self.assertEqual(manifest["settings"]["source"], "tfds")
+            self.assertEqual(manifest["pairs"]["read"], 60)
+            self.assertEqual(sum(shard["pairs"] for shard in manifest["shards"]), manifest["pairs"]["kept"])
+            with reads as read:
+                again = prepare_corpus(config, out, **SHARDING)
+            self.assertEqual((read.call_count, again["shards"]), (0, manifest["shards"]))
+            batch = next(iter(prepared_training_dataset(out, seed=1, batch_tokens=512, max_length=64)))
+            self.assertGreater(len(batch_rows(batch)), 0)

@@ -90,12 +90,10 @@ class PipelineConfigTest(TestCase):
             with self.assertRaisesRegex(ConfigError, "data.pipeline=prepared is for translation runs for now"):
                 load_config(preset, ["data.pipeline=prepared"])
 
-    def test_prepared_with_tfds_or_a_mixture_is_refused(self):
-        with self.assertRaisesRegex(ConfigError, "data.source=tfds has none"):
-            load_config("tiny", ["data.pipeline=prepared", "data.source=tfds"])
-        mixture = "data.sources=[{source: text, train_files: [a, b], weight: 1}, {source: tfds, weight: 1}]"
-        with self.assertRaisesRegex(ConfigError, r"weighted mixture \(data.sources\)"):
-            load_config("tiny", ["data.pipeline=prepared", mixture])
+    def test_prepared_takes_tfds_and_mixtures(self):
+        load_config("tiny", ["data.pipeline=prepared", "data.source=tfds"])
+        load_config("tiny", ["data.pipeline=prepared", "data.sources=[{source: text, train_files: [a, b], weight: 1}, "
+                                                       "{source: tfds, weight: 1}]"])
 
 
 class RouteChoiceTest(TestCase):
@@ -125,11 +123,9 @@ class RouteChoiceTest(TestCase):
         self.assertEqual(route.name, "prepared")
         self.assertIn("more than 0", route.reason)
 
-    def test_auto_keeps_tfds_mixtures_the_default_corpus_lm_and_several_workers_in_memory(self):
-        entry = dict(source="text", train_files=self.files["train"])
+    def test_auto_keeps_tfds_the_default_corpus_lm_and_several_workers_in_memory(self):
         configs = {
             "tfds": replace(self.config, data={"source": "tfds"}),
-            "mixture": replace(self.config, data={"sources": [dict(entry, weight=1.0), dict(entry, weight=2.0)]}),
             "libreoffice": replace(self.config, data={"source": "libreoffice"}),
             "task lm": load_config("lm-mini"),
         }
@@ -139,6 +135,13 @@ class RouteChoiceTest(TestCase):
                 self.assertEqual(route.name, "memory", what)
                 self.assertIn(what.split()[-1], route.reason)
             self.assertEqual(self.route(self.config, num_workers=2).name, "memory")
+
+    def test_auto_prepares_a_mixture_whose_files_are_large(self):
+        entry = dict(source="text", train_files=self.files["train"])
+        mixture = replace(self.config, data={"sources": [dict(entry, weight=1.0), dict(entry, weight=2.0)]})
+        self.assertEqual(self.route(mixture).name, "memory")
+        with mock.patch.object(data_route, "PREPARE_THRESHOLD_BYTES", 1000):
+            self.assertEqual(self.route(mixture).name, "prepared")
 
     def test_prepared_on_several_workers_needs_a_finished_preparation(self):
         with self.assertRaisesRegex(ConfigError, "on 2 workers reads a corpus prepared beforehand.*t2t-keras prepare"):

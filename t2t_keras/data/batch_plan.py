@@ -41,6 +41,46 @@ class EpochPlan(NamedTuple):
     leftover: np.ndarray
 
 
+class Segments(NamedTuple):
+    """Stretches of shards that make an epoch's pairs: rows ``start[i]:stop[i]`` of shard ``shard[i]``."""
+
+    shard: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+
+
+def whole_shards(sizes) -> Segments:
+    """Every shard whole, in index order: the epoch of a single corpus."""
+    sizes = np.asarray(sizes, np.int64)
+    return Segments(np.arange(len(sizes)), np.zeros(len(sizes), np.int64), sizes)
+
+
+def mixture_segments(part_shards, sizes, shares, epoch) -> Segments:
+    """The stretches of a weighted mixture's epoch ``epoch``.
+
+    An epoch draws ``round(share * E)`` pairs from each part, ``E`` being the pairs of all parts together.
+    A part's pairs are taken in a cycle over its shards (in index order; the preparation shuffled them), from
+    where the previous epoch stopped: a part drawn above its size repeats, one drawn below it is seen over
+    several epochs. ``part_shards[p]`` are the shard indices of part ``p``, ``sizes`` every shard's pairs.
+    """
+    sizes = np.asarray(sizes, np.int64)
+    total = int(sum(sizes[shards].sum() for shards in part_shards))
+    pieces = []
+    for shards, share in zip(part_shards, shares):
+        ends = np.cumsum(sizes[shards])
+        cycle, quota = int(ends[-1]), int(round(share * total))
+        begin = epoch * quota
+        while quota > 0:
+            offset = begin % cycle
+            index = int(np.searchsorted(ends, offset, side="right"))
+            start = offset - (ends[index] - sizes[shards[index]])
+            take = min(quota, int(sizes[shards[index]] - start))
+            pieces.append((shards[index], start, start + take))
+            begin, quota = begin + take, quota - take
+    shard, start, stop = (np.array(column, np.int64) for column in zip(*pieces)) if pieces else ([],) * 3
+    return Segments(shard, start, stop)
+
+
 def worker_shards(num_shards, seed, epoch, worker_index=0, num_workers=1) -> np.ndarray:
     """The shard indices worker ``worker_index`` reads in ``epoch``, in reading order."""
     order = np.random.default_rng([seed, epoch]).permutation(num_shards)
@@ -63,6 +103,20 @@ def bucket_histogram(shard_lengths, plan) -> np.ndarray:
 def batches_in_epoch(histogram, plan, shards) -> int:
     """The number of batches an epoch over ``shards`` has (independent of the order of its pairs)."""
     return int((histogram[shards].sum(axis=0) // np.array(plan.batch_sizes)).sum())
+
+
+def locate_in_epochs(position, count_of, constant) -> tuple[int, int]:
+    """``(epoch, index)`` of batch ``position`` when epoch ``e`` has ``count_of(e)`` batches (the same for every
+    epoch if ``constant``: found by division, else by counting epochs up to it)."""
+    if constant:
+        count = count_of(0)
+        return position // count, position % count
+    epoch = 0
+    while True:
+        count = count_of(epoch)
+        if position < count:
+            return epoch, position
+        position, epoch = position - count, epoch + 1
 
 
 def locate(position, histogram, plan, seed, worker_index=0, num_workers=1) -> tuple[int, int]:

@@ -30,11 +30,10 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from t2t_keras.data import manifest as manifests
-from t2t_keras.data import sources
-from t2t_keras.data.pair_stream import stream_pairs
+from t2t_keras.data.corpus_parts import training_parts
 from t2t_keras.data.shards import ids_dtype, memory_shard, shard_name, write_shard
 from t2t_keras.data.tokenizers import load_tokenizer, tokenizer_filename, train_tokenizer
-from t2t_keras.errors import ConfigError, DataError
+from t2t_keras.errors import DataError
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +41,7 @@ PAIRS_PER_SHARD = 100_000
 WINDOW_SHARDS = 4
 SAMPLE_PAIRS = 1_000_000  # pairs of the vocabulary's sample: 2M sentences, as `sources.sentences_for_vocabulary`
 TOKENIZE_BATCH = 1024
+MIXTURE = "mixture"  # settings["source"] of a preparation of several corpora (data.sources)
 
 
 def prepare_corpus(config, out_dir, *, tokenizer_path=None, seed=None, pairs_per_shard=PAIRS_PER_SHARD,
@@ -49,8 +49,9 @@ def prepare_corpus(config, out_dir, *, tokenizer_path=None, seed=None, pairs_per
     """Prepares the training corpus of `config.data` as shards in `out_dir`; returns the manifest.
 
     Args:
-      config: the run's config; `data.source` text or tsv (or the default corpus) with `data.train_files`,
-        `data.tokenizer`, `data.vocab_size` and `data.max_length` are used.
+      config: the run's config: its corpus (`data.source` with its files or TFDS name, or the corpora of a
+        weighted mixture, `data.sources`, each prepared into shards of its own), `data.tokenizer`,
+        `data.vocab_size` and `data.max_length` are used.
       out_dir: directory of the shards and `manifest.json`; a finished preparation there is checked and
         returned, an interrupted one resumed.
       tokenizer_path: the tokenizer file, `out_dir/<tokenizer file name>` if None. An existing file is used
@@ -63,36 +64,28 @@ def prepare_corpus(config, out_dir, *, tokenizer_path=None, seed=None, pairs_per
       progress: show a progress bar (pairs/s).
 
     Raises:
-      ConfigError: the source is a weighted mixture or TFDS.
       DataError: a corpus file or the tokenizer differs from the ones the shards were prepared from, or the
         settings differ; the message names the file and the fix.
     """
-    data = _single_corpus(config.data)
-    kind, files = sources.split_files(data, "train")
+    data = config.data
+    parts = training_parts(data)
     out_dir = pathlib.Path(out_dir)
     seed = config.training.seed if seed is None else seed
     tokenizer_path = pathlib.Path(tokenizer_path or out_dir / tokenizer_filename(data.tokenizer))
     if overwrite:
         _clear(out_dir, tokenizer_path)
     out_dir.mkdir(parents=True, exist_ok=True)
-    settings = dict(source=kind, tokenizer_kind=data.tokenizer, vocab_size=data.vocab_size,
-                    max_length=data.max_length, pairs_per_shard=pairs_per_shard, window_shards=window_shards,
-                    sample_pairs=sample_pairs, seed=seed)
-    manifest = _started_manifest(out_dir, [manifests.file_fingerprint(f) for f in files], settings)
-    tokenizer = _ready_tokenizer(manifest, out_dir, tokenizer_path, lambda: stream_pairs(kind, files))
+    settings = dict(source=parts[0].source if len(parts) == 1 else MIXTURE, tokenizer_kind=data.tokenizer,
+                    vocab_size=data.vocab_size, max_length=data.max_length, pairs_per_shard=pairs_per_shard,
+                    window_shards=window_shards, sample_pairs=sample_pairs, seed=seed)
+    corpus = [dict(entry, **({"part": index} if len(parts) > 1 else {}))
+              for index, part in enumerate(parts) for entry in part.entries]
+    manifest = _started_manifest(out_dir, corpus, settings)
+    tokenizer = _ready_tokenizer(manifest, out_dir, tokenizer_path,
+                                 lambda: itertools.chain.from_iterable(part.pairs() for part in parts))
     if not manifest["complete"]:
-        _write_windows(manifest, out_dir, tokenizer, stream_pairs(kind, files), progress)
+        _write_windows(manifest, out_dir, tokenizer, [part.pairs for part in parts], progress)
     return manifest
-
-
-def _single_corpus(data_config):
-    parts = sources.components(data_config)
-    if len(parts) > 1:
-        raise ConfigError(
-            f"data.sources lists {len(parts)} corpora: preparing a weighted mixture is not yet supported. "
-            "Prepare one corpus (data.source: text or tsv with data.train_files), or train without preparation."
-        )
-    return parts[0][0]
 
 
 def _clear(out_dir, tokenizer_path):
@@ -196,30 +189,44 @@ def _sentences(pairs):
         yield target
 
 
-def _write_windows(manifest, out_dir, tokenizer, pairs, progress):
-    """Tokenizes and writes the windows not yet written, updating the manifest after each."""
+def _write_windows(manifest, out_dir, tokenizer, parts, progress):
+    """Tokenizes and writes the windows not yet written, part after part, updating the manifest after each.
+
+    A window holds pairs of one part only, so each shard belongs to one part (`"part"` in a mixture's manifest).
+    """
     settings = manifest["settings"]
     window_size = settings["pairs_per_shard"] * settings["window_shards"]
-    pairs = itertools.islice(pairs, manifest["windows_done"] * window_size, None)
-    dtype = ids_dtype(tokenizer.vocab_size)
+    done = manifest.setdefault("part_windows", [manifest["windows_done"]] + [0] * (len(parts) - 1))
     bar = tqdm(desc="Preparing shards", unit=" pairs", unit_scale=True, disable=not progress or None,
                initial=manifest["pairs"]["read"])
-    while True:
-        window = list(itertools.islice(pairs, window_size))
-        if not window:
-            break
-        counts, parts = _window_shards(window, tokenizer, settings, manifest["windows_done"], bar)
-        for source_ids, target_ids in parts:
-            name = shard_name(len(manifest["shards"]))
-            write_shard(out_dir, name, source_ids, target_ids, dtype)
-            manifest["shards"].append(dict(name=name, pairs=len(source_ids), source_tokens=_tokens(source_ids),
-                                           target_tokens=_tokens(target_ids)))
-        for key, value in counts.items():
-            manifest["pairs"][key] += value
-        manifest["windows_done"] += 1
+    for index, part in enumerate(parts):
+        if manifest.get("parts_done", 0) > index:
+            continue
+        pairs = itertools.islice(part(), done[index] * window_size, None)
+        while True:
+            window = list(itertools.islice(pairs, window_size))
+            if not window:
+                break
+            _write_window(manifest, out_dir, tokenizer, window, bar, index if len(parts) > 1 else None)
+            done[index] += 1
+            manifests.write_manifest(out_dir, manifest)
+        manifest["parts_done"] = index + 1
         manifests.write_manifest(out_dir, manifest)
     bar.close()
     _finish(manifest, out_dir)
+
+
+def _write_window(manifest, out_dir, tokenizer, window, bar, part):
+    """One window tokenized, shuffled and written as shards, recorded in `manifest` (not yet saved)."""
+    counts, shards = _window_shards(window, tokenizer, manifest["settings"], manifest["windows_done"], bar)
+    for source_ids, target_ids in shards:
+        name = shard_name(len(manifest["shards"]))
+        write_shard(out_dir, name, source_ids, target_ids, ids_dtype(tokenizer.vocab_size))
+        manifest["shards"].append(dict(name=name, pairs=len(source_ids), source_tokens=_tokens(source_ids),
+                                       target_tokens=_tokens(target_ids), **({} if part is None else {"part": part})))
+    for key, value in counts.items():
+        manifest["pairs"][key] += value
+    manifest["windows_done"] += 1
 
 
 def tokenized_shards(pairs, tokenizer, *, max_length, seed, pairs_per_shard=PAIRS_PER_SHARD,

@@ -43,7 +43,7 @@ GROUP_SHARDS = 4  # shards whose pairs are shuffled together each epoch
 
 def prepared_training_dataset(out_dir, *, seed, batch_tokens, max_length, num_replicas=1, worker_index=0,
                               num_workers=1, position=0, bucket_boundaries=None,
-                              group_shards=GROUP_SHARDS) -> tf.data.Dataset:
+                              group_shards=GROUP_SHARDS, shares=None) -> tf.data.Dataset:
     """The repeated stream of training batches of the corpus prepared in `out_dir`, from batch `position` on.
 
     Args:
@@ -55,6 +55,7 @@ def prepared_training_dataset(out_dir, *, seed, batch_tokens, max_length, num_re
         `worker_index + k * num_workers` of each epoch's shard order.
       position: batches this worker already consumed; the stream starts at the next one.
       group_shards: shards whose pairs are shuffled together.
+      shares: a weighted mixture's weight per corpus (data.sources order); None for one corpus.
 
     Returns:
       An infinite `tf.data.Dataset`; its auto-sharding is off (the sharding is by file, here).
@@ -64,7 +65,8 @@ def prepared_training_dataset(out_dir, *, seed, batch_tokens, max_length, num_re
     """
     return _dataset(_DirectoryShards(out_dir), seed=seed, max_length=max_length, batch_tokens=batch_tokens,
                     num_replicas=num_replicas, worker_index=worker_index, num_workers=num_workers,
-                    position=position, bucket_boundaries=bucket_boundaries, group_shards=group_shards)
+                    position=position, bucket_boundaries=bucket_boundaries, group_shards=group_shards,
+                    shares=shares)
 
 
 def memory_training_dataset(shards, *, seed, batch_tokens, max_length, num_replicas=1, position=0,
@@ -79,10 +81,10 @@ def memory_training_dataset(shards, *, seed, batch_tokens, max_length, num_repli
 
 
 def _dataset(shards, *, seed, max_length, batch_tokens, num_replicas, worker_index, num_workers, position,
-             bucket_boundaries, group_shards):
+             bucket_boundaries, group_shards, shares=None):
     plan = bucket_plan(max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas)
     stream = _BatchStream(shards, seed=seed, plan=plan, worker_index=worker_index, num_workers=num_workers,
-                          group_shards=group_shards)
+                          group_shards=group_shards, shares=shares)
     ids = tf.TensorSpec([None, None], tf.int32)
     dataset = tf.data.Dataset.from_generator(
         lambda: stream.batches(position),
@@ -106,6 +108,8 @@ class _DirectoryShards:
         self.out_dir = pathlib.Path(out_dir)
         manifest = load_complete_manifest(out_dir)
         self.names = [shard["name"] for shard in manifest["shards"]]
+        self.sizes = [shard["pairs"] for shard in manifest["shards"]]
+        self.parts = [shard.get("part", 0) for shard in manifest["shards"]]  # which corpus of a mixture
         self.max_length = manifest["settings"]["max_length"]
         self.where = f"{out_dir} (prepared with max_length={self.max_length})"
 
@@ -124,6 +128,7 @@ class _MemoryShards:
 
     def __init__(self, shards, max_length):
         self.held, self.max_length = list(shards), max_length
+        self.sizes, self.parts = [len(shard.lengths) for shard in self.held], [0] * len(self.held)
         self.where = f"the corpus tokenized in memory (max_length={max_length})"
 
     def __len__(self):
@@ -137,9 +142,13 @@ class _MemoryShards:
 
 
 class _BatchStream:
-    """The epoch plans of one worker and the batches they name, gathered from the shards."""
+    """The epoch plans of one worker and the batches they name, gathered from the shards.
 
-    def __init__(self, shards, *, seed, plan, worker_index, num_workers, group_shards):
+    An epoch is a list of stretches of shards (`batch_plan.Segments`): every shard whole for one corpus, or
+    the draw of each corpus by its share for a weighted mixture (`batch_plan.mixture_segments`).
+    """
+
+    def __init__(self, shards, *, seed, plan, worker_index, num_workers, group_shards, shares=None):
         if max(plan.lengths) > shards.max_length:
             logger.warning("%s holds no pair longer than that, although batches may be %d long.",
                            shards.where, max(plan.lengths))
@@ -147,22 +156,42 @@ class _BatchStream:
             raise DataError(f"{shards.where} has {len(shards)} shards; worker_index={worker_index} of "
                             f"num_workers={num_workers} needs 0 <= worker_index < num_workers <= shards. "
                             "Prepare with a smaller pairs_per_shard so every worker has shards.")
-        self.shards = shards
-        self.histogram = batch_plan.bucket_histogram((shards.lengths_of(i) for i in range(len(shards))), plan)
+        self.shards, self.shares = shards, _checked_shares(shares, shards)
         self.seed, self.plan, self.group_shards = seed, plan, group_shards
         self.worker_index, self.num_workers = worker_index, num_workers
-        self.opened = {}
+        self.opened, self.histograms = {}, {}
+
+    def segments(self, epoch):
+        if self.shares is None:
+            return batch_plan.whole_shards(self.shards.sizes)
+        part_shards = [np.flatnonzero(np.array(self.shards.parts) == part) for part in range(len(self.shares))]
+        return batch_plan.mixture_segments(part_shards, self.shards.sizes, self.shares, epoch)
+
+    def segment_lengths(self, segments, index):
+        return self.shards.lengths_of(segments.shard[index])[segments.start[index]:segments.stop[index]]
+
+    def count(self, epoch):
+        """Batches this worker reads in `epoch`."""
+        key = 0 if self.shares is None else epoch  # a single corpus' epochs are alike
+        if key not in self.histograms:
+            segments = self.segments(epoch)
+            self.histograms = {key: batch_plan.bucket_histogram(
+                (self.segment_lengths(segments, i) for i in range(len(segments.shard))), self.plan)}
+        mine = batch_plan.worker_shards(len(self.histograms[key]), self.seed, epoch, self.worker_index,
+                                        self.num_workers)
+        return batch_plan._checked(batch_plan.batches_in_epoch(self.histograms[key], self.plan, mine), self.plan)
 
     def batches(self, position):
         """Yields the batches from `position` on, forever."""
-        epoch, index = batch_plan.locate(position, self.histogram, self.plan, self.seed, self.worker_index,
-                                         self.num_workers)
+        epoch, index = batch_plan.locate_in_epochs(position, self.count,
+                                                   constant=self.shares is None and self.num_workers == 1)
         while True:
-            for width, shard_of, row_of in batch_plan.epoch_batches(
-                    self.shards.lengths_of, len(self.shards), self.plan, self.seed, epoch,
+            segments = self.segments(epoch)
+            for width, segment, row in batch_plan.epoch_batches(
+                    lambda i: self.segment_lengths(segments, i), len(segments.shard), self.plan, self.seed, epoch,
                     worker_index=self.worker_index, num_workers=self.num_workers, group_shards=self.group_shards,
                     start=index):
-                yield self.batch(shard_of, row_of, width)
+                yield self.batch(segments.shard[segment], segments.start[segment] + row, width)
             epoch, index = epoch + 1, 0
 
     def batch(self, shard_of, row_of, width):
@@ -183,6 +212,20 @@ class _BatchStream:
         if index not in self.opened:
             self.opened[index] = self.shards.open(index)
         return self.opened[index]
+
+
+def _checked_shares(shares, shards):
+    """The mixture's shares normalised, or None for one corpus; a DataError when they do not fit the shards."""
+    parts = max(shards.parts) + 1 if len(shards) else 1
+    if shares is None or len(shares) == 1:
+        if parts > 1:
+            raise DataError(f"{shards.where} holds a mixture of {parts} corpora: read it with their weights "
+                            "(data.sources, as prepared).")
+        return None
+    if len(shares) != parts or min(shares) <= 0:
+        raise DataError(f"{shards.where} holds {parts} corpora, and {len(shares)} weights were given "
+                        f"({list(shares)}): give one positive weight per corpus of data.sources, as prepared.")
+    return [float(share) / sum(shares) for share in shares]
 
 
 def _with_special_ids(source, target, source_lengths, target_lengths):

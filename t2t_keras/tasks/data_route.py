@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.data import sources
 from t2t_keras.data.manifest import MANIFEST_FILE, read_manifest
 from t2t_keras.data.prepare import prepare_corpus, tokenized_shards
 from t2t_keras.data.prepared import GROUP_SHARDS, memory_training_dataset, prepared_training_dataset
@@ -71,9 +72,9 @@ def _route(run, config, num_workers):
     recorded = (run.read_json(run.input_stream_path) or {}).get("pipeline")
     if recorded:
         return Route(recorded, "data.pipeline=auto: the road this run took when it started")
-    unsupported = _memory_only(config)
-    if unsupported:
-        return Route(MEMORY, f"data.pipeline=auto: {unsupported}")
+    if config.task != "translation":
+        return Route(MEMORY, f"data.pipeline=auto: task {config.task} trains from memory (prepared shards are "
+                             "translation-only for now)")
     if run.checkpoint_paths():
         return Route(MEMORY, "data.pipeline=auto: the run has checkpoints of in-memory training")
     if is_prepared(run.prepared_dir):
@@ -81,27 +82,23 @@ def _route(run, config, num_workers):
     if num_workers > 1:
         return Route(MEMORY, f"data.pipeline=auto: {num_workers} workers read prepared shards only once they are "
                              "prepared (t2t-keras prepare)")
+    fetched = [part.source for part, _ in sources.components(config.data) if part.source in sources.PREPARED_SOURCES]
+    if fetched:
+        return Route(MEMORY, f"data.pipeline=auto: data.source={fetched[0]} is a corpus t2t_keras fetches, small "
+                             "enough for memory")
+    if any(part.source == "tfds" for part, _ in sources.components(config.data)):
+        return Route(MEMORY, "data.pipeline=auto: data.source=tfds is read in memory unless it is prepared "
+                             "(t2t-keras prepare, or data.pipeline=prepared)")
     size, threshold = training_files_bytes(config.data) / 2**20, PREPARE_THRESHOLD_BYTES / 2**20
     if size > threshold:
         return Route(PREPARED, f"data.pipeline=auto: the training files hold {size:.0f} MB, more than {threshold:.0f}")
     return Route(MEMORY, f"data.pipeline=auto: the training files hold {size:.1f} MB, at most {threshold:.0f}")
 
 
-def _memory_only(config):
-    """Why `auto` keeps this run in memory whatever its size, or None."""
-    data = config.data
-    if config.task != "translation":
-        return f"task {config.task} trains from memory (prepared shards are translation-only for now)"
-    if data.sources:
-        return "a weighted mixture (data.sources) is drawn in memory"
-    if data.source in ("tfds", "libreoffice"):
-        return f"data.source={data.source} is read in memory"
-    return None
-
-
 def training_files_bytes(data_config) -> int:
-    """The total size of `data.train_files` (missing files count 0: reading them fails clearly later)."""
-    paths = [pathlib.Path(path) for path in data_config.train_files or ()]
+    """The total size of the training files of every corpus (missing files count 0: reading them fails clearly
+    later; the corpora t2t_keras fetches count 0, being small)."""
+    paths = [pathlib.Path(path) for part, _ in sources.components(data_config) for path in part.train_files or ()]
     return sum(path.stat().st_size for path in paths if path.is_file())
 
 
@@ -135,6 +132,8 @@ def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTra
     check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
     options = dict(seed=config.training.seed, batch_tokens=data.batch_tokens, max_length=data.max_length,
                    num_replicas=num_replicas)
+    if data.sources:  # a weighted mixture: each epoch draws from each corpus by its weight
+        options["shares"] = [weight for _, weight in sources.components(data)]
 
     def seek(position):
         dataset = prepared_training_dataset(run.prepared_dir, position=position, **options)
@@ -181,8 +180,8 @@ def prepare_run(config, run_dir) -> dict:
     """`t2t-keras prepare`: RUN/config.yaml written (or checked) and the corpus prepared in RUN/prepared/.
 
     Raises:
-      ConfigError: data.pipeline=memory, a task other than translation, a source without files (TFDS) or a
-        mixture, or a run that has already trained in memory.
+      ConfigError: data.pipeline=memory, a task other than translation, or a run that has already trained in
+        memory.
     """
     run = RunDirectory(run_dir)
     if config.data.pipeline == MEMORY:
