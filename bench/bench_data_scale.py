@@ -290,7 +290,27 @@ def report(recorded):
                              f"{m['target_tokens_per_s']:,.0f} | {m['rss_mib']:,.0f} MiB |")
     others = max(phase.get("other_cores", 0) for r in sizes for phase in r.values() if isinstance(phase, dict))
     lines += ["", f"Other processes used at most {others:.2f} cores during any phase.", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + roads_table(ROADS_RESULTS))
+
+
+ROADS_RESULTS = pathlib.Path(__file__).parent / "results" / "roads_training.json"
+
+
+def roads_table(path):
+    """The same `train` run on each road (bench_roads_training.py), if it was recorded."""
+    if not path.exists():
+        return []
+    recorded = json.loads(path.read_text())
+    roads = recorded["roads"]
+    steps = [step for step, _ in next(iter(roads.values()))["loss"]]
+    lines = [f"### The same `train` run on each road ({recorded['steps']} updates of `mini` on the default corpus, "
+             f"{recorded['date']}; `python bench/bench_roads_training.py`)", "",
+             "| road | target tokens/s (from update 50) | " + " | ".join(f"loss @{s}" for s in steps) + " |",
+             "|---|---|" + "---|" * len(steps)]
+    for road, result in roads.items():
+        lines.append(f"| {road} | {result['target_tokens_per_s']:,.0f} | "
+                     + " | ".join(f"{loss:.3f}" for _, loss in result["loss"]) + " |")
+    return lines + [""]
 
 
 def update_summary(recorded, path):
