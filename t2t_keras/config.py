@@ -151,10 +151,13 @@ class DataConfig:
     # Tasks lm and mlm: the side of the corpus they learn from; with source: text, *_files may name one
     # plain text file (one sentence per line) instead.
     lm_side: str = "target"  # "source" or "target"
-    # How training batches are made (tasks/data_route.py): "memory" reads the split into memory and tokenizes
-    # it as it streams; "prepared" tokenizes it once into shards in RUN/prepared/ (`t2t-keras prepare`) and
-    # resumes by seeking; "auto" takes prepared for large text/tsv corpora or a run that has RUN/prepared/.
+    # How training batches are made (tasks/data_route.py): "memory" reads the split into memory; "prepared"
+    # tokenizes it once into shards in RUN/prepared/ (`t2t-keras prepare`); both resume by seeking (a TFDS
+    # corpus, a mixture or an lm/mlm run in memory streams instead). "auto" takes prepared for large text/tsv
+    # corpora or a run that has RUN/prepared/.
     pipeline: str = "auto"
+    # Pairs per prepared shard. Several workers need at least one shard each: lower it for a small corpus.
+    pairs_per_shard: int = 100000
 
     def __post_init__(self):
         _check_choice("data", self, "source", DATA_SOURCES)
@@ -162,7 +165,8 @@ class DataConfig:
         _check_choice("data", self, "tokenizer", TOKENIZER_CHOICES)
         _check_choice("data", self, "lm_side", ("source", "target"))
         _check_choice("data", self, "pipeline", PIPELINE_CHOICES)
-        _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer")
+        _check_positive("data", self, "vocab_size", "max_length", "batch_tokens", "shuffle_buffer",
+                        "pairs_per_shard")
         for index, entry in enumerate(self.sources or ()):
             _check_source_entry(self, index, entry)
 

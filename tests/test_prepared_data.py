@@ -269,7 +269,7 @@ class PreparedDataTest(TestCase):
         self.assertIn(16, {source.shape[1] for source, *_ in batches})
 
     def test_more_workers_than_shards_is_refused(self):
-        with self.assertRaisesRegex(DataError, "6 shards.*smaller pairs_per_shard"):
+        with self.assertRaisesRegex(DataError, "6 shards.*smaller data.pairs_per_shard"):
             self.dataset(worker_index=0, num_workers=7)
 
     def test_misaligned_files_are_refused_naming_the_shorter_file(self):

@@ -26,7 +26,7 @@ from t2t_keras.training import resume
 from tests.helpers import TestCase, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-WORKER_STEPS, WORKER_START = 3, 2
+SHARD_PAIRS, RESUME_AT = 40, 3  # the two-worker test: shards of 40 pairs, a resume at micro-batch 3
 STEPS, KILL_AT = 8, 5  # checkpoints every 2 steps: the killed run's newest is step 4
 
 # Trains the config (YAML file argv[1]) into argv[2] and SIGKILLs itself after update argv[3].
@@ -46,31 +46,55 @@ train(load_config(sys.argv[1]), sys.argv[2], callbacks=[KillAfter()], verbose=0)
 
 
 def worker_main(config_path, run_dir):
-    """One of two workers (TF_CONFIG): the source rows each of its replicas gets in the first steps from position 2."""
+    """One of two workers (TF_CONFIG): trains 2 updates, then prints as JSON its input pipeline's id, the padded
+    (source, target_out) rows of its batches in epoch 0, and those of its stream resumed at RESUME_AT."""
     import json
 
-    from t2t_keras.training.strategy import make_strategy, worker_count
+    from t2t_keras.training.multi_worker import per_worker_batches
+    from t2t_keras.training.trainer import train
 
-    strategy = make_strategy("multi_worker")
     config = load_config(config_path)
-    data = task_of(config).load_data(RunDirectory(run_dir), config, strategy.num_replicas_in_sync,
-                                     worker_count(strategy))
-    batches = iter(strategy.experimental_distribute_dataset(data.training_batches(WORKER_START)))
-    steps = []
-    for _ in range(WORKER_STEPS):
-        (source, _), _, _ = next(batches)
-        steps.append([np.asarray(part).tolist() for part in strategy.experimental_local_results(source)])
-    print(json.dumps(steps))
+    result = train(config, run_dir, verbose=0)
+    strategy = result.model.distribute_strategy
+    data = task_of(config).load_data(RunDirectory(run_dir), config, strategy.num_replicas_in_sync, 2)
+    read, pipelines = data.training_batches, []
+
+    def training_batches(position, input_context):
+        pipelines.append(input_context.input_pipeline_id)
+        return read(position, input_context)
+
+    data.training_batches = training_batches
+    batches = iter(per_worker_batches(strategy, data, 0))
+    rows = [local_rows(strategy, next(batches)) for _ in worker_epoch(config, run_dir, pipelines[0]).batches]
+    resumed = local_rows(strategy, next(iter(per_worker_batches(strategy, data, RESUME_AT))))
+    print(json.dumps(dict(worker=pipelines[0], rows=rows, resumed=resumed, final_step=result.final_step)))
+
+
+def local_rows(strategy, batch):
+    (source, _), target_out, _ = batch
+    return [[np.asarray(part).tolist() for part in strategy.experimental_local_results(side)]
+            for side in (source, target_out)]
+
+
+def worker_epoch(config, run_dir, worker, num_workers=2):
+    """`batch_plan.EpochPlan` of epoch 0 of `worker`: batches of `data.batch_tokens / 2` tokens (one replica each)."""
+    from t2t_keras.data import batch_plan
+    from t2t_keras.data.batching import bucket_plan
+    from t2t_keras.data.prepared import prepared_lengths
+
+    plan = bucket_plan(config.data.max_length, config.data.batch_tokens // num_workers, num_replicas=1)
+    return batch_plan.epoch_plan(prepared_lengths(RunDirectory(run_dir).prepared_dir), plan, config.training.seed,
+                                 0, worker_index=worker, num_workers=num_workers)
 
 
 def prepared_config(files, **training):
-    config = toy_config(files, train_steps=STEPS, steps_per_epoch=4, checkpoint_every_steps=2,
-                        mixed_precision="float32", **training)
+    config = toy_config(files, **dict(dict(train_steps=STEPS, steps_per_epoch=4, checkpoint_every_steps=2,
+                                           mixed_precision="float32"), **training))
     return replace(config, data={"pipeline": "prepared"})
 
 
-def checkpoint_values(run_dir, step):
-    path = str(pathlib.Path(run_dir) / "checkpoints" / f"ckpt-{step}")
+def checkpoint_values(run_dir, step, worker_dir=""):
+    path = str(pathlib.Path(run_dir) / "checkpoints" / worker_dir / f"ckpt-{step}")
     return {name: tf.train.load_variable(path, name) for name, _ in tf.train.list_variables(path)
             if name.split("/")[0] in ("model", "random_state", "input_position")}
 
@@ -184,6 +208,11 @@ class StreamRecordTest(TestCase):
         self.assertIn("num_replicas=1 then, 2 now", logs.output[0])
         self.assertEqual(self.run_dir.read_json(self.run_dir.input_stream_path)["num_replicas"], 2)
 
+    def test_another_worker_count_is_logged_as_not_exact(self):
+        with self.assertLogs("t2t_keras.training.resume", "WARNING") as logs:
+            resume.check_input_stream(self.run_dir, dict(self.stream, num_workers=2, sharding="file"), 4)
+        self.assertIn("num_workers=1 then, 2 now, sharding=None then, 'file' now", logs.output[0])
+
     def test_a_new_start_records_the_stream_without_checking(self):
         resume.check_input_stream(self.run_dir, dict(self.stream, pipeline="memory"), 0)
         self.assertEqual(self.run_dir.read_json(self.run_dir.input_stream_path)["pipeline"], "memory")
@@ -260,37 +289,102 @@ class PreparedTrainingTest(TestCase):
             train(config, self.root / "changing-run", verbose=0)
 
 
-class MultiWorkerTest(TestCase):
-    """Under MultiWorkerMirroredStrategy each step takes one batch of the stream, split across the workers."""
+def trimmed(row):
+    return tuple(np.trim_zeros(np.asarray(row), "b").tolist())
 
-    def test_two_workers_share_each_batch_of_the_stream_from_the_resume_position(self):
+
+class MultiWorkerTest(TestCase):
+    """Under MultiWorkerMirroredStrategy each worker reads its own shards, one batch per replica and step."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.root = pathlib.Path(cls.tmp.name)
+        config = prepared_config(write_toy_corpus(cls.root / "data", train=300, dev=4, test=4), train_steps=2,
+                                 steps_per_epoch=2, gradient_accumulation_steps=2, strategy="multi_worker")
+        # No validation (it would double the workers' time); shards small enough for two workers.
+        config = replace(config, data={"dev_files": None, "pairs_per_shard": SHARD_PAIRS})
+        cls.config, cls.run_dir = config, RunDirectory(cls.root / "run")
+        cls.manifest = data_route.prepare_run(config, cls.run_dir.path)
+        cls.data = task_of(config).load_data(cls.run_dir, config, num_replicas=2, num_workers=2)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_two_workers_train_and_read_disjoint_shards_that_cover_the_epoch(self):
         import json
 
+        from t2t_keras.data.shards import open_shard, shard_pairs
+        from t2t_keras.special_ids import EOS_ID
         from tests.test_distributed import _free_ports
 
-        with tempfile.TemporaryDirectory() as tmp:
-            root = pathlib.Path(tmp)
-            config = prepared_config(write_toy_corpus(root / "data", train=120, dev=4, test=4))
-            config_path = root / "prepared.yaml"
-            config_path.write_text(yaml.safe_dump(config.to_dict()))
-            data_route.prepare_run(config, root / "run")
-            workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-            processes = [subprocess.Popen(
-                [sys.executable, "-m", "tests.test_prepared_training", "--worker", str(config_path), str(root / "run")],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps(
-                    {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})))
-                for index in range(2)]
-            outputs = [process.communicate(timeout=300) for process in processes]
-            for process, (_, err) in zip(processes, outputs):
-                self.assertEqual(process.returncode, 0, err[-3000:])
-            got = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
-            single = task_of(config).load_data(RunDirectory(root / "run"), config, num_replicas=2)
-            for step, batch in enumerate(single.training_batches(0).skip(WORKER_START).take(WORKER_STEPS)):
-                source = np.asarray(batch[0][0])
-                half = len(source) // 2
-                self.assertEqual(got[0][step], [source[:half].tolist()], f"worker 0, step {step}")
-                self.assertEqual(got[1][step], [source[half:].tolist()], f"worker 1, step {step}")
+        config_path = self.root / "prepared.yaml"
+        config_path.write_text(yaml.safe_dump(self.config.to_dict()))
+        workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+        command = [sys.executable, "-m", "tests.test_prepared_training", "--worker", str(config_path),
+                   str(self.run_dir.path)]
+        processes = [subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps(
+                {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})))
+            for index in range(2)]
+        outputs = [process.communicate(timeout=300) for process in processes]
+        for process, (_, err) in zip(processes, outputs):
+            self.assertEqual(process.returncode, 0, err[-3000:])
+        got = sorted((json.loads(out.strip().splitlines()[-1]) for out, _ in outputs), key=lambda g: g["worker"])
+        self.assertEqual([g["worker"] for g in got], [0, 1])
+        self.assertEqual([g["final_step"] for g in got], [2, 2])
+        stream = self.run_dir.read_json(self.run_dir.input_stream_path)
+        self.assertEqual((stream["sharding"], stream["num_workers"]), ("file", 2))
+        chief = checkpoint_values(self.run_dir.path, 2)
+        other = checkpoint_values(self.run_dir.path, 2, ".worker-1")
+        self.assertEqual(int(chief["input_position/.ATTRIBUTES/VARIABLE_VALUE"]), 4)  # 2 updates of 2 micro-batches
+        for name, value in chief.items():
+            self.assertAllClose(value, other[name], atol=1e-6, msg=name)
+
+        shards = [shard_pairs(open_shard(self.run_dir.prepared_dir, shard["name"]))
+                  for shard in self.manifest["shards"]]
+        self.assertGreaterEqual(len(shards), 4)
+
+        def with_eos(shard, row):
+            source, target = shards[shard][row]
+            return tuple(source.tolist()) + (EOS_ID,), tuple(target.tolist()) + (EOS_ID,)
+
+        served = []
+        for worker, output in enumerate(got):  # one local replica per worker
+            served.append([(trimmed(s), trimmed(t)) for (sources,), (targets,) in output["rows"]
+                           for s, t in zip(sources, targets)])
+            self.assertEqual(output["resumed"], output["rows"][RESUME_AT], f"worker {worker} resumed")
+        self.assertTrue(served[0] and served[1])
+        self.assertFalse(set(served[0]) & set(served[1]), "a pair went to both workers")
+        leftover = []
+        for worker in range(2):
+            epoch = worker_epoch(self.config, self.run_dir.path, worker)
+            leftover += [with_eos(epoch.shard_of[i], epoch.row_of[i]) for i in epoch.leftover]
+        every_pair = [with_eos(shard, row) for shard in range(len(shards)) for row in range(len(shards[shard]))]
+        self.assertEqual(len(every_pair), self.manifest["pairs"]["kept"])
+        self.assertCountEqual(served[0] + served[1] + leftover, every_pair)
+
+    def test_a_worker_stream_sought_at_p_is_its_stream_from_p_times_its_local_replicas(self):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=4)
+        uninterrupted = list(self.data.training_batches(0, context).take(8))
+        self.assertIsNone(self.data.train)
+        self.assertTrue(self.data.per_worker)
+        for position in (1, 3):
+            resumed = next(iter(self.data.training_batches(position, context)))
+            for got, want in zip(batch_arrays(resumed), batch_arrays(uninterrupted[2 * position])):
+                np.testing.assert_array_equal(got, want)
+        tokens = max(np.size(batch[0][0]) for batch in uninterrupted)
+        self.assertLessEqual(tokens, self.config.data.batch_tokens // 4)  # a replica's share of data.batch_tokens
+
+    def test_fewer_shards_than_workers_is_a_data_error_naming_the_fix(self):
+        workers = len(self.manifest["shards"]) + 1
+        context = tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=0,
+                                             num_replicas_in_sync=workers)
+        with self.assertRaisesRegex(DataError, f"has {workers - 1} shards.*smaller data.pairs_per_shard"):
+            self.data.training_batches(0, context)
 
 
 if __name__ == "__main__" and "--worker" in sys.argv:

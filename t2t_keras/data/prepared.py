@@ -155,7 +155,8 @@ class _BatchStream:
         if not 0 <= worker_index < num_workers <= len(shards):
             raise DataError(f"{shards.where} has {len(shards)} shards; worker_index={worker_index} of "
                             f"num_workers={num_workers} needs 0 <= worker_index < num_workers <= shards. "
-                            "Prepare with a smaller pairs_per_shard so every worker has shards.")
+                            "Prepare it again with a smaller data.pairs_per_shard so every worker has shards, "
+                            "or train it in memory (data.pipeline: memory).")
         self.shards, self.shares = shards, _checked_shares(shares, shards)
         self.seed, self.plan, self.group_shards = seed, plan, group_shards
         self.worker_index, self.num_workers = worker_index, num_workers

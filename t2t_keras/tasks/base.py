@@ -24,8 +24,8 @@ from t2t_keras.data import sources
 from t2t_keras.data.batching import make_eval_dataset, make_training_dataset
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import load_tokenizer, train_tokenizer
-from t2t_keras.tasks.data_route import (MEMORY, PREPARED, choose_route, memory_training, plans_in_memory,
-                                       prepared_training)
+from t2t_keras.tasks.data_route import (FILE_SHARDING, MEMORY, PREPARED, choose_route, memory_training,
+                                       plans_in_memory, prepared_training)
 
 logger = logging.getLogger(__name__)
 
@@ -35,20 +35,32 @@ class RunData:
     """The datasets `model.fit` takes, and what the run records about them."""
 
     tokenizer: object  # a tokenizer of data.tokenizer (data/tokenizers.py)
-    train: object  # tf.data.Dataset of the task's (inputs, labels, sample_weight) batches, repeated
+    train: object  # tf.data.Dataset of the task's (inputs, labels, sample_weight) batches, repeated; None where
+    # each worker reads its own (`per_worker`)
     dev: object  # the same, repeated over one finite pass, or None
     dev_steps: int  # batches in one pass over `dev`
     provenance: dict  # where each split came from (RUN/data.json)
     dev_pairs: list = None  # the dev (source, target) string pairs of a translation run, else None
     stream: dict = None  # what the training stream's positions depend on (RUN/input_stream.json)
-    seek: object = None  # position -> `train` from that micro-batch on, without reading those before; or None
+    seek: object = None  # (position, input_context=None) -> `train` from that micro-batch on, without reading
+    # those before (prepared shards); or None
 
-    def training_batches(self, position):
+    @property
+    def per_worker(self):
+        """Whether each worker reads only its own part (prepared shards on several workers): `fit` then takes
+        `strategy.distribute_datasets_from_function` over `training_batches(position, input_context)`."""
+        return (self.stream or {}).get("sharding") == FILE_SHARDING
+
+    def training_batches(self, position, input_context=None):
         """The training batches from micro-batch `position` on: sought (planned batches, from prepared or
         in-memory shards), or `train` with the first `position` skipped (streamed batches: they are read again
-        through the input pipeline, not the model)."""
+        through the input pipeline, not the model).
+
+        `input_context` (a `tf.distribute.InputContext`; only where `per_worker`): the batches of that worker,
+        one per replica (`data_route.prepared_training`).
+        """
         if self.seek is not None:
-            return self.seek(position)
+            return self.seek(position) if input_context is None else self.seek(position, input_context)
         return self.train.skip(position) if position > 0 else self.train
 
 
@@ -141,13 +153,18 @@ class Task:
                          provenance)
 
     def _prepared_training(self, run, config, num_replicas, num_workers):
-        """RUN/prepared/ prepared (or checked), its tokenizer, and batches read from its shards by seeking."""
+        """RUN/prepared/ prepared (or checked), its tokenizer, and batches read from its shards by seeking.
+
+        On several workers `train` is None: each worker's batches need its `tf.distribute.InputContext`.
+        """
         prepared = prepared_training(run, config, num_replicas, num_workers)
 
-        def seek(position):
-            return self.batches(prepared.seek(position), config.model.vocab_size, config.training.seed)
+        def seek(position, input_context=None):
+            return self.batches(prepared.seek(position, input_context), config.model.vocab_size,
+                                config.training.seed)
 
-        return _Training(prepared.tokenizer, seek(0), seek, prepared.stream, prepared.provenance)
+        return _Training(prepared.tokenizer, seek(0) if num_workers == 1 else None, seek, prepared.stream,
+                         prepared.provenance)
 
     def _dev_examples(self, data):
         if self.has_split(data, "dev"):

@@ -112,19 +112,31 @@ class PreparedTraining(NamedTuple):
     """The prepared road's part of `RunData`."""
 
     tokenizer: object
-    seek: Callable  # position -> the training batches from micro-batch `position` on
+    seek: Callable  # (position, input_context=None) -> the training batches from micro-batch `position` on
     stream: dict  # what the positions depend on (`stream_record`)
     provenance: dict  # RUN/data.json's "train"
+
+
+FILE_SHARDING = "file"  # `stream["sharding"]` when each worker reads only its own shards
 
 
 def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTraining:
     """Prepares (or checks) RUN/prepared/ and the tokenizer, and the seeking training stream over it.
 
-    On several workers every worker reads the whole stream, and tf.distribute gives each its share of every
-    batch (data sharding), as on the in-memory road: under MultiWorkerMirroredStrategy Keras splits each
-    worker's batch across every replica of the cluster, so with the shards dealt out among the workers
-    (file-level sharding, `prepared_training_dataset`'s `worker_index`) a worker would take one batch every
-    `num_workers` steps, and the input position would no longer count batches. `num_replicas` is the cluster's.
+    On one worker, `seek(position)` is the stream of batches of `data.batch_tokens` tokens that tf.distribute
+    splits among the local replicas (`num_replicas`), from micro-batch `position` on.
+
+    On several workers each reads only its own shards (file-level sharding: `batch_plan.worker_shards` deals
+    each epoch's shards out among the workers), and `seek(position, input_context)` is the stream of the worker
+    `input_context.input_pipeline_id`: one batch of `data.batch_tokens // num_replicas` tokens per replica, for
+    `strategy.distribute_datasets_from_function`, which gives each local replica an element of its own. A plain
+    dataset would not do: `fit` hands it to `experimental_distribute_dataset`, which splits every worker's batch
+    across all the replicas of the cluster, so a worker would feed its batches over several steps and its
+    position would no longer count them. `position` counts the micro-batches every replica consumed, so the
+    worker's stream starts at `position` times its local replicas. `num_replicas` is the cluster's.
+
+    Raises (when a worker's stream is built):
+      DataError: fewer shards than workers (`prepared.prepared_training_dataset`).
     """
     manifest = prepare_run_corpus(run, config)
     data = config.data
@@ -135,21 +147,29 @@ def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTra
     if data.sources:  # a weighted mixture: each epoch draws from each corpus by its weight
         options["shares"] = [weight for _, weight in sources.components(data)]
 
-    def seek(position):
-        dataset = prepared_training_dataset(run.prepared_dir, position=position, **options)
-        return dataset.with_options(_data_sharding()) if num_workers > 1 else dataset
+    def seek(position, input_context=None):
+        if num_workers == 1:
+            dataset = prepared_training_dataset(run.prepared_dir, position=position, **options)
+        elif input_context is None:
+            raise ValueError(f"On {num_workers} workers each reads its own shards: pass the tf.distribute "
+                             "InputContext of `distribute_datasets_from_function`.")
+        else:
+            replicas, workers = input_context.num_replicas_in_sync, input_context.num_input_pipelines
+            dataset = prepared_training_dataset(
+                run.prepared_dir, seed=options["seed"], batch_tokens=data.batch_tokens // replicas,
+                max_length=data.max_length, num_replicas=1, worker_index=input_context.input_pipeline_id,
+                num_workers=workers, position=position * (replicas // workers), shares=options.get("shares"))
+        # The stream never ends. Told so, a multi-worker iterator skips the collective it otherwise runs at
+        # every step for the workers to agree that each still has a batch.
+        return dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
 
     provenance = dict(source=manifest["settings"]["source"], prepared=str(run.prepared_dir),
                       files=[entry["path"] for entry in manifest["corpus"]], pairs=manifest["pairs"]["kept"],
                       shards=len(manifest["shards"]))
-    return PreparedTraining(tokenizer, seek, stream_record(manifest, dict(options, num_workers=num_workers)),
-                            provenance)
-
-
-def _data_sharding():
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return options
+    split = dict(num_workers=num_workers)
+    if num_workers > 1:  # absent on one worker, as in the records of runs from before file-level sharding
+        split["sharding"] = FILE_SHARDING
+    return PreparedTraining(tokenizer, seek, stream_record(manifest, dict(options, **split)), provenance)
 
 
 def stream_record(manifest, options) -> dict:
@@ -170,7 +190,7 @@ def prepare_run_corpus(run, config) -> dict:
     """`prepare_corpus` into RUN/prepared/ with the run's tokenizer file and seed; its manifest."""
     try:
         return prepare_corpus(config, run.prepared_dir, tokenizer_path=run.tokenizer_file(config.data.tokenizer),
-                              seed=config.training.seed)
+                              seed=config.training.seed, pairs_per_shard=config.data.pairs_per_shard)
     except DataError as error:
         raise DataError(f"{error} For the run {run.path}: restore what changed (the corpus files, or "
                         "training.seed) to continue it, or train the changed corpus into a new --run-dir.") from None

@@ -1,4 +1,4 @@
-"""Workarounds that let Keras 3 `model.fit` run under MultiWorkerMirroredStrategy.
+"""What Keras 3 `model.fit` needs under MultiWorkerMirroredStrategy: two workarounds, and per-worker input.
 
 Keras 3.15 breaks `fit` under MultiWorkerMirroredStrategy in two places
 (keras-team/keras#20585):
@@ -13,11 +13,18 @@ are already built (the trainer builds them), and `logs_as_vectors` makes the
 logged values of a step shape `(1,)` so (2) averages them across workers.
 `training.steps.set_fit_steps` applies both to one model instance, and only when
 several workers train together.
+
+`per_worker_batches` is what `fit` reads where each worker reads its own part of
+the training stream (prepared shards: tasks/data_route.py). It needs no
+workaround: Keras 3.15 takes a `tf.distribute.DistributedDataset` as it is
+(`TFEpochIterator` distributes only a plain dataset), counts no batches in an
+infinite one, and takes `steps_per_epoch` steps from it each epoch.
 """
 
 from keras import ops
 
 from t2t_keras.keras_compat import compiled_loss_and_metrics, skip_symbolic_build
+from t2t_keras.training.accumulation import group_micro_batches
 
 
 def logs_as_vectors(step):
@@ -32,3 +39,21 @@ def skip_build_when_built(model):
         return model.built and all(c is None or c.built for c in compiled_loss_and_metrics(model))
 
     skip_symbolic_build(model, built)
+
+
+def per_worker_batches(strategy, data, position, accumulation_steps=1):
+    """`strategy.distribute_datasets_from_function` over each worker's batches from micro-batch `position` on.
+
+    Args:
+      strategy: the run's MultiWorkerMirroredStrategy.
+      data: the task's `RunData`, with `per_worker` true.
+      position: micro-batches every replica consumed (`resume.InputPosition`).
+      accumulation_steps: micro-batches per update; more than 1 groups them on each worker
+        (`accumulation.group_micro_batches`), so that every replica takes one group per step.
+    """
+
+    def dataset_fn(input_context):
+        batches = data.training_batches(position, input_context)
+        return group_micro_batches(batches, accumulation_steps) if accumulation_steps > 1 else batches
+
+    return strategy.distribute_datasets_from_function(dataset_fn)

@@ -62,7 +62,8 @@ def check_replicas(run, replicas, step):
     return previous is None or previous.get("replicas") == replicas
 
 
-SPLIT_KEYS = ("num_replicas", "num_workers")  # how the stream is split: another split is logged, not refused
+# How the stream is split among replicas and workers: another split is logged, not refused.
+SPLIT_KEYS = ("num_replicas", "num_workers", "sharding")
 
 
 def check_input_stream(run, stream, step):

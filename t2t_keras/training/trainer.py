@@ -21,6 +21,7 @@ from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
 from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, sample_pairs
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
+from t2t_keras.training.multi_worker import per_worker_batches
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
 from t2t_keras.training.resume import (InputPosition, check_input_stream, check_replicas, random_state,
                                        settle_precision)
@@ -207,12 +208,22 @@ def _callbacks(training, minutes, extra, log_lines=False):
     return callbacks + extra
 
 
+def _training_input(training, start):
+    """The batches `fit` reads from `start` on, where the run stopped: one stream, or where each worker reads its
+    own (prepared shards on several workers), a distributed dataset of the workers' streams."""
+    data, steps = training.data, training.config.training.gradient_accumulation_steps
+    position = training.state.position.position(start)
+    if data.per_worker:
+        return per_worker_batches(training.model.distribute_strategy, data, position, steps)
+    batches = data.training_batches(position)
+    # One fit step = one update = N micro-batches.
+    return group_micro_batches(batches, steps) if steps > 1 else batches
+
+
 def _fit(training, start, minutes, callbacks, verbose):
     """`model.fit` from `start` to training.train_steps (or the time limit): the history."""
     t, data = training.config.training, training.data
-    train_data = data.training_batches(training.state.position.position(start))  # resume where it stopped
-    if t.gradient_accumulation_steps > 1:  # one fit step = one update = N micro-batches
-        train_data = group_micro_batches(train_data, t.gradient_accumulation_steps)
+    train_data = _training_input(training, start)
     log_lines = verbose == "auto" and not sys.stdout.isatty()
     try:
         return training.model.fit(
@@ -221,7 +232,7 @@ def _fit(training, start, minutes, callbacks, verbose):
             shuffle=False,  # the dataset is shuffled by the input pipeline
             callbacks=_callbacks(training, minutes, callbacks, log_lines), verbose=0 if log_lines else verbose,
         ).history
-    except StopIteration:  # `data.train` repeats forever unless it holds no batch at all
+    except StopIteration:  # the training stream repeats forever unless it holds no batch at all
         raise DataError(f"The training data gave no batch: its pairs do not fill one batch of data.batch_tokens="
                         f"{training.config.data.batch_tokens} tokens. Lower data.batch_tokens or train on more "
                         "data.") from None
