@@ -15,13 +15,15 @@ import tensorflow as tf
 from t2t_keras.adapters import add_adapters, is_adapter
 from t2t_keras.artifacts import open_artifact
 from t2t_keras.build import build_model
-from t2t_keras.config import replace
+from t2t_keras.config import load_config, replace
 from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.describe import describe
 from t2t_keras.errors import ConfigError
+from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.fast_path import xla_auto_clustering
+from t2t_keras.params import adapter_parameters
 from t2t_keras.runs import average_run, load_export, load_run_model, open_run, weights_to_export
 from t2t_keras.training.init_from import InitSource
 from t2t_keras.training.trainer import _set_up, train
@@ -74,8 +76,9 @@ class AdaptationTest(TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         root = cls.root = pathlib.Path(cls.tmp.name)
         cls.files = write_toy_corpus(root / "data", train=200, dev=12, test=12)
-        cls.base = root / "base"
-        train(toy_config(cls.files), cls.base, verbose=0)
+        cls.base = root / "base"  # trained at a high constant rate, long enough to translate into something
+        train(toy_config(cls.files, train_steps=24, steps_per_epoch=12, checkpoint_every_steps=24, learning_rate=0.01),
+              cls.base, verbose=0)
         cls.base_model = weights_to_export(cls.base)[0]
         # The adapted run: rank-2 adapters on the base run's weights, 2 updates, then the same command again for 2
         # more: the second session resumes from the new run's own checkpoint.
@@ -93,6 +96,14 @@ class AdaptationTest(TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
+    def adapted_translations(self, tokenizer):
+        """Greedy translations of SENTENCES by the adapted model as it trained (adapters not merged)."""
+        if not hasattr(type(self), "translations"):
+            type(self).translations = Translator(self.adapted, tokenizer, GREEDY, jit_compile=False).translate(
+                SENTENCES)
+            self.assertTrue(all(type(self).translations), type(self).translations)  # something to compare
+        return type(self).translations
+
     # --init-from
 
     def test_a_new_run_starts_at_step_0_from_the_weights_export_takes(self):
@@ -104,7 +115,7 @@ class AdaptationTest(TestCase):
         for path, value in theirs.items():
             self.assertAllEqual(ours[path], value, path)
         record = json.loads((self.root / "fresh" / "init_from.json").read_text())
-        self.assertEqual((record["run"], record["source"], record["steps"]), (str(self.base), "latest", [6]))
+        self.assertEqual((record["run"], record["source"], record["steps"]), (str(self.base), "latest", [24]))
 
     def test_it_keeps_the_run_s_tokenizer_and_vocabulary(self):
         config = toy_config(self.files, lora_rank=0)
@@ -116,30 +127,35 @@ class AdaptationTest(TestCase):
                          (self.base / "tokenizer.model").read_bytes())
 
     def test_a_model_setting_that_differs_is_refused_naming_the_key(self):
-        given = ("model.hidden_dim=32", "model.num_layers=2", "training.train_steps=2")  # --set, as given
-        config = toy_config(self.files, train_steps=2)
-        config = replace(config, model={"hidden_dim": 32})
-        with self.assertRaises(ConfigError) as refusal:
-            train(config, self.root / "wider", init_from=InitSource(self.base, overrides=given), verbose=0)
-        self.assertIn(f"model.hidden_dim=32 here, 64 in {self.base}", str(refusal.exception))
-        self.assertIn("Remove --set model.hidden_dim", str(refusal.exception))
-        self.assertNotIn("num_layers", str(refusal.exception))  # the same as the run's: allowed
+        result = cli_in_process("train", "--config", "tiny", "--run-dir", self.root / "wider", "--init-from", self.base,
+                                "--set", "model.hidden_dim=32", "--set", "model.num_layers=2")
+        self.assertEqual(result.returncode, 2)
+        error = result.stderr.decode()
+        self.assertIn(f"model.hidden_dim=32 here, 64 in {self.base}", error)
+        self.assertIn("Remove --set model.hidden_dim", error)
+        self.assertNotIn("num_layers", error)  # the same as the run's: allowed
         self.assertFalse((self.root / "wider").exists())
+
+    def test_init_weights_needs_init_from(self):
+        result = cli_in_process("train", "--config", "tiny", "--run-dir", self.root / "x", "--init-weights", "best")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--init-weights chooses the weights of --init-from RUN: give --init-from too.",
+                      result.stderr.decode())
 
     def test_it_resumes_from_its_own_checkpoint_afterwards(self):
         self.assertEqual((self.resumed.start_step, self.resumed.final_step), (2, 4))
         self.assertIn(f"{self.lora} continues from its own checkpoint at step 2; --init-from {self.base} is not "
                       "read again.", self.resume_log)
         record = json.loads((self.lora / "init_from.json").read_text())
-        self.assertEqual((record["run"], record["steps"]), (str(self.base), [6]))  # written when it started
+        self.assertEqual((record["run"], record["steps"]), (str(self.base), [24]))  # written when it started
 
     def test_describe_shows_where_a_run_started(self):
         result = cli_in_process("describe", "--run-dir", self.lora, "--json")
         self.assertEqual(result.returncode, 0, result.stderr.decode())
         info = json.loads(result.stdout)
-        self.assertEqual((info["init_from"]["run"], info["init_from"]["steps"]), (str(self.base), [6]))
+        self.assertEqual((info["init_from"]["run"], info["init_from"]["steps"]), (str(self.base), [24]))
         text = cli_in_process("describe", "--run-dir", self.lora).stdout.decode()
-        self.assertIn(f"started from: {self.base} (latest weights, step 6", text)
+        self.assertIn(f"started from: {self.base} (latest weights, step 24", text)
 
     # training.lora_rank
 
@@ -177,8 +193,21 @@ class AdaptationTest(TestCase):
         out = export_run(self.lora, self.root / "export", source="latest", params=GREEDY, max_beam_size=1)
         exported_model, tokenizer = load_export(out)
         self.assertFalse(any(is_adapter(variable) for variable in exported_model.weights))
-        adapted = Translator(self.adapted, tokenizer, GREEDY, jit_compile=False).translate(SENTENCES)
-        self.assertEqual(open_artifact(out).translate(SENTENCES, beam_size=1), adapted)
+        self.assertEqual(open_artifact(out).translate(SENTENCES, beam_size=1), self.adapted_translations(tokenizer))
+
+    def test_the_ctranslate2_export_merges_the_adapters_too(self):
+        out = export_ctranslate2_run(self.lora, self.root / "ct2", source="latest", params=GREEDY)
+        translations = self.adapted_translations(open_run(self.lora).load_tokenizer())
+        self.assertEqual(open_artifact(out).translate(SENTENCES, beam_size=1), translations)
+
+    def test_describe_counts_the_adapters_of_every_architecture(self):
+        for preset in ("tiny", "lm-mini", "mlm-mini"):
+            with self.subTest(preset=preset):
+                config = load_config(preset, ["model.vocab_size=100", "training.lora_rank=3"])
+                model = add_adapters(build_model(config.model), 3)
+                count = sum(int(np.prod(variable.shape)) for variable in model.trainable_weights)
+                self.assertEqual(adapter_parameters(config.model, 3), count)
+                self.assertEqual(describe(config)["trainable_params"], count)
 
     def test_averaging_averages_the_adapters(self):
         average_run(self.lora, last=2)
