@@ -25,7 +25,7 @@ from t2t_keras.export.saved_model import export_run
 from t2t_keras.fast_path import xla_auto_clustering
 from t2t_keras.params import adapter_parameters
 from t2t_keras.runs import average_run, load_export, load_run_model, open_run, weights_to_export
-from t2t_keras.training.init_from import InitSource
+from t2t_keras.training.init_from import InitSource, adopt, copy_tokenizer
 from t2t_keras.training.trainer import _set_up, train
 from tests.helpers import TestCase, cli_in_process, random_ids, toy_config, write_toy_corpus
 
@@ -91,6 +91,7 @@ class AdaptationTest(TestCase):
         with logs:
             cls.resumed = train(cls.lora_config, cls.lora, init_from=InitSource(cls.base), verbose=0)
         cls.resume_log, cls.adapted = logs.lines, cls.resumed.model
+        cls.uninterrupted = train(cls.lora_config, root / "lora-once", init_from=InitSource(cls.base), verbose=0).model
 
     @classmethod
     def tearDownClass(cls):
@@ -117,13 +118,17 @@ class AdaptationTest(TestCase):
         record = json.loads((self.root / "fresh" / "init_from.json").read_text())
         self.assertEqual((record["run"], record["source"], record["steps"]), (str(self.base), "latest", [24]))
 
-    def test_it_keeps_the_run_s_tokenizer_and_vocabulary(self):
-        config = toy_config(self.files, lora_rank=0)
+    def test_it_keeps_the_run_s_model_tokenizer_and_vocabulary(self):
+        config = toy_config(self.files)  # not given on purpose (no --set): taken from the run, silently
         config = replace(config, data={"vocab_size": 120}, model={"vocab_size": 120, "dropout": 0.3})
-        set_up(config, self.root / "vocabulary", InitSource(self.base))
-        saved = open_run(self.root / "vocabulary").load_config()
-        self.assertEqual((saved.data.vocab_size, saved.model.vocab_size, saved.model.dropout), (100, 100, 0.1))
+        new = open_run(self.root / "vocabulary")
+        config = adopt(config, InitSource(self.base), new)
+        self.assertEqual((config.data.vocab_size, config.model.vocab_size, config.model.dropout), (100, 100, 0.1))
+        self.assertEqual(config.model, open_run(self.base).load_config().model)
+        copy_tokenizer(InitSource(self.base), new, config)
         self.assertEqual((self.root / "vocabulary" / "tokenizer.model").read_bytes(),
+                         (self.base / "tokenizer.model").read_bytes())
+        self.assertEqual((self.lora / "tokenizer.model").read_bytes(),  # as `train` copies it
                          (self.base / "tokenizer.model").read_bytes())
 
     def test_a_model_setting_that_differs_is_refused_naming_the_key(self):
@@ -176,6 +181,12 @@ class AdaptationTest(TestCase):
                 self.assertAllEqual(value, base[path], path)
         adapters_b = [value for path, value in by_path(self.adapted.weights).items() if path.endswith("lora_kernel_b")]
         self.assertTrue(all(np.abs(value).max() > 0 for value in adapters_b))  # they start at zero
+
+    def test_resuming_an_adapted_run_is_exact(self):
+        resumed, once = by_path(self.adapted.weights), by_path(self.uninterrupted.weights)
+        self.assertEqual(set(resumed), set(once))
+        for path, value in once.items():
+            self.assertAllEqual(resumed[path], value, path)
 
     def test_the_checkpoints_hold_the_adapters_and_loading_merges_them(self):
         saved = adapters_in(self.lora_config, self.lora / "checkpoints" / "ckpt-4")
