@@ -157,16 +157,22 @@ def _set_up(config, run_dir, init_from=None):
                      tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates"))
     manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
                                 is_chief=chief, task_id=task_id, extra_state=state.checkpointed(model))
+    start = _restore(manager, model, run, init_from)
+    if chief:
+        check_replicas(run, strategy.num_replicas_in_sync, start)
+        check_input_stream(run, data.stream, start)
+    return Training(run, config, data, model, state, manager, chief, task_id), start
+
+
+def _restore(manager, model, run, init_from):
+    """The step training starts at: the newest checkpoint's, restored; without one, 0 and `init_from`'s weights."""
     start = manager.restore_latest()
     if init_from is not None and start == 0:
         load_initial_weights(model, init_from, run)
     elif init_from is not None:
         logger.info("%s continues from its own checkpoint at step %d; --init-from %s is not read again.", run.path,
                     start, init_from.run)
-    if chief:
-        check_replicas(run, strategy.num_replicas_in_sync, start)
-        check_input_stream(run, data.stream, start)
-    return Training(run, config, data, model, state, manager, chief, task_id), start
+    return start
 
 
 def _already_done(training, start):
