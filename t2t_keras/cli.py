@@ -50,15 +50,26 @@ def _load(args, **model_fields):
 def cmd_describe(args):
     from t2t_keras.describe import describe, format_description
 
-    info = describe(_load(args, vocab_size=args.vocab_size), args.sequence_length)
+    if args.run_dir is not None:  # the run's own config, and the run it started from
+        if args.overrides or args.vocab_size is not None:
+            raise T2TError("describe --run-dir describes the run's saved config: leave out --set and --vocab-size.")
+        run = args.run_dir
+        info = describe(run.load_config(), args.sequence_length, init_from=run.read_json(run.init_from_path))
+    else:
+        info = describe(_load(args, vocab_size=args.vocab_size), args.sequence_length)
     print(json.dumps(info) if args.json else format_description(info))
     return 0
 
 
 def cmd_train(args):
     from t2t_keras.pipeline import train_run
+    from t2t_keras.training.init_from import InitSource
 
-    result = train_run(_load(args), args.run_dir, minutes=args.minutes)
+    if args.init_weights is not None and args.init_from is None:
+        raise T2TError("--init-weights chooses the weights of --init-from RUN: give --init-from too.")
+    init_from = (InitSource(args.init_from, args.init_weights or "auto", tuple(args.overrides))
+                 if args.init_from is not None else None)
+    result = train_run(_load(args), args.run_dir, minutes=args.minutes, init_from=init_from)
     print(f"trained {result.run_dir} from step {result.start_step} to {result.final_step} "
           f"in {result.seconds / 60:.1f} min")
     return 0
@@ -308,6 +319,8 @@ def build_parser():
     p.add_argument("--vocab-size", type=int, help="vocabulary size (default: the config's model.vocab_size)")
     p.add_argument("--sequence-length", type=int, default=32, help="sequence length for the FLOP count")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--run-dir", help="describe this run's saved config instead, and the run it started from "
+                                     "(train --init-from)")
     p.set_defaults(handler=cmd_describe)
 
     p = commands.add_parser("prepare", help="tokenize the training corpus once into shards in RUN/prepared/ "
@@ -320,6 +333,13 @@ def build_parser():
     _add_config_args(p)
     p.add_argument("--run-dir", required=True, help="directory for config, vocabulary, checkpoints and logs")
     p.add_argument("--minutes", type=float, help="stop after this many minutes of training")
+    p.add_argument("--init-from", metavar="RUN",
+                   help="start a new run from this trained run's weights and tokenizer (its model and vocabulary "
+                        "are kept; the optimizer and learning rate schedule start afresh); a run with checkpoints "
+                        "of its own resumes from them")
+    p.add_argument("--init-weights", choices=MODEL_SOURCES,
+                   help="which weights of --init-from: those export takes (auto, the default), the averaged, the "
+                        "latest or the best checkpoint")
     p.set_defaults(handler=cmd_train)
 
     p = commands.add_parser("average", help="average the last checkpoints of a run (section 6.1)")

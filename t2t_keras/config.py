@@ -212,6 +212,7 @@ class TrainingConfig:
     train_steps: int = 100000  # the base model's 100K steps
     warmup_steps: int = 4000  # eq. (3)
     learning_rate_scale: float = 1.0  # multiplies eq. (3)
+    learning_rate: typing.Optional[float] = None  # a constant rate instead of eq. (3) (no warmup); None: eq. (3)
     label_smoothing: float = 0.1  # [ε_ls]
     adam_beta_1: float = 0.9
     adam_beta_2: float = 0.98
@@ -234,6 +235,9 @@ class TrainingConfig:
     eval_beam_size: int = 1  # search for dev BLEU: 1 = greedy, more = beam search (decoding.alpha)
     best_metric: str = "bleu"  # what RUN/best/ keeps the best of: "bleu" (higher) or "loss" (dev loss, lower)
     early_stopping_patience: int = 0  # stop after this many evaluations without improvement; 0 = off
+    # Low-rank adapters (Hu et al., 2021) of this rank on the attention and feed-forward projections, every other
+    # weight frozen (adapters.py); 0 = off: every weight trains.
+    lora_rank: int = 0
     seed: int = 1234
     task: typing.Optional[str] = None  # "translation", "lm" or "mlm"; None: the one model.architecture trains
 
@@ -243,7 +247,7 @@ class TrainingConfig:
         _check_positive("training", self, "train_steps", "warmup_steps", "gradient_accumulation_steps",
                         "steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints", "average_last",
                         "attention_probes", "attention_max_extra_length", "eval_sentences", "eval_beam_size")
-        for name in ("attention_every_steps", "eval_every_steps", "early_stopping_patience"):
+        for name in ("attention_every_steps", "eval_every_steps", "early_stopping_patience", "lora_rank"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"training.{name} must be an integer >= 0 (0 = off). Received: {value!r}")
@@ -252,6 +256,10 @@ class TrainingConfig:
             raise ConfigError("training.early_stopping_patience counts dev evaluations, which are off: set "
                               "training.eval_every_steps (e.g. 1000) or early_stopping_patience=0.")
         _check_rate("training", self, "label_smoothing")
+        rate = self.learning_rate
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0):
+            raise ConfigError("training.learning_rate must be a positive number (a constant rate), or null for the "
+                              f"schedule of eq. (3). Received: learning_rate={rate!r}")
         _check_choice("training", self, "mixed_precision", ("float32", "mixed_float16", "mixed_bfloat16", "auto"))
         if self.jit_compile not in (True, False, "auto"):
             raise ConfigError(f"training.jit_compile must be true, false or auto. Received: {self.jit_compile!r}")

@@ -1,15 +1,25 @@
 """A summary of a configuration: architecture, parameter count, training FLOPs per target token."""
 
-from t2t_keras.params import count_parameters, training_flops_per_target_token
+from t2t_keras.params import adapter_parameters, count_parameters, training_flops_per_target_token
 
 
-def describe(config, sequence_length=32):
-    """A flat dict describing `config.model` (the `--json` output of `t2t-keras describe`)."""
-    m = config.model
+def describe(config, sequence_length=32, init_from=None):
+    """A flat dict describing `config.model` (the `--json` output of `t2t-keras describe`).
+
+    `params` counts every weight, `trainable_params` those training updates: the adapters alone when
+    `training.lora_rank` is set (then `params` includes them). `init_from` is a run's RUN/init_from.json, if any.
+    """
+    m, rank = config.model, config.training.lora_rank
     counts = count_parameters(m)
+    if rank:
+        counts["adapters"] = adapter_parameters(m, rank)
+        counts["total"] += counts["adapters"]
     return {
         "architecture": m.architecture,
         "params": counts["total"],
+        "trainable_params": counts["adapters"] if rank else counts["total"],
+        "lora_rank": rank,
+        "init_from": init_from,
         "params_by_part": {k: v for k, v in counts.items() if k != "total"},
         "vocab_size": m.vocab_size,
         "tokenizer": config.data.tokenizer,
@@ -47,8 +57,17 @@ def format_description(info):
             f"  P_drop={info['dropout']}, eps_ls={info['label_smoothing']}, {info['position_encoding']} positions, "
             f"embeddings tied: {info['tie_embeddings']}, {norm}",
             f"  vocabulary: {info['vocab_size']} ({info['tokenizer']})",
-            f"  parameters: {info['params']:,} ({info['params'] / 1e6:.1f}M: {parts})",
+            f"  parameters: {info['params']:,} ({info['params'] / 1e6:.1f}M: {parts})"
+            + (f"; trainable: {info['trainable_params']:,}, the rank-{info['lora_rank']} adapters alone"
+               if info["lora_rank"] else ""),
             f"  training FLOPs per target token: {info['train_flops_per_target_token'] / 1e6:.1f} MFLOP "
             f"(source and target length {info['flops_sequence_length']}, matmuls only)",
-        ]
+        ] + _init_from_lines(info["init_from"])
     )
+
+
+def _init_from_lines(record):
+    if not record:
+        return []
+    steps = ", ".join(map(str, record["steps"]))
+    return [f"  started from: {record['run']} ({record['source']} weights, step {steps}; {record['checkpoint']})"]

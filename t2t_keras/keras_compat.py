@@ -75,6 +75,23 @@ def replace_layer(model, old, new, attributes):
         model._tracker.lock()
 
 
+def sublayers(layer):
+    """Every layer inside `layer`, at any depth (not `layer` itself).
+
+    Missing public API: `Model.layers` lists the top level only; the adapters (adapters.py) go on `Dense` layers
+    inside attention and feed-forward layers.
+    """
+    return list(layer._flatten_layers(include_self=False))
+
+
+def base_kernel(dense):
+    """The kernel variable of a `Dense` layer with a LoRA adapter; its public `kernel` is the merged tensor.
+
+    Missing public API: with LoRA enabled `Dense.kernel` returns `W + (alpha / rank) A B`, not the variable `W`.
+    """
+    return dense._kernel
+
+
 @contextlib.contextmanager
 def one_garbage_collection():
     """Runs one `gc.collect()` when the block ends instead of the one Keras runs for every variable it deletes.

@@ -61,6 +61,20 @@ def count_parameters(model_config):
     return counts
 
 
+def adapter_parameters(model_config, rank):
+    """Weights of rank-`rank` adapters on every attention and feed-forward projection (t2t_keras/adapters.py).
+
+    A projection `(n_in, n_out)` gets `A (n_in, rank)` and `B (rank, n_out)`: `rank · (n_in + n_out)` weights.
+    """
+    c = model_config
+    d, hk, hv = c.hidden_dim, c.num_heads * c.head_key_dim, c.num_heads * c.head_value_dim
+    attention = rank * ((d + hk) * 2 + (d + hv) * 2)  # Q and K; V and output
+    feed_forward = rank * (d + c.intermediate_dim) * 2
+    if c.architecture == "encoder_decoder":
+        return c.num_layers * (attention + feed_forward) + c.decoder_layers * (2 * attention + feed_forward)
+    return c.num_layers * (attention + feed_forward)
+
+
 def training_flops_per_target_token(model_config, source_length=32, target_length=32):
     """Training FLOPs (3 x forward) per target (predicted) token, matmuls only.
 

@@ -10,6 +10,7 @@ so the layout is written down once:
     RUN/data.json           where the data came from (package versions, licence, counts)
     RUN/replicas.json       the replica count of the last training (a resume on another count is not exact)
     RUN/precision.json      the precision, XLA and fusion choices `auto` resolved to (kept on resume)
+    RUN/init_from.json      the trained run this one started from (`train --init-from`): its path, weights, steps
     RUN/checkpoints/        tf.train checkpoints of model + optimizer (last K kept)
     RUN/averaged/           the average of the last N checkpoints (§6.1): model weights (`ckpt`) and
                             averaged.json (the checkpoints and steps averaged)
@@ -21,7 +22,9 @@ so the layout is written down once:
     RUN/export/             the main job's SavedModel
 
 Weights are tf.train checkpoints of the model in all three places (`checkpoints/`, `best/`,
-`averaged/`), read the same way by `load_run_model`. An export is the exception: it carries
+`averaged/`), read the same way by `load_run_model`. A run with training.lora_rank > 0 holds its adapters
+there beside the frozen base weights; `load_run_model` merges them (adapters.py), so that decoding and
+export see a model without adapters. An export is the exception: it carries
 its model as a `.keras` file (`assets.extra/`), so that it opens without the run's config.
 
     EXPORT/                 a SavedModel (see `export.saved_model`)
@@ -41,6 +44,7 @@ import yaml
 
 from t2t_keras import config as config_lib
 from t2t_keras.config import MODEL_SOURCES
+from t2t_keras.adapters import add_adapters, has_adapters, merged_into
 from t2t_keras.build import build_model
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
@@ -51,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 # Sections that must not change when a run is continued; training and decoding may.
 FROZEN_SECTIONS = ("model", "data")
+# Keys of the other sections that must not change either: the checkpoints' layout depends on them.
+FROZEN_KEYS = (("training", "lora_rank"),)
 AVERAGE_ENDS = ("last", "best")  # the newest checkpoint, or the best one (RUN/best/)
 MODEL_CHECKPOINT = "ckpt"  # RUN/best/ckpt.index, RUN/averaged/ckpt.data-*: the model's weights alone
 INSPECTION_DIR = "assets.extra"  # TF Serving's place for files beside a SavedModel; it ignores them
@@ -76,6 +82,7 @@ class RunDirectory:
         self.export_dir = self.path / "export"
         self.prepared_dir = self.path / "prepared"  # the training corpus as shards (data.pipeline: prepared)
         self.input_stream_path = self.path / "input_stream.json"  # the input route and what exact resume needs
+        self.init_from_path = self.path / "init_from.json"  # the run it started from (train --init-from)
         self._config = None
 
     def __fspath__(self):  # opens, paths and messages take a RunDirectory where they take its path
@@ -117,6 +124,15 @@ class RunDirectory:
                 raise ConfigError(
                     f"{self.path} was created with a different {section} config ({details}). "
                     "Continue it with the same config, or train into a new --run-dir."
+                )
+        for section, key in FROZEN_KEYS:
+            old, new = getattr(getattr(saved, section), key), getattr(getattr(config, section), key)
+            if old != new:
+                raise ConfigError(
+                    f"{self.path} was trained with {section}.{key}={old!r}, and its checkpoints are laid out for it; "
+                    f"received {section}.{key}={new!r}. Continue it with {section}.{key}={old!r}, or start a new run "
+                    f"from its weights: t2t-keras train --init-from {self.path} --run-dir NEW --set {section}.{key}="
+                    f"{new!r}."
                 )
         resolved = config_lib.replace(saved, training=config.training.__dict__, decoding=config.decoding.__dict__)
         self.save_config(resolved)
@@ -189,7 +205,14 @@ def checkpoint_step(path):
 
 
 def _new_model(config):
-    return build_model(config.model)
+    """The run's model as its checkpoints hold it: with adapters when training.lora_rank is set."""
+    model = build_model(config.model)
+    return add_adapters(model, config.training.lora_rank) if config.training.lora_rank else model
+
+
+def merged_model(model, config):
+    """`model` itself, or for a model with adapters the same config's model without them, adapters merged."""
+    return merged_into(model, build_model(config.model)) if has_adapters(model) else model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,13 +252,15 @@ def run_weights(run, source="auto"):
 
 
 def load_run_model(run, source="auto"):
-    """The trained model of a run, from the weights `run_weights(run, source)` names."""
+    """The trained model of a run, from the weights `run_weights(run, source)` names; adapters merged."""
     run = open_run(run)
     weights = run_weights(run, source)
-    model = _new_model(run.load_config())
+    config = run.load_config()
+    model = _new_model(config)
     tf.train.Checkpoint(model=model).restore(weights.checkpoint).expect_partial()
-    logger.info("Loaded %s of %s.", weights.describe(), run.path)
-    return model
+    logger.info("Loaded %s of %s%s.", weights.describe(), run.path,
+                ", its adapters merged" if config.training.lora_rank else "")
+    return merged_model(model, config)
 
 
 def average_checkpoints(model, paths):

@@ -6,7 +6,7 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
 
     foundation (errors, special_ids, files, architecture, config, fast_path, keras_compat;
                 xla_flags, read once on import)
-      -> layers -> model, language_models -> build
+      -> layers -> model, language_models -> build; layers -> adapters (LoRA on the projections)
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
       -> tasks                                 what differs between translation, lm and mlm
@@ -24,7 +24,7 @@ import unittest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
 FOUNDATION = {"errors", "special_ids", "files", "architecture", "config", "families", "fast_path", "keras_compat"}
-MODELS = {"layers", "model", "language_models", "build"}
+MODELS = {"layers", "model", "language_models", "build", "adapters"}
 SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks"}
 ALLOWED = {
     "errors": set(),
@@ -40,6 +40,7 @@ ALLOWED = {
     "model": FOUNDATION | {"layers"},
     "language_models": FOUNDATION | {"layers", "model"},
     "build": FOUNDATION | {"model", "language_models"},
+    "adapters": FOUNDATION | {"layers"},
     "params": FOUNDATION,
     "describe": FOUNDATION | {"params", "model"},
     "data": FOUNDATION,

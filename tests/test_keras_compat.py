@@ -89,6 +89,23 @@ class KerasCompatTest(TestCase):
         self.assertNotIn(old, model._layers)
         self.assertIn(new, model._layers)
 
+    def test_sublayers(self):
+        inner = keras.layers.Dense(2, name="inner")
+        outer = keras.Sequential([keras.Input((3,)), keras.Sequential([inner], name="nested")])
+        self.require(hasattr(outer, "_flatten_layers"), "layer._flatten_layers", "sublayers",
+                     "to find the projections that adapters go on")
+        self.assertIn(inner, keras_compat.sublayers(outer))
+        self.assertNotIn(outer, keras_compat.sublayers(outer))
+
+    def test_base_kernel(self):
+        dense = keras.layers.Dense(2)
+        dense.build((None, 3))
+        dense.enable_lora(1)
+        kernel = getattr(dense, "_kernel", None)
+        self.require(isinstance(kernel, keras.Variable) and kernel.shape == (3, 2) and not kernel.trainable,
+                     "Dense._kernel", "base_kernel", "to merge an adapter into the kernel variable")
+        self.assertIs(keras_compat.base_kernel(dense), kernel)
+
     def test_one_garbage_collection(self):
         source = inspect.getsource(keras.layers.Layer.__delattr__)
         self.require("gc.collect()" in source, "a gc.collect() in Layer.__delattr__", "one_garbage_collection",

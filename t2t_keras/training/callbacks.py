@@ -42,7 +42,8 @@ class TrainingScalars(keras.callbacks.Callback):
         optimizer = self.model.optimizer
         with self._writer.as_default(step=step):
             tf.summary.scalar("tokens_per_second", speed)
-            tf.summary.scalar("learning_rate", float(optimizer.learning_rate))
+            # A tensor from the schedule, or a (mirrored) variable for a constant training.learning_rate.
+            tf.summary.scalar("learning_rate", float(tf.convert_to_tensor(optimizer.learning_rate)))
             for name in ("loss", "masked_accuracy", "perplexity"):
                 if name in logs:
                     tf.summary.scalar(name, float(logs[name]))

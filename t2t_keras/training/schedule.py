@@ -75,8 +75,9 @@ def make_optimizer(
     beta_2=0.98,
     epsilon=1e-9,
     clipnorm=None,
+    constant=None,
 ):
-    """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 on the schedule of eq. (3).
+    """Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 on the schedule of eq. (3), or at a constant rate.
 
     Args:
         hidden_dim: d_model.
@@ -84,6 +85,7 @@ def make_optimizer(
         scale: constant factor on the learning rate.
         beta_1, beta_2, epsilon: Adam's hyper-parameters (the paper's values by default).
         clipnorm: optional per-variable gradient norm clipping (not used in the paper).
+        constant: a constant learning rate instead of the schedule (`training.learning_rate`; fine-tuning).
 
     Returns:
         A `FusedAdam`: `keras.optimizers.Adam`'s update, one fused op per weight.
@@ -91,5 +93,5 @@ def make_optimizer(
     References:
         Vaswani et al., 2017, §5.3.
     """
-    schedule = TransformerSchedule(hidden_dim, warmup_steps=warmup_steps, scale=scale)
+    schedule = TransformerSchedule(hidden_dim, warmup_steps=warmup_steps, scale=scale) if constant is None else constant
     return FusedAdam(learning_rate=schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, clipnorm=clipnorm)

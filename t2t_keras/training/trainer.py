@@ -8,6 +8,7 @@ import time
 import keras
 import tensorflow as tf
 
+from t2t_keras.adapters import add_adapters
 from t2t_keras.build import build_model
 from t2t_keras.config import replace
 from t2t_keras.decoding.parameters import DecodingParams
@@ -18,6 +19,7 @@ from t2t_keras.tasks import task_of
 from t2t_keras.training.accumulation import group_micro_batches
 from t2t_keras.training.callbacks import ProgressLog, SkippedUpdates, StopAtStep, TimeLimit, TrainingScalars
 from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
+from t2t_keras.training.init_from import adopt, copy_tokenizer, load_initial_weights
 from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, sample_pairs
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
@@ -76,9 +78,11 @@ def compile_model(config, strategy):
     precision = choose_precision(t.mixed_precision)
     with strategy.scope():
         model = build_model(config.model, dtype=precision)
+        if t.lora_rank:  # only the adapters train (adapters.py)
+            add_adapters(model, t.lora_rank)
         # Accumulation happens in the train step (training/accumulation.py), not in the optimizer.
         optimizer = make_optimizer(config.model.hidden_dim, t.warmup_steps, t.learning_rate_scale, t.adam_beta_1,
-                                   t.adam_beta_2, t.adam_epsilon)
+                                   t.adam_beta_2, t.adam_epsilon, constant=t.learning_rate)
         if model.dtype_policy.name == "mixed_float16":  # the resolved policy, whatever chose it
             # Dynamic loss scaling: a step with non-finite gradients is skipped and the scale halved
             # (counted by callbacks.SkippedUpdates). Built now, so checkpoints hold and restore the scale.
@@ -132,11 +136,15 @@ class Training:
         return self.run.log_dir if self.chief else self.run.log_dir / f".worker-{self.task_id}"
 
 
-def _set_up(config, run_dir):
+def _set_up(config, run_dir, init_from=None):
     """`(Training, start step)`: the run's config resolved, data, model and state built, the newest checkpoint
-    restored."""
+    restored; with no checkpoint yet, the weights of `init_from` (an `init_from.InitSource`) loaded."""
     run = open_run(run_dir)
+    if init_from is not None:
+        config = adopt(config, init_from, run)
     config = run.resolve_config(config)
+    if init_from is not None:
+        copy_tokenizer(init_from, run, config)
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
@@ -150,11 +158,22 @@ def _set_up(config, run_dir):
                      tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates"))
     manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
                                 is_chief=chief, task_id=task_id, extra_state=state.checkpointed(model))
-    start = manager.restore_latest()
+    start = _restore(manager, model, run, init_from)
     if chief:
         check_replicas(run, strategy.num_replicas_in_sync, start)
         check_input_stream(run, data.stream, start)
     return Training(run, config, data, model, state, manager, chief, task_id), start
+
+
+def _restore(manager, model, run, init_from):
+    """The step training starts at: the newest checkpoint's, restored; without one, 0 and `init_from`'s weights."""
+    start = manager.restore_latest()
+    if init_from is not None and start == 0:
+        load_initial_weights(model, init_from, run)
+    elif init_from is not None:
+        logger.info("%s continues from its own checkpoint at step %d; --init-from %s is not read again.", run.path,
+                    start, init_from.run)
+    return start
 
 
 def _already_done(training, start):
@@ -239,7 +258,7 @@ def _fit(training, start, minutes, callbacks, verbose):
 
 
 @xla_auto_clustering()  # what compile_model sets for this run's training, undone on return or error
-def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
+def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_from=None):
     """Trains (or continues) the run in `run_dir`; returns a `TrainResult`.
 
     Running it again on the same directory resumes from the newest checkpoint
@@ -254,8 +273,10 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto"):
             those with a true `chief_only` attribute run on the chief worker only.
         verbose: passed to `model.fit`; "auto" is Keras' progress bar on a terminal, and one
             log line per logging interval otherwise (`callbacks.ProgressLog`).
+        init_from: an `init_from.InitSource`: a new run starts from that trained run's weights and vocabulary
+            (see training/init_from.py); a run with checkpoints of its own resumes from them.
     """
-    training, start = _set_up(config, run_dir)
+    training, start = _set_up(config, run_dir, init_from)
     path = str(training.run.path)
     reason = _already_done(training, start)
     if reason:
