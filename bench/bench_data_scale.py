@@ -86,7 +86,7 @@ def main(argv=None):
 
 def write_corpus(workdir, count, seed=0):
     """Writes `count` lines to workdir/train.en|de, each two random pairs of the default corpus joined."""
-    cached = sorted(CORPORA.glob("*/train.en"))
+    cached = sorted(CORPORA.glob("libreoffice-help-*/train.en"))  # the default corpus
     if not cached or not cached[0].with_suffix(".de").exists():
         sys.exit("The default corpus is not cached: run `t2t-keras main` (or bash main.sh) once first.")
     sources = cached[0].read_text(encoding="utf-8").splitlines()
