@@ -160,16 +160,17 @@ def epoch_batches(lengths_of, num_shards, plan, seed, epoch, *, worker_index=0, 
     and the pairs still waiting in partial buckets are held, so memory does not grow with the corpus.
     """
     shards = worker_shards(num_shards, seed, epoch, worker_index, num_workers)
-    waiting = [np.zeros([0, 2], np.int64) for _ in plan.lengths]  # (shard, row) of the pairs in each bucket
+    waiting = [np.zeros([0, 2], np.int32) for _ in plan.lengths]  # (shard, row) of the pairs in each bucket
     emitted = 0
     for group_index, first in enumerate(range(0, len(shards), group_shards)):
         group = shards[first:first + group_shards]
         lengths = [lengths_of(s) for s in group]
         order = np.random.default_rng([seed, epoch, worker_index, group_index + 1]).permutation(
             sum(len(part) for part in lengths))
-        pairs = np.stack([np.concatenate([np.full(len(part), s, np.int64) for s, part in zip(group, lengths)]),
-                          np.concatenate([np.arange(len(part), dtype=np.int64) for part in lengths])], axis=1)[order]
+        pairs = np.stack([np.concatenate([np.full(len(part), s, np.int32) for s, part in zip(group, lengths)]),
+                          np.concatenate([np.arange(len(part), dtype=np.int32) for part in lengths])], axis=1)[order]
         bucket = np.searchsorted(plan.lengths, np.concatenate([pair_lengths(part) for part in lengths])[order])
+        del lengths, order  # what is held while the group's batches are read: its pairs and their buckets
         ready = []  # (stream position of the pair that fills the batch, padded length, members)
         for index, (length, size) in enumerate(zip(plan.lengths, plan.batch_sizes)):
             positions = np.flatnonzero(bucket == index)
@@ -178,6 +179,7 @@ def epoch_batches(lengths_of, num_shards, plan, seed, epoch, *, worker_index=0, 
             full = len(members) // size * size
             ready += [(arrived[k + size - 1], length, members[k:k + size]) for k in range(0, full, size)]
             waiting[index] = members[full:]
+        del pairs, bucket
         for _, length, members in sorted(ready, key=lambda batch: batch[0]):
             if emitted >= start:
                 yield length, members[:, 0], members[:, 1]

@@ -23,8 +23,10 @@ slices NumPy arrays, a few vectorized calls per batch, and tf.data prefetches
 ahead of the model.
 """
 
+import collections
 import logging
 import pathlib
+from typing import Callable, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -32,7 +34,7 @@ import tensorflow as tf
 from t2t_keras.data import batch_plan
 from t2t_keras.data.batching import bucket_plan
 from t2t_keras.data.manifest import load_complete_manifest
-from t2t_keras.data.shards import gather_padded, open_shard, read_lengths
+from t2t_keras.data.shards import ShardFile, held_gather, read_lengths
 from t2t_keras.errors import DataError
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
@@ -120,7 +122,7 @@ class _DirectoryShards:
         return read_lengths(self.out_dir, self.names[index])
 
     def open(self, index):
-        return open_shard(self.out_dir, self.names[index])
+        return ShardFile(self.out_dir, self.names[index])
 
 
 class _MemoryShards:
@@ -138,7 +140,8 @@ class _MemoryShards:
         return self.held[index].lengths
 
     def open(self, index):
-        return self.held[index]
+        shard = self.held[index]
+        return _Held(shard.lengths, lambda rows, width: held_gather(shard, rows, width))
 
 
 class _BatchStream:
@@ -160,7 +163,7 @@ class _BatchStream:
         self.shards, self.shares = shards, _checked_shares(shares, shards)
         self.seed, self.plan, self.group_shards = seed, plan, group_shards
         self.worker_index, self.num_workers = worker_index, num_workers
-        self.opened, self.histograms = {}, {}
+        self.opened, self.histograms = collections.OrderedDict(), {}
 
     def segments(self, epoch):
         if self.shares is None:
@@ -204,15 +207,27 @@ class _BatchStream:
         for index in np.unique(shard_of):
             here = np.flatnonzero(shard_of == index)
             shard = self.shard(index)
-            source[here] = gather_padded(shard, row_of[here], 0, width)
-            target[here] = gather_padded(shard, row_of[here], 1, width)
+            source[here], target[here] = shard.gather(row_of[here], width)
             source_lengths[here], target_lengths[here] = shard.lengths[row_of[here]].T
         return _with_special_ids(source, target, source_lengths, target_lengths)
 
     def shard(self, index):
-        if index not in self.opened:
+        """Shard `index` opened; the shards of the last two groups stay open, so what is held stays bounded."""
+        if index in self.opened:
+            self.opened.move_to_end(index)
+        else:
             self.opened[index] = self.shards.open(index)
+            while len(self.opened) > 2 * self.group_shards:
+                closing = self.opened.popitem(last=False)[1]
+                getattr(closing, "close", lambda: None)()
         return self.opened[index]
+
+
+class _Held(NamedTuple):
+    """A shard held in memory, with `ShardFile`'s reading interface."""
+
+    lengths: np.ndarray
+    gather: Callable
 
 
 def _checked_shares(shares, shards):

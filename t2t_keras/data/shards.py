@@ -17,6 +17,7 @@ atomically (temporary file + rename, `files.write_bytes_atomic`).
 """
 
 import io
+import os
 import pathlib
 from typing import NamedTuple, Sequence
 
@@ -86,6 +87,52 @@ def memory_shard(sources: Sequence[np.ndarray], targets: Sequence[np.ndarray], d
     ids = np.concatenate(pieces).astype(dtype) if pieces else np.zeros([0], dtype)
     ends = np.cumsum(lengths.sum(axis=1, dtype=np.int64))
     return Shard(ids, ends - lengths.sum(axis=1), lengths)
+
+
+class ShardFile:
+    """A shard on disk whose pairs are read on demand with `os.pread`, nothing mapped into memory.
+
+    The training reader (`prepared.py`) uses it: pages of a memory-mapped shard stay in the process once
+    touched, so over an epoch a reader of mapped shards would come to hold the whole corpus; read this way,
+    what the process holds does not grow with what it has read (the page cache keeps recent shards warm for
+    everyone, and gives them back under pressure).
+    """
+
+    def __init__(self, directory, name: str):
+        path = _existing(pathlib.Path(directory) / (name + IDS_SUFFIX))
+        self.lengths = read_lengths(directory, name)
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, _, self.dtype = read_header(handle)
+            self.offset = handle.tell()
+        ends = np.cumsum(self.lengths.sum(axis=1, dtype=np.int64))
+        if (ends[-1] if len(ends) else 0) != shape[0]:
+            raise DataError(f"Shard {name} in {directory} holds {shape[0]} ids but its lengths add up to "
+                            f"{ends[-1] if len(ends) else 0}: the directory is damaged. Prepare the corpus again "
+                            "(overwrite=True).")
+        self.starts = ends - self.lengths.sum(axis=1)
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def gather(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(source, target)``: ``(len(rows), width)`` int32 pieces of pairs ``rows``, right-padded with 0."""
+        source, target = np.zeros([2, len(rows), width], np.int32)
+        size = self.dtype.itemsize
+        for index, row in enumerate(rows):
+            source_length, target_length = self.lengths[row]
+            data = os.pread(self.fd, int(source_length + target_length) * size, self.offset + int(self.starts[row]) * size)
+            ids = np.frombuffer(data, self.dtype)
+            source[index, :source_length], target[index, :target_length] = ids[:source_length], ids[source_length:]
+        return source, target
+
+    def close(self):
+        os.close(self.fd)
+
+
+def held_gather(shard: Shard, rows: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """`ShardFile.gather` for a `Shard` held in memory."""
+    return gather_padded(shard, rows, 0, width), gather_padded(shard, rows, 1, width)
 
 
 def shard_pairs(shard: Shard) -> list[tuple[np.ndarray, np.ndarray]]:
