@@ -33,6 +33,7 @@ its model as a `.keras` file (`assets.extra/`), so that it opens without the run
 """
 
 import dataclasses
+import hashlib
 import json
 import logging
 import pathlib
@@ -48,7 +49,7 @@ from t2t_keras.adapters import add_adapters, has_adapters, merged_into
 from t2t_keras.build import build_model
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
-from t2t_keras.errors import ConfigError, T2TError
+from t2t_keras.errors import ConfigError, T2TError, check_applicable
 from t2t_keras.files import staged_directory, write_text_atomic
 
 logger = logging.getLogger(__name__)
@@ -330,6 +331,43 @@ def load_run(run, source="auto"):
     run = open_run(run)
     tokenizer = run.load_tokenizer()  # also fails clearly when run is not a run directory
     return load_run_model(run, source), tokenizer
+
+
+def ensemble_runs(run, others):
+    """`others` opened as runs whose models may decode with `run`'s (an ensemble): each a translation run, as
+    `run`, holding `run`'s vocabulary (same tokenizer scheme and model.vocab_size, tokenizer files with the same
+    sha256), else an error naming the runs and the fix. The same id must mean the same piece in every model."""
+    run = open_run(run)
+    opened = [open_run(other) for other in others]
+    if not opened:
+        return []
+    for each in [run] + opened:
+        task = each.load_config().task
+        if task != "translation":
+            check_applicable(["an ensemble"], f"{each.path}, an {task} run: ensembles decode translation runs")
+    mine = _vocabulary(run)
+    for other in opened:
+        for what, ours, theirs in zip(VOCABULARY_PARTS, mine, _vocabulary(other)):
+            if ours != theirs:
+                path = run.tokenizer_file(run.load_config().data.tokenizer)
+                raise ConfigError(
+                    f"{other.path} and {run.path} do not share a vocabulary: their {what} differs ({theirs} and "
+                    f"{ours}). Runs decode together only when each id means the same piece in both: train them with "
+                    f"one tokenizer (copy {path} into a new run directory before its first t2t-keras train, which "
+                    "then uses it, or start the run with train --init-from), or decode them one at a time.")
+    return opened
+
+
+VOCABULARY_PARTS = ("tokenizer (data.tokenizer)", "vocabulary size (model.vocab_size)", "tokenizer file (sha256)")
+
+
+def _vocabulary(run):
+    """`(tokenizer scheme, vocabulary size, sha256 of the tokenizer file)` of a run."""
+    config = run.load_config()
+    path = run.tokenizer_file(config.data.tokenizer)
+    if not path.exists():
+        raise T2TError(f"{path} does not exist: train the run first (it writes the vocabulary).")
+    return config.data.tokenizer, config.model.vocab_size, hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def write_inspection_files(export_dir, model, tokenizer, weights=None):
