@@ -250,6 +250,10 @@ class AdaptationTest(TestCase):
             toy_config(self.files, lora_rank=65)
         with self.assertRaisesRegex(ConfigError, "lora_rank=9 is larger .* model.intermediate_dim=8: .* at most 8"):
             load_config("tiny", ["model.intermediate_dim=8", "training.lora_rank=9"])
+        model = build_model(load_config("tiny", ["model.intermediate_dim=8", "model.vocab_size=100"]).model)
+        with self.assertRaisesRegex(ValueError, "rank must be at most 8, the smaller dimension of the smallest "
+                                                "projection. Received: rank=9"):
+            add_adapters(model, 9)
         run = self.root / "too-large"
         result = cli_in_process("train", "--config", "tiny", "--run-dir", run, "--set", "training.lora_rank=65")
         self.assertEqual(result.returncode, 2)
