@@ -8,9 +8,10 @@ the source once and keeps its own key/value cache, and each step feeds the same 
 The step's logits are the mean of the members' log-softmax outputs; the searches' own log-softmax then normalises
 them, so a step's distribution is the normalised geometric mean of the members' distributions,
 `p(y) ∝ (Π_m p_m(y))^(1/M)` (log-linear interpolation with equal weights, as Sockeye's `log_linear` ensembles).
-The tokens ranked first are those of the plain mean of log-probabilities; the normalisation keeps the scores
-log-probabilities, as the length penalty and the early stop of the beam search expect. An ensemble of one model,
-or of a model with itself, searches exactly as that model does.
+Within one step the ranking of the next tokens is that of the plain mean (the normalisation subtracts one
+constant); across hypotheses it keeps the scores log-probabilities, as the length penalty and the early stop of the
+beam search expect. An ensemble of a model with
+itself finds that model's tokens (its scores differ by float rounding: the normalisation is applied twice).
 
 The cache is the members' caches one after the other: a list with one entry per decoder layer of each member, so
 the beam search reorders it like a single model's.
