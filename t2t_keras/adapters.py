@@ -49,7 +49,12 @@ def add_adapters(model, rank):
     """
     if not isinstance(rank, int) or isinstance(rank, bool) or rank <= 0:
         raise ValueError(f"rank must be a positive integer. Received: rank={rank!r}")
-    for layer in projections(model):
+    layers = projections(model)
+    smallest = min(min(layer.kernel.shape) for layer in layers)  # a larger rank adds weights, not rank
+    if rank > smallest:
+        raise ValueError(f"rank must be at most {smallest}, the smaller dimension of the smallest projection. "
+                         f"Received: rank={rank}")
+    for layer in layers:
         layer.enable_lora(rank)
     for variable in model.trainable_variables:
         if not is_adapter(variable):

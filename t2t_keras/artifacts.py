@@ -13,31 +13,39 @@ translation model, a run's precision for an export) is refused by name.
 from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.errors import T2TError, check_applicable
 from t2t_keras.export.opening import open_export
-from t2t_keras.runs import open_run
+from t2t_keras.runs import ensemble_runs, open_run
 
 RUN_OPTIONS = ("precision", "shards")  # how a translation run's own model decodes
 
 
-def open_artifact(path, model="auto", batch_size=32):
+def open_artifact(path, model="auto", batch_size=32, ensemble=()):
     """A `RunArtifact` for a run directory (its weights by `model`: see `runs.run_weights`), else the export at
-    `path` as `export.opening.open_export` opens it."""
+    `path` as `export.opening.open_export` opens it. `ensemble`: more run directories whose models translate
+    with the run's (see `RunArtifact`)."""
     run = open_run(path)
     if run.exists():
-        return RunArtifact(run, model)
+        return RunArtifact(run, model, ensemble)
+    check_applicable(["an ensemble"] if ensemble else [], f"{path}, an export: ensembles decode run directories")
     return open_export(path, batch_size=batch_size)
 
 
 class RunArtifact:
-    """A run directory, opened once: its task and config, and translation with its weights on demand."""
+    """A run directory, opened once: its task and config, and translation with its weights on demand.
+
+    `ensemble`: more translation runs of the run's vocabulary (`runs.ensemble_runs` checks them when the artifact
+    opens) whose models translate with its own, their log-probabilities averaged (`decoding.ensemble`); the
+    decoding parameters are the run's.
+    """
 
     kind = "run"
 
-    def __init__(self, run, model="auto"):
+    def __init__(self, run, model="auto", ensemble=()):
         self.run = open_run(run)
         self.path = self.run.path
         self.model = model
         self.config = self.run.load_config()
         self.task = self.config.task
+        self.ensemble = tuple(ensemble_runs(self.run, ensemble))
 
     def decoding_params(self, **given):
         """The run's `decoding` config with the given values; an lm searches greedily unless a beam is asked for."""
@@ -55,11 +63,13 @@ class RunArtifact:
         from t2t_keras.evaluation.evaluate_run import run_translator
 
         _refuse(self, "a translation run", temperature=temperature, top_k=top_k, seed=seed)
-        return run_translator(self.run, self.model, params, precision, shards).translate(lines)
+        return run_translator(self.run, self.model, params, precision, shards, ensemble=self.ensemble).translate(lines)
 
     def scorer(self):
         """The run's model for forced decoding (`evaluation.scoring`)."""
         from t2t_keras.evaluation.scoring import RunScorer
+
+        check_applicable(["an ensemble"] if self.ensemble else [], "scoring, which scores one run's model")
 
         return RunScorer(self.run, self.model)
 

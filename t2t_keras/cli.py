@@ -130,7 +130,9 @@ def cmd_evaluate(args):
 
     if _run_task(args.run_dir) != "translation":
         from t2t_keras.evaluation.language_model import evaluate_language_model, format_perplexity
+        from t2t_keras.runs import ensemble_runs
 
+        ensemble_runs(args.run_dir, args.run_dirs[1:])  # refuses an ensemble of lm or mlm runs
         refuse_flags(args, SEARCH_FLAGS + ("max_extra_length",) + RUN_DECODING_FLAGS + ("source", "reference",
                                                                                         "output"),
                      "an lm or mlm run, whose perplexity evaluate reports")
@@ -138,8 +140,9 @@ def cmd_evaluate(args):
         print(json.dumps(result) if args.json else format_perplexity(result))
         return 0
     refuse_flags(args, ("text",), "a translation run: score it with --split, or --source and --reference")
-    result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output,
-                          args.model, params=_run_params(args), precision=args.precision, shards=args.shards)
+    result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output, args.model,
+                          params=_run_params(args), precision=args.precision, shards=args.shards,
+                          ensemble=args.run_dirs[1:])
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
@@ -162,11 +165,11 @@ def _inapplicable_decoding_flags(task, exported):
 
 def _opened(args, command, batch_size=32):
     """`artifacts.open_artifact` of `--run-dir`, `--saved-model` or `--ctranslate2`, checked to be a model of a task
-    `command` takes."""
+    `command` takes; `--run-dir` repeated (translate) opens the first run with the others as its ensemble."""
     from t2t_keras.artifacts import open_artifact
 
     path = getattr(args, "run_dir", None) or args.saved_model or getattr(args, "ctranslate2", None)
-    artifact = open_artifact(path, getattr(args, "model", "auto"), batch_size)
+    artifact = open_artifact(path, getattr(args, "model", "auto"), batch_size, getattr(args, "run_dirs", [])[1:])
     check_task(command, artifact.task, path)
     return artifact
 
@@ -302,12 +305,23 @@ def _add_sampling_args(parser):
     parser.add_argument("--seed", type=int, help="lm: seed of the sampler")
 
 
-def _add_model_choice(parser, saved_model, ctranslate2):
-    """Exactly one of --run-dir, --saved-model DIR and --ctranslate2 DIR."""
+def _add_model_choice(parser, saved_model, ctranslate2, ensembles=False):
+    """Exactly one of --run-dir, --saved-model DIR and --ctranslate2 DIR; with `ensembles`, --run-dir repeated."""
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--run-dir")
+    if ensembles:
+        _add_run_dirs(where)
+    else:
+        where.add_argument("--run-dir")
     where.add_argument("--saved-model", help=saved_model)
     where.add_argument("--ctranslate2", metavar="DIR", help=ctranslate2)
+
+
+def _add_run_dirs(parser, required=False):
+    """--run-dir, repeatable: one run, or several translation runs of one vocabulary decoding as an ensemble."""
+    parser.add_argument("--run-dir", dest="run_dirs", action="append", required=required, metavar="RUN_DIR",
+                        help="the run; given several times, the runs' models decode together, their "
+                             "log-probabilities averaged at each step (translation runs of one vocabulary; the "
+                             "decoding settings are the first run's)")
 
 
 def build_parser():
@@ -351,7 +365,7 @@ def build_parser():
 
     p = commands.add_parser("evaluate", help="translate a split or files and report sacreBLEU, chrF; perplexity "
                                           "for lm and mlm runs")
-    p.add_argument("--run-dir", required=True)
+    _add_run_dirs(p, required=True)
     p.add_argument("--split", default="test", choices=("dev", "test"))
     p.add_argument("--source", help="source file (with --reference, instead of --split)")
     p.add_argument("--reference", help="reference translations of --source")
@@ -363,7 +377,7 @@ def build_parser():
 
     p = commands.add_parser("translate", help="translate lines from --input or stdin, one per line")
     _add_model_choice(p, saved_model="an exported SavedModel directory",
-                      ctranslate2="a CTranslate2 export (export --format ctranslate2)")
+                      ctranslate2="a CTranslate2 export (export --format ctranslate2)", ensembles=True)
     p.add_argument("--input", help="file to translate (default: stdin); for an lm run, prompts to continue")
     _add_decoding_args(p)
     _add_sampling_args(p)
@@ -440,7 +454,14 @@ def build_parser():
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off the terminal
     args = build_parser().parse_args(argv)
-    if getattr(args, "run_dir", None) is not None:
+    if getattr(args, "run_dirs", None):  # translate, evaluate: the first run, and the others of an ensemble
+        from t2t_keras.runs import open_run
+
+        args.run_dirs = [open_run(path) for path in args.run_dirs]
+        args.run_dir = args.run_dirs[0]
+    elif hasattr(args, "run_dirs"):  # translate --saved-model or --ctranslate2
+        args.run_dirs, args.run_dir = [], None
+    elif getattr(args, "run_dir", None) is not None:
         from t2t_keras.runs import open_run
 
         args.run_dir = open_run(args.run_dir)  # opened once; every step of the command takes it

@@ -236,8 +236,8 @@ class TrainingConfig:
     best_metric: str = "bleu"  # what RUN/best/ keeps the best of: "bleu" (higher) or "loss" (dev loss, lower)
     early_stopping_patience: int = 0  # stop after this many evaluations without improvement; 0 = off
     # Low-rank adapters (Hu et al., 2021) of this rank on the attention and feed-forward projections, every other
-    # weight frozen (adapters.py); 0 = off: every weight trains.
-    lora_rank: int = 0
+    # weight frozen (adapters.py); at most the smallest projection's width. None (null): off, every weight trains.
+    lora_rank: typing.Optional[int] = None
     seed: int = 1234
     task: typing.Optional[str] = None  # "translation", "lm" or "mlm"; None: the one model.architecture trains
 
@@ -247,10 +247,14 @@ class TrainingConfig:
         _check_positive("training", self, "train_steps", "warmup_steps", "gradient_accumulation_steps",
                         "steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints", "average_last",
                         "attention_probes", "attention_max_extra_length", "eval_sentences", "eval_beam_size")
-        for name in ("attention_every_steps", "eval_every_steps", "early_stopping_patience", "lora_rank"):
+        for name in ("attention_every_steps", "eval_every_steps", "early_stopping_patience"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"training.{name} must be an integer >= 0 (0 = off). Received: {value!r}")
+        rank = self.lora_rank
+        if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank <= 0):
+            raise ConfigError("training.lora_rank must be a positive integer (the adapters' rank), or null to train "
+                              f"every weight without adapters. Received: lora_rank={rank!r}")
         _check_choice("training", self, "best_metric", ("bleu", "loss"))
         if self.early_stopping_patience and not self.eval_every_steps:
             raise ConfigError("training.early_stopping_patience counts dev evaluations, which are off: set "
@@ -316,6 +320,7 @@ class Config:
                 f"data.pipeline=prepared is for translation runs for now; this run trains task {self.task!r}. Set "
                 "data.pipeline=memory (or auto)."
             )
+        _check_lora_rank(self.training.lora_rank, self.model)
 
     @property
     def task(self):
@@ -324,6 +329,27 @@ class Config:
 
     def to_dict(self):
         return dataclasses.asdict(self)
+
+
+def _adapted_widths(model_config):
+    """The widths that bound an adapter's rank: each adapted projection's `min(input, output)` dimension comes from
+    these (attention maps d_model to h·d_k, h·d_k, h·d_v and back; the FFN d_model to d_ff and back)."""
+    m = model_config
+    return {"model.hidden_dim": m.hidden_dim,
+            "model.num_heads * key_dim (the query and key projections)": m.num_heads * m.head_key_dim,
+            "model.num_heads * value_dim (the value and output projections)": m.num_heads * m.head_value_dim,
+            "model.intermediate_dim": m.intermediate_dim}
+
+
+def _check_lora_rank(rank, model_config):
+    """A rank above a projection's smaller dimension adds weights without adding rank: refused."""
+    if rank is None:
+        return
+    name, width = min(_adapted_widths(model_config).items(), key=lambda item: item[1])
+    if rank > width:
+        raise ConfigError(f"training.lora_rank={rank} is larger than the smallest adapted projection, whose smaller "
+                          f"dimension is {name}={width}: set training.lora_rank to at most {width}, or null to train "
+                          "without adapters.")
 
 
 SECTION_CLASSES = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig, "decoding": DecodingConfig}

@@ -6,18 +6,21 @@ from t2t_keras.params import adapter_parameters, count_parameters, training_flop
 def describe(config, sequence_length=32, init_from=None):
     """A flat dict describing `config.model` (the `--json` output of `t2t-keras describe`).
 
-    `params` counts every weight, `trainable_params` those training updates: the adapters alone when
-    `training.lora_rank` is set (then `params` includes them). `init_from` is a run's RUN/init_from.json, if any.
+    `params` counts every weight, `trainable_params` those training updates and `frozen_params` the rest: with
+    `training.lora_rank` set the adapters alone train (`params` includes them) and every other weight is frozen.
+    `init_from` is a run's RUN/init_from.json, if any.
     """
     m, rank = config.model, config.training.lora_rank
     counts = count_parameters(m)
-    if rank:
+    if rank is not None:
         counts["adapters"] = adapter_parameters(m, rank)
         counts["total"] += counts["adapters"]
+    trainable = counts["adapters"] if rank is not None else counts["total"]
     return {
         "architecture": m.architecture,
         "params": counts["total"],
-        "trainable_params": counts["adapters"] if rank else counts["total"],
+        "trainable_params": trainable,
+        "frozen_params": counts["total"] - trainable,
         "lora_rank": rank,
         "init_from": init_from,
         "params_by_part": {k: v for k, v in counts.items() if k != "total"},
@@ -58,8 +61,8 @@ def format_description(info):
             f"embeddings tied: {info['tie_embeddings']}, {norm}",
             f"  vocabulary: {info['vocab_size']} ({info['tokenizer']})",
             f"  parameters: {info['params']:,} ({info['params'] / 1e6:.1f}M: {parts})"
-            + (f"; trainable: {info['trainable_params']:,}, the rank-{info['lora_rank']} adapters alone"
-               if info["lora_rank"] else ""),
+            + (f"; trainable: {info['trainable_params']:,}, the rank-{info['lora_rank']} adapters alone; frozen: "
+               f"{info['frozen_params']:,}" if info["lora_rank"] is not None else ""),
             f"  training FLOPs per target token: {info['train_flops_per_target_token'] / 1e6:.1f} MFLOP "
             f"(source and target length {info['flops_sequence_length']}, matmuls only)",
         ] + _init_from_lines(info["init_from"])

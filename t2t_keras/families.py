@@ -4,7 +4,8 @@
     Inspectable  `inspect` draws its encoder, decoder-self and cross attention
 
 `Transformer` is both, `CausalLanguageModel` is searchable (its prompt is the
-"source" it encodes), `MaskedLanguageModel` is neither. A `Task` says what its
+"source" it encodes), `MaskedLanguageModel` is neither; an `Ensemble` of
+Transformers (`decoding.ensemble`) is searchable. A `Task` says what its
 model supports (`output`, `attention_summary`); `tests/test_tasks.py` holds
 those flags against these protocols, and `check_searchable` refuses, up front,
 a model the searches cannot run.

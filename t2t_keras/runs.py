@@ -22,7 +22,7 @@ so the layout is written down once:
     RUN/export/             the main job's SavedModel
 
 Weights are tf.train checkpoints of the model in all three places (`checkpoints/`, `best/`,
-`averaged/`), read the same way by `load_run_model`. A run with training.lora_rank > 0 holds its adapters
+`averaged/`), read the same way by `load_run_model`. A run with training.lora_rank set holds its adapters
 there beside the frozen base weights; `load_run_model` merges them (adapters.py), so that decoding and
 export see a model without adapters. An export is the exception: it carries
 its model as a `.keras` file (`assets.extra/`), so that it opens without the run's config.
@@ -33,6 +33,7 @@ its model as a `.keras` file (`assets.extra/`), so that it opens without the run
 """
 
 import dataclasses
+import hashlib
 import json
 import logging
 import pathlib
@@ -48,7 +49,7 @@ from t2t_keras.adapters import add_adapters, has_adapters, merged_into
 from t2t_keras.build import build_model
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
-from t2t_keras.errors import ConfigError, T2TError
+from t2t_keras.errors import ConfigError, T2TError, check_applicable
 from t2t_keras.files import staged_directory, write_text_atomic
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,14 @@ FROZEN_KEYS = (("training", "lora_rank"),)
 AVERAGE_ENDS = ("last", "best")  # the newest checkpoint, or the best one (RUN/best/)
 MODEL_CHECKPOINT = "ckpt"  # RUN/best/ckpt.index, RUN/averaged/ckpt.data-*: the model's weights alone
 INSPECTION_DIR = "assets.extra"  # TF Serving's place for files beside a SavedModel; it ignores them
+
+
+def _upgraded(saved):
+    """A run's saved config in today's terms: runs saved before training.lora_rank took null for "off" hold 0."""
+    training = (saved or {}).get("training") or {}
+    if training.get("lora_rank") == 0:
+        return {**saved, "training": {**training, "lora_rank": None}}
+    return saved
 
 
 class RunDirectory:
@@ -102,7 +111,8 @@ class RunDirectory:
         if self._config is None:
             if not self.exists():
                 raise ConfigError(f"{self.path} is not a run directory (no config.yaml): train into it first.")
-            self._config = config_lib.from_dict(yaml.safe_load(self.config_path.read_text(encoding="utf-8")))
+            saved = yaml.safe_load(self.config_path.read_text(encoding="utf-8"))
+            self._config = config_lib.from_dict(_upgraded(saved))
         return self._config
 
     def save_config(self, config):
@@ -127,12 +137,13 @@ class RunDirectory:
                 )
         for section, key in FROZEN_KEYS:
             old, new = getattr(getattr(saved, section), key), getattr(getattr(config, section), key)
-            if old != new:
+            if old != new:  # values written as --set takes them (YAML: null for None)
+                old, new = json.dumps(old), json.dumps(new)
                 raise ConfigError(
-                    f"{self.path} was trained with {section}.{key}={old!r}, and its checkpoints are laid out for it; "
-                    f"received {section}.{key}={new!r}. Continue it with {section}.{key}={old!r}, or start a new run "
+                    f"{self.path} was trained with {section}.{key}={old}, and its checkpoints are laid out for it; "
+                    f"received {section}.{key}={new}. Continue it with {section}.{key}={old}, or start a new run "
                     f"from its weights: t2t-keras train --init-from {self.path} --run-dir NEW --set {section}.{key}="
-                    f"{new!r}."
+                    f"{new}."
                 )
         resolved = config_lib.replace(saved, training=config.training.__dict__, decoding=config.decoding.__dict__)
         self.save_config(resolved)
@@ -207,7 +218,7 @@ def checkpoint_step(path):
 def _new_model(config):
     """The run's model as its checkpoints hold it: with adapters when training.lora_rank is set."""
     model = build_model(config.model)
-    return add_adapters(model, config.training.lora_rank) if config.training.lora_rank else model
+    return add_adapters(model, config.training.lora_rank) if config.training.lora_rank is not None else model
 
 
 def merged_model(model, config):
@@ -259,7 +270,7 @@ def load_run_model(run, source="auto"):
     model = _new_model(config)
     tf.train.Checkpoint(model=model).restore(weights.checkpoint).expect_partial()
     logger.info("Loaded %s of %s%s.", weights.describe(), run.path,
-                ", its adapters merged" if config.training.lora_rank else "")
+                ", its adapters merged" if config.training.lora_rank is not None else "")
     return merged_model(model, config)
 
 
@@ -320,6 +331,43 @@ def load_run(run, source="auto"):
     run = open_run(run)
     tokenizer = run.load_tokenizer()  # also fails clearly when run is not a run directory
     return load_run_model(run, source), tokenizer
+
+
+def ensemble_runs(run, others):
+    """`others` opened as runs whose models may decode with `run`'s (an ensemble): each a translation run, as
+    `run`, holding `run`'s vocabulary (same tokenizer scheme and model.vocab_size, tokenizer files with the same
+    sha256), else an error naming the runs and the fix. The same id must mean the same piece in every model."""
+    run = open_run(run)
+    opened = [open_run(other) for other in others]
+    if not opened:
+        return []
+    for each in [run] + opened:
+        task = each.load_config().task
+        if task != "translation":
+            check_applicable(["an ensemble"], f"{each.path}, an {task} run: ensembles decode translation runs")
+    mine = _vocabulary(run)
+    for other in opened:
+        for what, ours, theirs in zip(VOCABULARY_PARTS, mine, _vocabulary(other)):
+            if ours != theirs:
+                path = run.tokenizer_file(run.load_config().data.tokenizer)
+                raise ConfigError(
+                    f"{other.path} and {run.path} do not share a vocabulary: their {what} differs ({theirs} and "
+                    f"{ours}). Runs decode together only when each id means the same piece in both: train them with "
+                    f"one tokenizer (copy {path} into a new run directory before its first t2t-keras train, which "
+                    "then uses it, or start the run with train --init-from), or decode them one at a time.")
+    return opened
+
+
+VOCABULARY_PARTS = ("tokenizer (data.tokenizer)", "vocabulary size (model.vocab_size)", "tokenizer file (sha256)")
+
+
+def _vocabulary(run):
+    """`(tokenizer scheme, vocabulary size, sha256 of the tokenizer file)` of a run."""
+    config = run.load_config()
+    path = run.tokenizer_file(config.data.tokenizer)
+    if not path.exists():
+        raise T2TError(f"{path} does not exist: train the run first (it writes the vocabulary).")
+    return config.data.tokenizer, config.model.vocab_size, hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def write_inspection_files(export_dir, model, tokenizer, weights=None):

@@ -11,6 +11,7 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
+import yaml
 
 from t2t_keras.adapters import add_adapters, is_adapter
 from t2t_keras.artifacts import open_artifact
@@ -230,10 +231,54 @@ class AdaptationTest(TestCase):
         self.assertFalse(any(is_adapter(variable) for variable in load_run_model(self.lora, "averaged").weights))
 
     def test_the_rank_cannot_change_when_a_run_continues(self):
-        with self.assertRaisesRegex(ConfigError, "trained with training.lora_rank=0.*--init-from"):
+        with self.assertRaisesRegex(ConfigError, "trained with training.lora_rank=null.*--init-from .* --set "
+                                                 "training.lora_rank=2"):
             train(toy_config(self.files, lora_rank=2), self.base, verbose=0)
 
-    def test_a_negative_rank_is_a_clear_config_error(self):
-        with self.assertRaisesRegex(ConfigError, r"training.lora_rank must be an integer >= 0 \(0 = off\). "
-                                                 "Received: -1"):
-            toy_config(self.files, lora_rank=-1)
+    def test_a_rank_of_zero_or_below_is_a_clear_config_error(self):
+        for rank in (0, -1):
+            with self.subTest(rank=rank), self.assertRaisesRegex(
+                    ConfigError, r"training.lora_rank must be a positive integer \(the adapters' rank\), or null to "
+                                 f"train every weight without adapters. Received: lora_rank={rank}"):
+                toy_config(self.files, lora_rank=rank)
+
+    def test_a_rank_above_the_smallest_projection_is_a_clear_config_error(self):
+        self.assertEqual(toy_config(self.files, lora_rank=64).training.lora_rank, 64)  # d_model 64: full rank
+        with self.assertRaisesRegex(ConfigError, r"training.lora_rank=65 is larger than the smallest adapted "
+                                                 r"projection, whose smaller dimension is model.hidden_dim=64: set "
+                                                 r"training.lora_rank to at most 64, or null"):
+            toy_config(self.files, lora_rank=65)
+        with self.assertRaisesRegex(ConfigError, "lora_rank=9 is larger .* model.intermediate_dim=8: .* at most 8"):
+            load_config("tiny", ["model.intermediate_dim=8", "training.lora_rank=9"])
+        model = build_model(load_config("tiny", ["model.intermediate_dim=8", "model.vocab_size=100"]).model)
+        with self.assertRaisesRegex(ValueError, "rank must be at most 8, the smaller dimension of the smallest "
+                                                "projection. Received: rank=9"):
+            add_adapters(model, 9)
+        run = self.root / "too-large"
+        result = cli_in_process("train", "--config", "tiny", "--run-dir", run, "--set", "training.lora_rank=65")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("model.hidden_dim=64", result.stderr.decode())
+        self.assertFalse(run.exists())  # refused before anything was written
+
+    def test_describe_json_reports_trainable_and_frozen_parameters(self):
+        plain = json.loads(cli_in_process("describe", "--config", "mini", "--json").stdout)
+        result = cli_in_process("describe", "--config", "mini", "--set", "training.lora_rank=8", "--json")
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        info = json.loads(result.stdout)
+        config = load_config("mini")
+        self.assertEqual(info["trainable_params"], adapter_parameters(config.model, 8))
+        self.assertEqual(info["frozen_params"], plain["params"])  # every weight of the model without adapters
+        self.assertEqual(info["params"], info["trainable_params"] + info["frozen_params"])
+        self.assertEqual((plain["trainable_params"], plain["frozen_params"], plain["lora_rank"]),
+                         (plain["params"], 0, None))
+
+    def test_a_run_saved_when_rank_0_meant_off_opens_without_adapters(self):
+        old = self.root / "saved-with-rank-0"
+        old.mkdir()
+        saved = yaml.safe_load((self.base / "config.yaml").read_text())
+        self.assertIsNone(saved["training"]["lora_rank"])  # written as null today
+        saved["training"]["lora_rank"] = 0
+        (old / "config.yaml").write_text(yaml.safe_dump(saved))
+        self.assertIsNone(open_run(old).load_config().training.lora_rank)
+        with self.assertRaisesRegex(ConfigError, "lora_rank must be a positive integer"):
+            load_config(old / "config.yaml")  # a config file of one's own is read as written

@@ -29,7 +29,7 @@ class Translator:
     once per shape.
 
     Args:
-        model: a built `Transformer`.
+        model: a built `Transformer`, or an `Ensemble` of them (`decoding.ensemble`).
         tokenizer: has `tokenize(tf.string (N,)) -> int32 RaggedTensor` (ids
             without BOS/EOS) and `detokenize(int32 (N, L)) -> tf.string (N,)`,
             which ignores 0/2/3 and everything after the first EOS.

@@ -16,6 +16,7 @@ of a model rounded to bfloat16: check BLEU on your data before deploying it.
 import keras
 
 from t2t_keras.config import DECODING_PRECISIONS as PRECISIONS
+from t2t_keras.decoding.ensemble import Ensemble
 
 
 def check_precision(precision):
@@ -26,7 +27,10 @@ def check_precision(precision):
 
 
 def bfloat16_copy(model):
-    """A new model of `model`'s class and configuration, built, with every weight rounded to bfloat16."""
+    """A new model of `model`'s class and configuration, built, with every weight rounded to bfloat16; of an
+    `Ensemble`, the ensemble of its members' copies."""
+    if isinstance(model, Ensemble):
+        return Ensemble([bfloat16_copy(member) for member in model.models])
     copy = model.__class__.from_config({**model.get_config(), "dtype": "bfloat16"})
     copy.build()
     weights = model.get_weights()

@@ -67,4 +67,6 @@ def format_scores(result):
         lines.append(f"tokenized BLEU {result['tokenized_bleu']:.2f}  (paper protocol: intl tokenization, "
                      "compounds split at hyphens; not comparable with sacreBLEU)")
     lines.append(f"{result['sentences']} sentences")
+    if "ensemble" in result:
+        lines.append(f"ensemble of {len(result['ensemble'])} runs: {', '.join(result['ensemble'])}")
     return "\n".join(lines)

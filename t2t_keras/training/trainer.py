@@ -78,7 +78,7 @@ def compile_model(config, strategy):
     precision = choose_precision(t.mixed_precision)
     with strategy.scope():
         model = build_model(config.model, dtype=precision)
-        if t.lora_rank:  # only the adapters train (adapters.py)
+        if t.lora_rank is not None:  # only the adapters train (adapters.py)
             add_adapters(model, t.lora_rank)
         # Accumulation happens in the train step (training/accumulation.py), not in the optimizer.
         optimizer = make_optimizer(config.model.hidden_dim, t.warmup_steps, t.learning_rate_scale, t.adam_beta_1,
