@@ -78,14 +78,18 @@ def prepare_corpus(config, out_dir, *, tokenizer_path=None, seed=None, pairs_per
     settings = dict(source=parts[0].source if len(parts) == 1 else MIXTURE, tokenizer_kind=data.tokenizer,
                     vocab_size=data.vocab_size, max_length=data.max_length, pairs_per_shard=pairs_per_shard,
                     window_shards=window_shards, sample_pairs=sample_pairs, seed=seed)
-    corpus = [dict(entry, **({"part": index} if len(parts) > 1 else {}))
-              for index, part in enumerate(parts) for entry in part.entries]
-    manifest = _started_manifest(out_dir, corpus, settings)
+    manifest = _started_manifest(out_dir, _corpus_record(parts), settings)
     tokenizer = _ready_tokenizer(manifest, out_dir, tokenizer_path,
                                  lambda: itertools.chain.from_iterable(part.pairs() for part in parts))
     if not manifest["complete"]:
         _write_windows(manifest, out_dir, tokenizer, [part.pairs for part in parts], progress)
     return manifest
+
+
+def _corpus_record(parts):
+    """The manifest's "corpus": every part's fingerprints, tagged with the part in a mixture."""
+    return [dict(entry, **({"part": index} if len(parts) > 1 else {}))
+            for index, part in enumerate(parts) for entry in part.entries]
 
 
 def _clear(out_dir, tokenizer_path):

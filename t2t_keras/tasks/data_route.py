@@ -124,16 +124,8 @@ def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTra
     """Prepares (or checks) RUN/prepared/ and the tokenizer, and the seeking training stream over it.
 
     On one worker, `seek(position)` is the stream of batches of `data.batch_tokens` tokens that tf.distribute
-    splits among the local replicas (`num_replicas`), from micro-batch `position` on.
-
-    On several workers each reads only its own shards (file-level sharding: `batch_plan.worker_shards` deals
-    each epoch's shards out among the workers), and `seek(position, input_context)` is the stream of the worker
-    `input_context.input_pipeline_id`: one batch of `data.batch_tokens // num_replicas` tokens per replica, for
-    `strategy.distribute_datasets_from_function`, which gives each local replica an element of its own. A plain
-    dataset would not do: `fit` hands it to `experimental_distribute_dataset`, which splits every worker's batch
-    across all the replicas of the cluster, so a worker would feed its batches over several steps and its
-    position would no longer count them. `position` counts the micro-batches every replica consumed, so the
-    worker's stream starts at `position` times its local replicas. `num_replicas` is the cluster's.
+    splits among the local replicas (`num_replicas`), from micro-batch `position` on. On several workers each
+    reads only its own shards: `seek(position, input_context)` is that worker's stream (`_worker_stream`).
 
     Raises (when a worker's stream is built):
       DataError: fewer shards than workers (`prepared.prepared_training_dataset`).
@@ -154,11 +146,7 @@ def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTra
             raise ValueError(f"On {num_workers} workers each reads its own shards: pass the tf.distribute "
                              "InputContext of `distribute_datasets_from_function`.")
         else:
-            replicas, workers = input_context.num_replicas_in_sync, input_context.num_input_pipelines
-            dataset = prepared_training_dataset(
-                run.prepared_dir, seed=options["seed"], batch_tokens=data.batch_tokens // replicas,
-                max_length=data.max_length, num_replicas=1, worker_index=input_context.input_pipeline_id,
-                num_workers=workers, position=position * (replicas // workers), shares=options.get("shares"))
+            dataset = _worker_stream(run.prepared_dir, options, position, input_context)
         # The stream never ends. Told so, a multi-worker iterator skips the collective it otherwise runs at
         # every step for the workers to agree that each still has a batch.
         return dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
@@ -170,6 +158,24 @@ def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTra
     if num_workers > 1:  # absent on one worker, as in the records of runs from before file-level sharding
         split["sharding"] = FILE_SHARDING
     return PreparedTraining(tokenizer, seek, stream_record(manifest, dict(options, **split)), provenance)
+
+
+def _worker_stream(prepared_dir, options, position, input_context):
+    """Worker `input_context.input_pipeline_id`'s own stream: one batch per replica, from `position` on.
+
+    File-level sharding: `batch_plan.worker_shards` deals each epoch's shards out among the workers. The
+    stream gives one batch of `data.batch_tokens // replicas` tokens per replica (the cluster's replicas), for
+    `strategy.distribute_datasets_from_function`, which gives each local replica an element of its own. A
+    plain dataset would not do: `fit` hands it to `experimental_distribute_dataset`, which splits every
+    worker's batch across all the replicas of the cluster, so a worker would feed its batches over several
+    steps and its position would no longer count them. `position` counts the micro-batches every replica
+    consumed, so the worker's stream starts at `position` times its local replicas.
+    """
+    replicas, workers = input_context.num_replicas_in_sync, input_context.num_input_pipelines
+    return prepared_training_dataset(
+        prepared_dir, seed=options["seed"], batch_tokens=options["batch_tokens"] // replicas,
+        max_length=options["max_length"], num_replicas=1, worker_index=input_context.input_pipeline_id,
+        num_workers=workers, position=position * (replicas // workers), shares=options.get("shares"))
 
 
 def stream_record(manifest, options) -> dict:
