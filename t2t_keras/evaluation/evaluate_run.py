@@ -15,14 +15,18 @@ from t2t_keras.runs import load_run, open_run
 logger = logging.getLogger(__name__)
 
 
-def run_translator(run_dir, model_source="auto", params=None, precision=None, shards=None, **options):
+def run_translator(run_dir, model_source="auto", params=None, precision=None, shards=None, shortlist=None,
+                   **options):
     """A `Translator` over the run's trained model and tokenizer.
 
     `run_dir`: a run directory, or an open `RunDirectory` (as every function here takes). `params`
     (`DecodingParams`), `precision` and `shards` left None come from the run's `decoding` section;
-    `options` go to `Translator`.
+    `shortlist` true searches over the run's vocabulary shortlist (RUN/shortlist.npz); `options` go to
+    `Translator`.
     """
     run = open_run(run_dir)
+    if shortlist:
+        options["shortlist"] = run.load_shortlist()
     decoding = run.load_config().decoding
     model, tokenizer = load_run(run, model_source)
     return Translator(model, tokenizer, params or DecodingParams.from_config(decoding),
@@ -45,7 +49,7 @@ def evaluate_run(run_dir, split="test", source=None, reference=None, output=None
                  **decoding):
     """Translates the evaluation set with the run's model and scores it; returns the score dict.
 
-    `decoding`: `params`, `precision`, `shards`, as `run_translator` takes them.
+    `decoding`: `params`, `precision`, `shards`, `shortlist`, as `run_translator` takes them.
     """
     run = open_run(run_dir)
     pairs = load_eval_pairs(run, split, source, reference)
