@@ -17,10 +17,12 @@ from t2t_keras.evaluation.evaluate_run import run_translator
 from t2t_keras.export.ctranslate2_export import VMAP_FILE, export_ctranslate2_run
 from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
 from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.runs import RunDirectory, load_run
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, cli_in_process, padded_ids, toy_config, toy_pairs, write_toy_corpus
+from tests.helpers import (TestCase, cli_in_process, padded_ids, tiny_transformer, toy_config, toy_pairs,
+                           write_toy_corpus)
 
 SENTENCES = [s for s, _ in toy_pairs(6, seed=5)]
 EXTRA = 6
@@ -31,7 +33,7 @@ def all_ids(vocab_size):
     return Shortlist(np.zeros((vocab_size, 1), np.int32), np.arange(vocab_size, dtype=np.int32), {})
 
 
-class LearningTest(TestCase):
+class PiecesTest(TestCase):
     def test_each_source_word_lists_its_translation_first(self):
         """Source piece i always translated by target piece 40 + i: that piece is first in row i."""
         rng = np.random.default_rng(0)
@@ -56,6 +58,16 @@ class LearningTest(TestCase):
         np.testing.assert_array_equal(ids, [0, 1, 2, 3, 9, 11, 15, 0])
         full = batch_vocabulary(entries, np.arange(20), np.array([[5]]), 20, size_multiple=16).numpy()
         np.testing.assert_array_equal(full, np.arange(20))  # capped at the vocabulary size
+
+    def test_every_projection_gives_the_logits_of_the_listed_ids(self):
+        """Tied embedding, untied Dense, adaptive softmax and the int8 export copy: logits of `ids` only."""
+        ids, hidden = tf.constant([0, 3, 7, 21, 40, 49]), tf.random.stateless_normal((3, 1, 16), (1, 2))
+        models = [tiny_transformer(vocab_size=50, tie_embeddings=tie, **options) for tie, options in
+                  (("all", {}), ("none", {}), ("none", dict(softmax="adaptive", adaptive_cutoffs=[10, 25])))]
+        models.append(quantized_copy(models[0]))
+        for model in models:
+            self.assertAllClose(model.project(hidden, ids), tf.gather(model.project(hidden), ids, axis=-1),
+                                atol=1e-5)
 
 
 class ShortlistRunTest(TestCase):
