@@ -23,6 +23,7 @@ shortlist (as Marian does); with every id allowed the search is the full one.
 
 import tensorflow as tf
 
+from t2t_keras.errors import T2TError
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 SIZE_MULTIPLE = 256  # the searched vocabulary is padded to a multiple of this (one compiled shape per size)
@@ -76,7 +77,7 @@ class ShortlistTable:
 
     def __init__(self, shortlist, vocab_size, size_multiple=SIZE_MULTIPLE):
         if shortlist.entries.shape[0] != vocab_size:
-            raise ValueError(f"The shortlist has {shortlist.entries.shape[0]} rows, the model {vocab_size} "
+            raise T2TError(f"The shortlist has {shortlist.entries.shape[0]} rows, the model {vocab_size} "
                              "pieces: learn the shortlist with the model's tokenizer.")
         self.entries = tf.constant(shortlist.entries, tf.int32)
         self.frequent = tf.constant(shortlist.frequent, tf.int32)

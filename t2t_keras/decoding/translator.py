@@ -27,7 +27,8 @@ class Translator:
     Each batch is padded to a width that is a multiple of `length_multiple` and
     to a power-of-two number of rows (extra rows repeat the first sentence and
     are dropped), so the compiled search sees few distinct shapes: XLA compiles
-    once per shape.
+    once per shape (with a shortlist, also once per searched-vocabulary size,
+    a multiple of `decoding.shortlist.SIZE_MULTIPLE`).
 
     Args:
         model: a built `Transformer`.
