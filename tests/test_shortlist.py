@@ -137,6 +137,12 @@ class ShortlistRunTest(TestCase):
         self.assertTrue(translator.use_vmap)
         translations = translator.predict(SENTENCES)["translations"]
         self.assertTrue(all(t[0] for t in translations))
+        shortlist, pieces = self.run_dir.load_shortlist(), translator.pieces
+        sources = pieces.encode(SENTENCES, out_type=str)
+        allowed = {pieces.id_to_piece(int(i)) for i in range(4)} | {pieces.id_to_piece(int(i)) for i in np.concatenate(
+            [shortlist.frequent] + [shortlist.entries[pieces.piece_to_id(p)] for row in sources for p in row])}
+        results = translator.translator.translate_batch(sources, beam_size=2, max_decoding_length=20, use_vmap=True)
+        self.assertTrue(all(set(r.hypotheses[0]) <= allowed for r in results))
 
     def test_bad_shortlist_files_are_clear_errors_and_exports_leave_nothing(self):
         broken = RunDirectory(self.root / "broken-run")
