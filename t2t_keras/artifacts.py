@@ -15,7 +15,7 @@ from t2t_keras.errors import T2TError, check_applicable
 from t2t_keras.export.opening import open_export
 from t2t_keras.runs import ensemble_runs, open_run
 
-RUN_OPTIONS = ("precision", "shards")  # how a translation run's own model decodes
+RUN_OPTIONS = ("precision", "shards", "shortlist")  # how a translation run's own model decodes
 
 
 def open_artifact(path, model="auto", batch_size=32, ensemble=()):
@@ -52,18 +52,21 @@ class RunArtifact:
         params = DecodingParams.from_config(self.config.decoding)
         return (params.updated(beam_size=1) if self.task == "lm" else params).updated(**given)
 
-    def translate(self, lines, precision=None, shards=None, temperature=None, top_k=None, seed=None, **given):
-        """Translations (an lm: continuations) of `lines`; `given` are `DecodingParams` fields."""
+    def translate(self, lines, precision=None, shards=None, temperature=None, top_k=None, seed=None, shortlist=None,
+                  **given):
+        """Translations (an lm: continuations) of `lines`; `given` are `DecodingParams` fields; `shortlist`:
+        search over the run's vocabulary shortlist (translation runs)."""
         params = self.decoding_params(**given)
         if self.task == "lm":
             from t2t_keras.evaluation.continue_run import run_continuer
 
-            _refuse(self, "an lm run", precision=precision, shards=shards)
+            _refuse(self, "an lm run", precision=precision, shards=shards, shortlist=shortlist)
             return run_continuer(self.run, self.model, params, temperature, top_k, seed).translate(lines)
         from t2t_keras.evaluation.evaluate_run import run_translator
 
         _refuse(self, "a translation run", temperature=temperature, top_k=top_k, seed=seed)
-        return run_translator(self.run, self.model, params, precision, shards, ensemble=self.ensemble).translate(lines)
+        return run_translator(self.run, self.model, params, precision, shards, ensemble=self.ensemble,
+                              shortlist=shortlist).translate(lines)
 
     def scorer(self):
         """The run's model for forced decoding (`evaluation.scoring`)."""

@@ -15,7 +15,7 @@ COMMAND_TASKS = {
     "describe": TASKS, "prepare": ("translation",), "train": TASKS, "average": TASKS, "evaluate": TASKS,
     "translate": ("translation", "lm"),  # an lm continues the prompts; an mlm generates nothing
     "score": ("translation",), "baseline": ("translation",), "inspect": ("translation",), "main": ("translation",),
-    "export": ("translation", "lm"), "serve": ("translation", "lm"),
+    "export": ("translation", "lm"), "serve": ("translation", "lm"), "shortlist": ("translation",),
 }
 
 
@@ -106,7 +106,8 @@ def _run_params(args):
 
 # Flags that apply to some models only, by what they set.
 SEARCH_FLAGS = ("beam_size", "alpha")  # a search's: an lm export samples
-RUN_DECODING_FLAGS = ("precision", "shards")  # how a translation run's own model decodes; exports keep theirs
+# How a translation run's own model decodes; exports keep theirs.
+RUN_DECODING_FLAGS = ("precision", "shards", "shortlist")
 SAMPLING_FLAGS = ("temperature", "top_k", "seed")  # an lm's continuations
 
 
@@ -142,7 +143,7 @@ def cmd_evaluate(args):
     refuse_flags(args, ("text",), "a translation run: score it with --split, or --source and --reference")
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output, args.model,
                           params=_run_params(args), precision=args.precision, shards=args.shards,
-                          ensemble=args.run_dirs[1:])
+                          ensemble=args.run_dirs[1:], shortlist=args.shortlist)
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
@@ -209,11 +210,22 @@ def cmd_baseline(args):
     return 0
 
 
+def cmd_shortlist(args):
+    from t2t_keras.runs import learn_run_shortlist
+
+    check_task("shortlist", _run_task(args.run_dir), args.run_dir)
+    shortlist = learn_run_shortlist(args.run_dir, args.per_source, args.frequent)
+    print(f"{args.run_dir.shortlist_path}: {shortlist.settings['per_source']} target pieces per source piece and "
+          f"the {len(shortlist.frequent)} most frequent, from {shortlist.settings['pairs']} pairs")
+    return 0
+
+
 def cmd_export(args):
     task = _run_task(args.run_dir)
     check_task("export", task, args.run_dir)
     refuse_flags(args, ("temperature", "top_k") if task == "translation" else
-                 ("beam_size", "alpha", "max_beam_size", "ids_only", "quantization"), f"the export of a {task} run")
+                 ("beam_size", "alpha", "max_beam_size", "ids_only", "quantization", "shortlist"),
+                 f"the export of a {task} run")
     if args.format == "ctranslate2":
         from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 
@@ -224,7 +236,7 @@ def cmd_export(args):
                            "SavedModel (the default --format).")
         print(export_ctranslate2_run(args.run_dir, args.out, quantization=args.quantization or "float32",
                                      average_last=args.average_last, source=args.model,
-                                     overwrite=args.overwrite, params=_run_params(args)))
+                                     overwrite=args.overwrite, params=_run_params(args), shortlist=args.shortlist))
         return 0
     from t2t_keras.export.saved_model import export_run
 
@@ -234,6 +246,8 @@ def cmd_export(args):
     options = {"text_signatures": False} if args.ids_only else {}  # only what was asked: an lm takes neither
     if args.quantization is not None:
         options["quantization"] = args.quantization
+    if args.shortlist:
+        options["shortlist"] = True
     print(export_run(args.run_dir, args.out, average_last=args.average_last, source=args.model,
                      params=_run_params(args), max_beam_size=args.max_beam_size, temperature=args.temperature,
                      top_k=args.top_k, overwrite=args.overwrite, **options))
@@ -280,6 +294,9 @@ def _add_decoding_args(parser):
     parser.add_argument("--shards", type=_shards,
                         help="a run's batch decoded as this many concurrent searches, or auto: one per CPU core, one "
                              "on a GPU or TPU (default: decoding.shards); the tokens do not depend on it")
+    parser.add_argument("--shortlist", action="store_true", default=None,
+                        help="a run's search covers, per batch, only the target pieces of its vocabulary shortlist "
+                             "(RUN/shortlist.npz, made by t2t-keras shortlist); off by default")
     _add_model_arg(parser)
 
 
@@ -418,8 +435,18 @@ def build_parser():
                    "(default: decoding.max_beam_size)")
     p.add_argument("--temperature", type=float, help="lm: default sampling temperature (default 0: greedy)")
     p.add_argument("--top-k", type=int, help="lm: default top-k of the sampler (default 0: all pieces)")
+    p.add_argument("--shortlist", action="store_true", default=None,
+                   help="apply the run's vocabulary shortlist (RUN/shortlist.npz) in the export: in the SavedModel's "
+                        "graph, or as CTranslate2's vmap.txt (translate with use_vmap=True)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing export")
     p.set_defaults(handler=cmd_export)
+
+    p = commands.add_parser("shortlist", help="learn a run's vocabulary shortlist from its training corpus "
+                                              "(RUN/shortlist.npz)")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--per-source", type=int, help="target pieces kept per source piece (default 50)")
+    p.add_argument("--frequent", type=int, help="most frequent target pieces, always allowed (default 100)")
+    p.set_defaults(handler=cmd_shortlist)
 
     p = commands.add_parser("serve", help="serve a SavedModel or CTranslate2 export over TensorFlow Serving's REST API")
     where = p.add_mutually_exclusive_group(required=True)

@@ -156,18 +156,30 @@ class Transformer(keras.Model):
         """Encoder output ("memory") `(batch, source_len, hidden_dim)` for source ids."""
         return self.encode_with_attention(source, training=training).output
 
-    def project(self, hidden):
-        """Pre-softmax projection to float32 logits.
+    def project(self, hidden, output_ids=None):
+        """Pre-softmax projection to float32 logits, over the whole vocabulary or over `output_ids` only.
 
         Logits are cast to float32 so the softmax and the loss are computed in
         full precision under mixed-precision policies. With the adaptive
         softmax they are already log-probabilities, which the log-softmax of
         the loss and of the decoders leaves unchanged.
+
+        `output_ids` int32 `(S,)` (a vocabulary shortlist, `decoding.shortlist`) gives logits `(..., S)`
+        for those ids, in that order: only their rows of the embedding (or columns of the projection's
+        kernel) are multiplied. A quantized projection and the adaptive softmax compute every logit and
+        gather: still exact, not faster.
         """
-        if self.output_projection is None:
-            logits = self.target_embedding.project(hidden)
+        projection = self.output_projection
+        if projection is None:
+            logits = self.target_embedding.project(hidden, output_ids)
+        elif output_ids is not None and isinstance(projection, keras.layers.Dense) \
+                and projection.quantization_mode is None:
+            kernel = ops.take(ops.cast(projection.kernel, hidden.dtype), output_ids, axis=1)  # (hidden, S)
+            logits = ops.matmul(hidden, kernel)
         else:
-            logits = self.output_projection(hidden)
+            logits = projection(hidden)
+            if output_ids is not None:
+                logits = ops.take(logits, output_ids, axis=-1)
         return ops.cast(logits, "float32")
 
     def decode_with_attention(self, target_in, memory, source_mask=None, training=None):
@@ -185,16 +197,17 @@ class Transformer(keras.Model):
         """Decoder cache for up to `max_length` steps: self-attention slots and cross-attention keys/values."""
         return self.decoder.init_cache(memory, max_length)
 
-    def decode_step(self, tokens, cache, step, source_mask=None, training=False):
+    def decode_step(self, tokens, cache, step, source_mask=None, training=False, output_ids=None):
         """Incremental decoding: logits for `tokens` `(batch, step_len)` at positions `step ...`.
 
         `cache` comes from `init_cache` (or the previous step) and already
         holds the encoder output's keys/values. Returns a `StepOutput` with the
-        updated cache.
+        updated cache. `output_ids` `(S,)` restricts the logits to those ids (see `project`).
         """
         x = self._embed(tokens, self.target_embedding, self.target_position, step, training)
         hidden, _, cross_weights, cache = self.decoder.decode_step(x, cache, step, source_mask, training=training)
-        return StepOutput(self.project(hidden), cache, cross_weights)
+        logits = self.project(hidden) if output_ids is None else self.project(hidden, output_ids)
+        return StepOutput(logits, cache, cross_weights)
 
     def call(self, inputs, training=None):
         source, target_in = inputs

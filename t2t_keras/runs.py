@@ -11,6 +11,8 @@ so the layout is written down once:
     RUN/replicas.json       the replica count of the last training (a resume on another count is not exact)
     RUN/precision.json      the precision, XLA and fusion choices `auto` resolved to (kept on resume)
     RUN/init_from.json      the trained run this one started from (`train --init-from`): its path, weights, steps
+    RUN/shortlist.npz       the vocabulary shortlist (`t2t-keras shortlist`, data.shortlist), used by
+                            `translate --shortlist` and `export --shortlist`
     RUN/checkpoints/        tf.train checkpoints of model + optimizer (last K kept)
     RUN/averaged/           the average of the last N checkpoints (§6.1): model weights (`ckpt`) and
                             averaged.json (the checkpoints and steps averaged)
@@ -48,6 +50,7 @@ from t2t_keras.config import MODEL_SOURCES
 from t2t_keras.adapters import add_adapters, has_adapters, merged_into
 from t2t_keras.build import build_model
 from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.data.shortlist import learn_shortlist, load_shortlist, save_shortlist
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
 from t2t_keras.errors import ConfigError, T2TError, check_applicable
 from t2t_keras.files import staged_directory, write_text_atomic
@@ -92,6 +95,7 @@ class RunDirectory:
         self.prepared_dir = self.path / "prepared"  # the training corpus as shards (data.pipeline: prepared)
         self.input_stream_path = self.path / "input_stream.json"  # the input route and what exact resume needs
         self.init_from_path = self.path / "init_from.json"  # the run it started from (train --init-from)
+        self.shortlist_path = self.path / "shortlist.npz"  # the vocabulary shortlist (t2t-keras shortlist)
         self._config = None
 
     def __fspath__(self):  # opens, paths and messages take a RunDirectory where they take its path
@@ -191,10 +195,38 @@ class RunDirectory:
         check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
         return tokenizer
 
+    def load_shortlist(self):
+        """The run's vocabulary shortlist (`data.shortlist.Shortlist`), or a T2TError naming the command that
+        learns it."""
+        fix = f"learn it with t2t-keras shortlist --run-dir {self.path}"
+        if not self.shortlist_path.exists():
+            raise T2TError(f"{self.path} has no vocabulary shortlist ({self.shortlist_path.name}): {fix}.")
+        return load_shortlist(self.shortlist_path, self.load_config().model.vocab_size, fix)
+
 
 def open_run(run):
     """`run` itself when it is a `RunDirectory` (opened once, handed down), else a `RunDirectory` of the path."""
     return run if isinstance(run, RunDirectory) else RunDirectory(run)
+
+
+def learn_run_shortlist(run, per_source=None, frequent=None):
+    """Learns the shortlist of a run from its training corpus (RUN/prepared/ when there, else the data config's
+    training split) tokenized with its tokenizer, and writes it to RUN/shortlist.npz atomically; returns it."""
+    from t2t_keras.data import shortlist as shortlist_lib
+    from t2t_keras.data.sources import load_pairs
+
+    run = open_run(run)
+    config, tokenizer = run.load_config(), run.load_tokenizer()
+    if (run.prepared_dir / "manifest.json").exists():
+        pairs = shortlist_lib.prepared_id_pairs(run.prepared_dir)
+    else:
+        pairs = shortlist_lib.corpus_id_pairs(load_pairs(config.data, "train")[0], tokenizer)
+    shortlist = learn_shortlist(pairs, config.model.vocab_size,
+                                shortlist_lib.PER_SOURCE if per_source is None else per_source,
+                                shortlist_lib.FREQUENT if frequent is None else frequent)
+    save_shortlist(run.shortlist_path, shortlist)
+    logger.info("Learned a shortlist from %d pairs into %s", shortlist.settings["pairs"], run.shortlist_path)
+    return shortlist
 
 
 def write_model_weights(directory, model, info_name, info):

@@ -16,8 +16,8 @@ from tests.helpers import TestCase, cli_in_process, write_toy_corpus
 TASKS = ("translation", "lm", "mlm")
 PRESET = {"translation": "mini", "lm": "lm-mini", "mlm": "mlm-mini"}
 # Commands in an order where each finds what it needs (serve needs export's output).
-ORDER = ("describe", "prepare", "train", "average", "evaluate", "translate", "score", "baseline", "export", "serve",
-         "inspect", "main")
+ORDER = ("describe", "prepare", "train", "average", "evaluate", "translate", "score", "baseline", "shortlist", "export",
+         "serve", "inspect", "main")
 SMALL = ("model.hidden_dim=32", "model.num_layers=1", "model.num_heads=2", "model.intermediate_dim=64",
          "model.max_length=64", "data.max_length=32", "data.vocab_size=100", "model.vocab_size=100",
          "data.batch_tokens=256", "data.shuffle_buffer=50", "training.train_steps=4", "training.steps_per_epoch=2",
@@ -77,6 +77,7 @@ class EveryCommandOnEveryTaskTest(TestCase):
             "translate": ["--run-dir", run, "--input", dev_source],
             "score": ["--run-dir", run, "--source", dev_source, "--target", dev_target],
             "baseline": ["--run-dir", run, "--split", "dev"],
+            "shortlist": ["--run-dir", run],
             "export": ["--run-dir", run, "--out", export],
             "serve": ["--saved-model", export if export.exists() else run],  # no mlm export can exist
             "inspect": ["--run-dir", run, "--text", "the cat sees a dog", "--out", self.root / f"inspect-{task}"],

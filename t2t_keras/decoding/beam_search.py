@@ -37,11 +37,12 @@ import tensorflow as tf
 from t2t_keras.decoding import common
 from t2t_keras.decoding.length_penalty import normalized_score
 from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_length_penalty, check_num_return
+from t2t_keras.decoding.shortlist import vocabulary_ids
 
 
 def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha, length_penalty="gnmt",
                 max_extra_length=DEFAULTS.max_extra_length,
-                max_length=None, min_length=0, num_return=1, forced_prefix=None):
+                max_length=None, min_length=0, num_return=1, forced_prefix=None, output_ids=None):
     """The `num_return` best translations of each source sentence.
 
     Args:
@@ -59,6 +60,7 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
         forced_prefix: optional int `(batch, width)` ids, 0-padded, that every
             hypothesis starts with (a language model's prompt; see
             `common.force_prefix`).
+        output_ids: optional int32 `(S,)` shortlist vocabulary (`decoding.shortlist`); None: all ids.
 
     Returns:
         dict with `tokens`: int32 `(batch, num_return, bound)`, each ending with
@@ -76,9 +78,8 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
         forced_prefix = tile(tf.convert_to_tensor(forced_prefix, tf.int32))
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
     step = functools.partial(_beam_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
-                             scoring=scoring, num_return=num_return, forced_prefix=forced_prefix)
-    state = common.search_loop(step, state, "done", bound)
-    return _nbest(state, num_return)
+                             scoring=scoring, num_return=num_return, forced_prefix=forced_prefix, output_ids=output_ids)
+    return _nbest(common.search_loop(step, state, "done", bound), num_return)
 
 
 def _check_options(beam_size, num_return, length_penalty):
@@ -120,15 +121,16 @@ def _initial_state(batch, beam_size, bound, cache):
     }
 
 
-def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return, forced_prefix=None):
+def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return, forced_prefix=None,
+               output_ids=None):
     """Extends the alive hypotheses by one token and updates both sets."""
     step = state["step"]
     inputs = tf.reshape(common.previous_tokens(state["alive_seq"], step), (-1,))  # (batch * beam,)
-    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step)
-    log_probs = common.mask_special_tokens(log_probs, step, min_length)
+    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, output_ids)
+    log_probs = common.mask_special_tokens(log_probs, step, min_length, output_ids)
     if forced_prefix is not None:
-        log_probs = common.force_prefix(log_probs, step, forced_prefix)
-    candidates = _top_candidates(state["alive_seq"], state["alive_log_probs"], log_probs, step)
+        log_probs = common.force_prefix(log_probs, step, forced_prefix, output_ids)
+    candidates = _top_candidates(state["alive_seq"], state["alive_log_probs"], log_probs, step, output_ids)
     ending = tf.equal(candidates["tokens"], common.EOS_ID) | (step + 1 >= limits[:, None])  # (batch, 2 * beam)
     alive = _next_alive(candidates, ending)
     finished = _next_finished(state, candidates, ending, scoring(candidates["log_probs"], step + 1))
@@ -146,13 +148,16 @@ def _beam_step(model, state, source_mask, limits, min_length, scoring, num_retur
     }
 
 
-def _top_candidates(alive_seq, alive_log_probs, log_probs, step):
-    """The `2 * beam` most likely one-token extensions of the alive hypotheses, best first."""
+def _top_candidates(alive_seq, alive_log_probs, log_probs, step, output_ids=None):
+    """The `2 * beam` most likely one-token extensions of the alive hypotheses, best first.
+
+    `log_probs` columns are the searched vocabulary (`output_ids` with a shortlist); the tokens are full ids.
+    """
     batch, beam_size = tf.shape(alive_seq)[0], alive_seq.shape[1]
     vocab = log_probs.shape[-1] or tf.shape(log_probs)[-1]
     total = alive_log_probs[:, :, None] + tf.reshape(log_probs, (batch, beam_size, vocab))
     top_log_probs, flat = tf.math.top_k(tf.reshape(total, (batch, -1)), k=2 * beam_size)  # (batch, 2 * beam)
-    beams, tokens = flat // vocab, flat % vocab
+    beams, tokens = flat // vocab, vocabulary_ids(flat % vocab, output_ids)
     sequences = tf.gather(alive_seq, beams, batch_dims=1)  # (batch, 2 * beam, bound)
     return {
         "seq": common.write_at(sequences, step, tokens),

@@ -15,6 +15,7 @@ Length conventions used throughout `decoding/`:
 import tensorflow as tf
 
 from t2t_keras.decoding.parameters import DEFAULTS
+from t2t_keras.decoding.shortlist import searched_ids, shortlist_slots
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = float("-inf")
@@ -69,20 +70,21 @@ def previous_tokens(sequences, step):
     return tf.where(tf.equal(step, 0), tf.constant(BOS_ID, sequences.dtype), last)
 
 
-def mask_special_tokens(log_probs, step, min_length=0):
+def mask_special_tokens(log_probs, step, min_length=0, output_ids=None):
     """Sets to -inf the ids that may not come next: PAD and BOS always, EOS before `min_length`.
 
     PAD would be indistinguishable from the padding after EOS, and BOS only
     starts the decoder input. The other log-probabilities are not renormalised
-    (as in fairseq), so scores stay the model's log-probabilities.
+    (as in fairseq), so scores stay the model's log-probabilities. With a
+    shortlist, column i of `log_probs` is id `output_ids[i]` (`decoding.shortlist`).
     """
-    vocab = tf.range(tf.shape(log_probs)[-1])
+    vocab = searched_ids(log_probs, output_ids)
     early_eos = tf.logical_and(tf.equal(vocab, EOS_ID), step + 1 < min_length)
     forbidden = tf.equal(vocab, PAD_ID) | tf.equal(vocab, BOS_ID) | early_eos
     return tf.where(forbidden, tf.constant(NEG_INF, log_probs.dtype), log_probs)
 
 
-def force_prefix(log_probs, step, prefix):
+def force_prefix(log_probs, step, prefix, output_ids=None):
     """Rows whose `prefix` has a token at `step` may only emit that token, with log-probability 0.
 
     `prefix` int `(batch, width)` is padded with PAD_ID. A language model's
@@ -92,18 +94,24 @@ def force_prefix(log_probs, step, prefix):
     width = tf.shape(prefix)[1]
     column = tf.gather(prefix, tf.minimum(step, width - 1), axis=1)  # (batch,)
     forced = (step < width) & tf.not_equal(column, PAD_ID)
-    vocab = tf.range(tf.shape(log_probs)[-1])
+    vocab = searched_ids(log_probs, output_ids)
     only = tf.where(tf.equal(vocab[None, :], column[:, None]), 0.0, NEG_INF)
     return tf.where(forced[:, None], tf.cast(only, log_probs.dtype), log_probs)
 
 
-def next_log_probs(model, tokens, source_mask, cache, step):
+def next_log_probs(model, tokens, source_mask, cache, step, output_ids=None):
     """One cached decoder step: float32 log-probabilities `(batch, vocab)` and the new cache.
 
-    `tokens` `(batch,)` are the ids at position `step`.
+    `tokens` `(batch,)` are the ids at position `step`. With a shortlist `output_ids` `(S,)`
+    (`decoding.shortlist`) the log-probabilities `(batch, S)` cover those ids, normalised over them;
+    its padding slots are -inf.
     """
-    out = model.decode_step(tokens[:, None], cache, step, source_mask)
-    return tf.nn.log_softmax(out.logits[:, 0]), out.cache
+    if output_ids is None:
+        out = model.decode_step(tokens[:, None], cache, step, source_mask)
+        return tf.nn.log_softmax(out.logits[:, 0]), out.cache
+    out = model.decode_step(tokens[:, None], cache, step, source_mask, output_ids=output_ids)
+    logits = tf.where(shortlist_slots(output_ids), out.logits[:, 0], NEG_INF)  # (batch, S)
+    return tf.nn.log_softmax(logits), out.cache
 
 
 def search_loop(step, state, done, bound):

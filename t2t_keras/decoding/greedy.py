@@ -12,10 +12,11 @@ import tensorflow as tf
 
 from t2t_keras.decoding import common, sampling
 from t2t_keras.decoding.parameters import DEFAULTS
+from t2t_keras.decoding.shortlist import vocabulary_ids
 
 
 def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0,
-                  temperature=0.0, top_k=0, seed=None, forced_prefix=None):
+                  temperature=0.0, top_k=0, seed=None, forced_prefix=None, output_ids=None):
     """Decodes `source` one token at a time, choosing the argmax (or a sample) at each step.
 
     Args:
@@ -35,6 +36,8 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
         forced_prefix: optional int `(batch, width)` ids, 0-padded, emitted
             first whatever the model prefers (a language model's prompt; see
             `common.force_prefix`).
+        output_ids: optional int32 `(S,)` searched vocabulary of a shortlist
+            (`decoding.shortlist.batch_vocabulary`); None searches the whole vocabulary.
 
     Returns:
         dict with `tokens`: int32 `(batch, bound)`, each row ending with EOS
@@ -48,7 +51,7 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
     choose = _chooser(temperature, top_k, seed)
     state = _initial_state(tf.shape(source)[0], bound, cache)
     step = functools.partial(_greedy_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
-                             choose=choose, forced_prefix=forced_prefix)
+                             choose=choose, forced_prefix=forced_prefix, output_ids=output_ids)
     state = common.search_loop(step, state, "finished", bound)
     return {"tokens": state["tokens"], "scores": state["scores"]}
 
@@ -76,16 +79,17 @@ def _chooser(temperature, top_k, seed):
     return choose
 
 
-def _greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix=None):
+def _greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix=None, output_ids=None):
     """Feeds the previous token, picks the next one and marks finished sentences."""
     step, finished = state["step"], state["finished"]
     inputs = common.previous_tokens(state["tokens"], step)
-    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step)
-    log_probs = common.mask_special_tokens(log_probs, step, min_length)
+    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, output_ids)
+    log_probs = common.mask_special_tokens(log_probs, step, min_length, output_ids)
     if forced_prefix is not None:
-        log_probs = common.force_prefix(log_probs, step, forced_prefix)
-    token = tf.where(finished, common.PAD_ID, choose(log_probs, step))
-    token_log_prob = tf.gather(log_probs, token, batch_dims=1)
+        log_probs = common.force_prefix(log_probs, step, forced_prefix, output_ids)
+    choice = tf.where(finished, 0, choose(log_probs, step))  # a column of log_probs; column 0 is PAD_ID
+    token = vocabulary_ids(choice, output_ids)
+    token_log_prob = tf.gather(log_probs, choice, batch_dims=1)
     finished = finished | tf.equal(token, common.EOS_ID) | (step + 1 >= limits)
     return {
         "step": step + 1,

@@ -9,6 +9,7 @@ from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.decoding.parameters import DEFAULTS, check_length_penalty
 from t2t_keras.decoding.sharding import choose_shards, compiled_search
+from t2t_keras.decoding.shortlist import ShortlistTable
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.families import check_searchable
 from t2t_keras.fast_path import FastPath
@@ -26,7 +27,8 @@ class Translator:
     Each batch is padded to a width that is a multiple of `length_multiple` and
     to a power-of-two number of rows (extra rows repeat the first sentence and
     are dropped), so the compiled search sees few distinct shapes: XLA compiles
-    once per shape.
+    once per shape (with a shortlist, also once per searched-vocabulary size,
+    a multiple of `decoding.shortlist.SIZE_MULTIPLE`).
 
     Args:
         model: a built `Transformer`, or an `Ensemble` of them (`decoding.ensemble`).
@@ -47,11 +49,14 @@ class Translator:
             `decoding.sharding`); "auto": one per CPU core, 1 on a GPU or TPU.
         progress: show a tqdm bar; None shows one for more than `progress_threshold` sentences.
         progress_threshold: see `progress`.
+        shortlist: None searches the whole vocabulary; a vocabulary shortlist (`data.shortlist.Shortlist`,
+            e.g. `RunDirectory.load_shortlist()`) restricts each batch's search to the union of its source
+            pieces' entries, the frequent pieces and the special ids (`decoding.shortlist`).
     """
 
     def __init__(self, model, tokenizer, params=DEFAULTS, length_penalty="gnmt", batch_tokens=4096,
                  length_multiple=LENGTH_MULTIPLE, jit_compile=None, shards="auto", precision="float32", progress=None,
-                 progress_threshold=100):
+                 progress_threshold=100, shortlist=None):
         self.precision = check_precision(precision)
         check_length_penalty(length_penalty)
         if batch_tokens < length_multiple:
@@ -71,16 +76,29 @@ class Translator:
         self.progress = progress
         self.progress_threshold = progress_threshold
         self.shards = choose_shards(shards)
-        self._search = compiled_search(self._decode, jit_compile, self.shards, [tf.TensorSpec([None, None], tf.int32)])
+        self.shortlist = None if shortlist is None else ShortlistTable(shortlist, self.model.vocab_size)
+        signature = [tf.TensorSpec([None, None], tf.int32)]
+        if self.shortlist is not None:
+            signature.append(tf.TensorSpec([None], tf.int32))  # the batch's searched vocabulary
+        self._search = compiled_search(self._decode, jit_compile, self.shards, signature)
 
-    def _decode(self, source):
-        """Best output ids `(batch, length)` for a padded source batch."""
+    def _decode(self, source, output_ids=None):
+        """Best output ids `(batch, length)` for a padded source batch (over `output_ids` when given)."""
         params = self.params
         if params.method == "greedy":
-            return greedy_decode(self.model, source, max_extra_length=params.max_extra_length)["tokens"]
+            return greedy_decode(self.model, source, max_extra_length=params.max_extra_length,
+                                 output_ids=output_ids)["tokens"]
         out = beam_search(self.model, source, beam_size=params.beam_size, alpha=params.alpha,
-                          length_penalty=self.length_penalty, max_extra_length=params.max_extra_length)
+                          length_penalty=self.length_penalty, max_extra_length=params.max_extra_length,
+                          output_ids=output_ids)
         return out["tokens"][:, 0]
+
+    def search(self, source):
+        """Best output ids `(batch, length)` of a padded source batch `(batch, width)`, with the shortlist if any."""
+        source = tf.constant(source, tf.int32)
+        if self.shortlist is None:
+            return self._search(source)
+        return self._search(source, self.shortlist.output_ids(source))
 
     def translate(self, sentences):
         """Translations of `sentences` (a list of str), in the same order."""
@@ -93,7 +111,7 @@ class Translator:
             bar.update(int(np.sum(lengths == 0)))
             for batch in plan_batches(lengths, self.batch_tokens, self.length_multiple):
                 source = pad_batch([sources[i] for i in batch], self.length_multiple, self.batch_tokens)
-                texts = self.tokenizer.detokenize(self._search(tf.constant(source))).numpy()
+                texts = self.tokenizer.detokenize(self.search(source)).numpy()
                 for index, text in zip(batch, texts):
                     translations[index] = text.decode("utf-8")
                 bar.update(len(batch))

@@ -8,7 +8,7 @@ from t2t_keras.data.text_files import read_parallel_files, write_lines
 from t2t_keras.decoding.ensemble import Ensemble
 from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding.translator import Translator
-from t2t_keras.errors import ConfigError
+from t2t_keras.errors import ConfigError, check_applicable
 from t2t_keras.evaluation.baseline import RetrievalTranslator
 from t2t_keras.evaluation.bleu import score
 from t2t_keras.runs import ensemble_runs, load_run, load_run_model, open_run
@@ -16,18 +16,24 @@ from t2t_keras.runs import ensemble_runs, load_run, load_run_model, open_run
 logger = logging.getLogger(__name__)
 
 
-def run_translator(run_dir, model_source="auto", params=None, precision=None, shards=None, ensemble=(), **options):
+def run_translator(run_dir, model_source="auto", params=None, precision=None, shards=None, ensemble=(),
+                   shortlist=None, **options):
     """A `Translator` over the run's trained model and tokenizer.
 
     `run_dir`: a run directory, or an open `RunDirectory` (as every function here takes). `params`
     (`DecodingParams`), `precision` and `shards` left None come from the run's `decoding` section;
     `options` go to `Translator`. `ensemble`: more translation runs of the same vocabulary
     (`runs.ensemble_runs` checks them) whose models (the same `model_source` weights of each) decode with this
-    run's as one `decoding.ensemble.Ensemble`.
+    run's as one `decoding.ensemble.Ensemble`. `shortlist` true searches over the run's vocabulary shortlist
+    (RUN/shortlist.npz); not with an ensemble.
     """
     run = open_run(run_dir)
-    decoding = run.load_config().decoding
     others = ensemble_runs(run, ensemble)
+    if shortlist:
+        check_applicable(["--shortlist"] if others else [],
+                         "an ensemble: its members search their whole vocabulary; translate with one --run-dir")
+        options["shortlist"] = run.load_shortlist()
+    decoding = run.load_config().decoding
     model, tokenizer = load_run(run, model_source)
     if others:
         model = Ensemble([model] + [load_run_model(other, model_source) for other in others])
@@ -51,8 +57,8 @@ def evaluate_run(run_dir, split="test", source=None, reference=None, output=None
                  **decoding):
     """Translates the evaluation set with the run's model and scores it; returns the score dict.
 
-    `decoding`: `params`, `precision`, `shards` and `ensemble`, as `run_translator` takes them; an ensemble's
-    result names its runs (`ensemble`), this one first.
+    `decoding`: `params`, `precision`, `shards`, `ensemble` and `shortlist`, as `run_translator` takes them; an
+    ensemble's result names its runs (`ensemble`), this one first.
     """
     run = open_run(run_dir)
     pairs = load_eval_pairs(run, split, source, reference)

@@ -8,6 +8,14 @@ The directory holds what `ctranslate2.Translator` loads (`model.bin`,
 (`tokenizer.model`) and `t2t_keras.json` (the model's length limit and the
 run's decoding defaults), which `CTranslate2Translator` reads.
 
+With a vocabulary shortlist (`export --shortlist`) the directory also holds
+`vmap.txt`, CTranslate2's vocabulary map: one line per source piece with
+entries, `piece<TAB>target target ...`, and a line with an empty key listing the
+frequent target pieces, which CTranslate2 allows in every batch (as it always
+allows UNK, BOS and EOS). `translate_batch(..., use_vmap=True)` then restricts
+the output layer to the batch's candidates; `CTranslate2Translator` passes it
+when the metadata says `"shortlist": true`.
+
 Runs with `data.tokenizer: bpe` or `unigram` export (both are SentencePiece
 models, which `CTranslate2Translator` applies with the `sentencepiece`
 package). A `wordpiece` run is refused before anything is written: CTranslate2
@@ -33,12 +41,13 @@ logger = logging.getLogger(__name__)
 
 QUANTIZATIONS = ("float32", "int8_float32", "int8")
 METADATA_FILE = "t2t_keras.json"
+VMAP_FILE = "vmap.txt"  # the name CTranslate2 loads its vocabulary map from
 TOKENIZER_FILE = "tokenizer.model"
 SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>"}
 
 
 def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_last=None, source="auto",
-                           overwrite=False, params=None):
+                           overwrite=False, params=None, shortlist=None):
     """Converts the trained model of a run, with its tokenizer, to a CTranslate2 directory.
 
     Args:
@@ -52,6 +61,7 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
         overwrite: replace an existing directory at `out_dir`.
         params: the `DecodingParams` `CTranslate2Translator` defaults to; None takes the run
             config's `decoding` section.
+        shortlist: true writes the run's vocabulary shortlist (RUN/shortlist.npz) as `vmap.txt`.
 
     Returns:
         the output directory, a `pathlib.Path`.
@@ -66,9 +76,10 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
     _check_tokenizer_file(tokenizer_path)
     _check_quantization(quantization)
     check_can_write(pathlib.Path(out_dir), overwrite)
+    table = run.load_shortlist() if shortlist else None
     model, record = weights_to_export(run, source, average_last)
     return export_ctranslate2(model, load_tokenizer(tokenizer_path, config.data.tokenizer), out_dir, quantization,
-                              params or DecodingParams.from_config(config.decoding), overwrite, record)
+                              params or DecodingParams.from_config(config.decoding), overwrite, record, table)
 
 
 def _check_tokenizer_file(tokenizer_path):
@@ -79,7 +90,7 @@ def _check_tokenizer_file(tokenizer_path):
 
 
 def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params=DEFAULTS, overwrite=False,
-                       weights=None):
+                       weights=None, shortlist=None):
     """Writes `model` and `tokenizer` as a CTranslate2 model directory at `out_dir`, atomically.
 
     Args:
@@ -92,6 +103,7 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params
             (`beam_size`, `alpha`, `max_extra_length`).
         overwrite: replace an existing directory.
         weights: which weights of a run the model holds (`runs.export_record`), recorded in the metadata.
+        shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) written as `vmap.txt`.
 
     Raises:
         UnsupportedModelError: naming what CTranslate2 cannot express.
@@ -100,10 +112,12 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params
     """
     out_dir = pathlib.Path(out_dir)
     _check_export(model, tokenizer, quantization, out_dir, overwrite)
-    spec = TransformerConverter(model, vocabulary(tokenizer.model_bytes)).spec()
+    pieces = vocabulary(tokenizer.model_bytes)
+    vmap, spec = None if shortlist is None else vmap_text(shortlist, pieces), TransformerConverter(model, pieces).spec()
     metadata = {"max_length": int(model.max_length), "quantization": quantization, "weights": weights,
                 "defaults": {"beam_size": params.beam_size, "alpha": params.alpha,
-                             "max_extra_length": params.max_extra_length}}
+                             "max_extra_length": params.max_extra_length},
+                "shortlist": shortlist is not None}
 
     with staged_directory(out_dir, overwrite) as staging:
         spec.validate()
@@ -111,6 +125,8 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params
         spec.save(str(staging))
         (staging / TOKENIZER_FILE).write_bytes(tokenizer.model_bytes)
         (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+        if vmap is not None:
+            (staging / VMAP_FILE).write_text(vmap, encoding="utf-8")
     logger.info("Exported a CTranslate2 model (%s) to %s", quantization, out_dir)
     return out_dir
 
@@ -138,6 +154,24 @@ def vocabulary(model_bytes):
                            "the special tokens by name; retrain the tokenizer with t2t_keras (pad=0, unk=1, "
                            "bos=2, eos=3).")
     return pieces
+
+
+def vmap_text(shortlist, pieces):
+    """CTranslate2's vocabulary map of `shortlist`: `piece<TAB>targets` per source piece with entries, and the
+    frequent pieces under the empty key (always candidates)."""
+    if shortlist.vocab_size != len(pieces):
+        raise T2TError(f"The shortlist covers {shortlist.vocab_size} pieces, the tokenizer {len(pieces)}: learn it "
+                       "again with the run's tokenizer (t2t-keras shortlist).")
+    spaced = [piece for piece in pieces if any(c in piece for c in " \t\n")]
+    if spaced:
+        raise T2TError(f"CTranslate2's vocabulary map separates pieces by spaces, and the pieces {spaced[:3]} hold "
+                       "one: export without --shortlist.")
+    lines = ["\t" + " ".join(pieces[i] for i in shortlist.frequent)]
+    for source, targets in enumerate(shortlist.entries):
+        targets = [pieces[i] for i in targets if i != PAD_ID]
+        if targets:
+            lines.append(pieces[source] + "\t" + " ".join(targets))
+    return "\n".join(lines) + "\n"
 
 
 def check_sentencepiece(kind):

@@ -78,6 +78,7 @@ class CTranslate2Translator(TranslatorBase):
         defaults = metadata["defaults"]
         self.defaults = DecodingParams(int(defaults["beam_size"]), float(defaults["alpha"]),
                                        int(defaults["max_extra_length"]))
+        self.use_vmap = bool(metadata.get("shortlist", False))  # vmap.txt, the export's vocabulary shortlist
 
     def predict(self, sentences, params=None):
         """n-best translations with scores and truncation flags, as `SavedModelTranslator.predict`."""
@@ -142,7 +143,7 @@ class CTranslate2Translator(TranslatorBase):
             batch, max_batch_size=self.batch_size, beam_size=params.beam_size, num_hypotheses=params.num_return,
             length_penalty=0.0 if greedy else params.alpha, max_decoding_length=max_length,
             min_decoding_length=0, max_input_length=0, return_scores=True, return_end_token=True,
-            suppress_sequences=NEVER_GENERATED)
+            suppress_sequences=NEVER_GENERATED, use_vmap=self.use_vmap)
 
     def _nbest(self, result, num_return):
         texts = [self.pieces.decode_pieces([t for t in tokens if t != EOS_PIECE]) for tokens in result.hypotheses]

@@ -68,11 +68,15 @@ class Int8TokenEmbedding(keras.layers.Layer):
         scales = ops.cast(ops.take(self.embeddings_scale, token_ids, axis=0), self.compute_dtype)
         return rows / scales * ops.cast(math.sqrt(self.hidden_dim), self.compute_dtype)
 
-    def project(self, hidden):
-        """Pre-softmax projection as an int8 matmul: `(..., hidden_dim)` -> `(..., vocab_size)` logits."""
+    def project(self, hidden, ids=None):
+        """Pre-softmax projection as an int8 matmul: `(..., hidden_dim)` -> `(..., vocab_size)` logits, or
+        `(..., S)` for the `(S,)` `ids` only (see `TokenEmbedding.project`)."""
+        embeddings, embeddings_scale = self.embeddings, self.embeddings_scale
+        if ids is not None:
+            embeddings, embeddings_scale = ops.take(embeddings, ids, axis=0), ops.take(embeddings_scale, ids, axis=0)
         quantized, scale = keras.quantizers.abs_max_quantize(hidden, axis=-1)  # scale (..., 1)
-        logits = ops.cast(ops.matmul(quantized, ops.transpose(self.embeddings)), hidden.dtype)  # int32 sums
-        return logits / (ops.cast(scale, hidden.dtype) * ops.cast(ops.transpose(self.embeddings_scale), hidden.dtype))
+        logits = ops.cast(ops.matmul(quantized, ops.transpose(embeddings)), hidden.dtype)  # int32 sums
+        return logits / (ops.cast(scale, hidden.dtype) * ops.cast(ops.transpose(embeddings_scale), hidden.dtype))
 
     def get_config(self):
         config = super().get_config()

@@ -46,7 +46,8 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
         max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
         temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces).
         **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
-            `quantization`); an lm export takes `overwrite` only.
+            `quantization`; `shortlist=True` holds the run's vocabulary shortlist, RUN/shortlist.npz); an lm
+            export takes `overwrite` only.
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -59,6 +60,8 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
     _check_task_options(config.task, dict(max_beam_size=max_beam_size, **options),
                         dict(temperature=temperature, top_k=top_k))
     params = params or DecodingParams.from_config(config.decoding)
+    if options.pop("shortlist", None):
+        options["shortlist"] = run.load_shortlist()  # before the weights: a bad file fails before any work
     model, options["weights"] = weights_to_export(run, source, average_last)
     tokenizer = run.load_tokenizer()
     if config.task == "lm":
@@ -79,7 +82,7 @@ def _check_task_options(task, translation_options, lm_options):
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS,
                       length_penalty="gnmt", text_signatures=True, jit_compile=False,
-                      overwrite=False, quantization=None, shards=1, weights=None):
+                      overwrite=False, quantization=None, shards=1, weights=None, shortlist=None):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -98,6 +101,8 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
             `export.quantization`; the inspection files keep float32).
         shards: concurrent searches per batch (see `TranslatorModule`).
         weights: what to record in assets.extra/weights.json (`runs.export_record`), or None.
+        shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) the searches apply
+            in-graph (see `TranslatorModule`).
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -111,7 +116,8 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     searched = model if quantization is None else quantized_copy(model, quantization)
     module = TranslatorModule(searched, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
                               params=params,
-                              length_penalty=length_penalty, jit_compile=jit_compile, shards=shards)
+                              length_penalty=length_penalty, jit_compile=jit_compile, shards=shards,
+                              shortlist=shortlist)
     return _write(module, out_dir, overwrite, (model, tokenizer, weights) if text_signatures else None,
                   "a translation")
 

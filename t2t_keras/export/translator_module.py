@@ -66,6 +66,7 @@ from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_integer, check_length_penalty
 from t2t_keras.decoding.sharding import choose_shards, sharded
+from t2t_keras.decoding.shortlist import ShortlistTable, batch_vocabulary
 from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 MAX_BEAM_SIZE = DecodingConfig.max_beam_size  # the config's default, written down once
@@ -99,11 +100,15 @@ class TranslatorModule(tf.Module):
             (`decoding.sharding`; "auto": one per CPU core of the exporting
             machine, 1 with a GPU or TPU). Fixed in the export. Default 1: the
             speed of sharded SavedModel searches has not been measured yet.
+        shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) held in the
+            export (variables `shortlist_entries`, `shortlist_frequent`): every search of
+            `translate_ids` (and so of `translate` and `serving_default`) covers only the batch's
+            shortlisted target pieces (`decoding.shortlist`). `score` keeps the whole vocabulary.
         name: module name.
     """
 
     def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS, length_penalty="gnmt",
-                 jit_compile=False, shards=1, name=None):
+                 jit_compile=False, shards=1, shortlist=None, name=None):
         super().__init__(name=name)
         check_beam_size(params.beam_size, check_integer("max_beam_size", max_beam_size))  # the rest checked in params
         check_length_penalty(length_penalty)
@@ -122,6 +127,13 @@ class TranslatorModule(tf.Module):
         self.default_alpha = tf.Variable(params.alpha, trainable=False, name="default_alpha")
         self.default_max_extra_length = tf.Variable(params.max_extra_length, trainable=False,
                                                     name="default_max_extra_length")
+        self._shortlisted = shortlist is not None
+        if self._shortlisted:
+            ShortlistTable(shortlist, model.vocab_size)  # checks the table's size against the model's vocabulary
+            self.shortlist_entries = tf.Variable(shortlist.entries, trainable=False, dtype=tf.int32,
+                                                 name="shortlist_entries")
+            self.shortlist_frequent = tf.Variable(shortlist.frequent, trainable=False, dtype=tf.int32,
+                                                  name="shortlist_frequent")
         self._make_functions()
 
     def signatures(self):
@@ -218,8 +230,11 @@ class TranslatorModule(tf.Module):
         searches = [self._search_function(1, 1)]
         for size in range(2, self._max_beam_size + 1):
             searches += [self._search_function(size, 1), self._search_function(size, size)]
-        branches = [functools.partial(sharded(search, self._shards), source, alpha, max_extra_length, bound)
-                    for search in searches]
+        arguments = (source, alpha, max_extra_length, bound)
+        if self._shortlisted:  # the batch's searched vocabulary, computed once for every branch
+            arguments += (batch_vocabulary(self.shortlist_entries, self.shortlist_frequent, source,
+                                           self.model.vocab_size),)
+        branches = [functools.partial(sharded(search, self._shards), *arguments) for search in searches]
         tokens, scores = tf.switch_case(branch_index(beam_size, num_return), branches)
         return tokens[:, :num_return], scores[:, :num_return]
 
@@ -232,17 +247,20 @@ class TranslatorModule(tf.Module):
         call takes seconds instead of tens of seconds.
         """
 
-        def search(source, alpha, max_extra_length, bound):
+        def search(source, alpha, max_extra_length, bound, output_ids=None):
             if beam_size == 1:
-                out = greedy_decode(self.model, source, max_extra_length=max_extra_length, max_length=bound)
+                out = greedy_decode(self.model, source, max_extra_length=max_extra_length, max_length=bound,
+                                    output_ids=output_ids)
                 return self._pad_nbest(out["tokens"][:, None], out["scores"][:, None])
             out = beam_search(self.model, source, beam_size=beam_size, alpha=alpha,
                               length_penalty=self.length_penalty, max_extra_length=max_extra_length,
-                              max_length=bound, num_return=num_return)
+                              max_length=bound, num_return=num_return, output_ids=output_ids)
             return self._pad_nbest(out["tokens"], out["scores"])
 
         scalar = tf.TensorSpec([], tf.int32)
         signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.float32), scalar, scalar)
+        if self._shortlisted:
+            signature += (tf.TensorSpec([None], tf.int32),)
         return tf.function(search, input_signature=signature, jit_compile=self._jit_compile,
                            experimental_attributes={"_noinline": True})
 

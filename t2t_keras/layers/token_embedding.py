@@ -55,11 +55,14 @@ class TokenEmbedding(keras.layers.Layer):
         vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), token_ids, axis=0)
         return vectors * ops.cast(math.sqrt(self.hidden_dim), self.compute_dtype)
 
-    def project(self, hidden):
-        """Pre-softmax projection: `(..., hidden_dim)` -> `(..., vocab_size)` logits."""
+    def project(self, hidden, ids=None):
+        """Pre-softmax projection: `(..., hidden_dim)` -> `(..., vocab_size)` logits, or `(..., S)` for the
+        int32 `(S,)` `ids` only (a shortlist: only their rows are multiplied)."""
         if not self.built:
             self.build()
         embeddings = ops.cast(self.embeddings, hidden.dtype)
+        if ids is not None:
+            embeddings = ops.take(embeddings, ids, axis=0)  # (S, hidden_dim)
         if len(hidden.shape) == 3 and hidden.shape[1] == 1:
             # One position, as in a decoding step. With the vocabulary matrix as the right operand XLA copies
             # it transposed (vocab x hidden floats) on every step; as the left one it is a matrix-vector

@@ -1,0 +1,89 @@
+"""Decoding over a vocabulary shortlist: per batch, the target ids the output projection covers.
+
+A shortlist (learned by `data.shortlist`) gives each source piece a few target
+pieces it may call for, and a list of frequent target pieces allowed
+everywhere. For a batch, the searched vocabulary is the union of
+
+* the entries of every source piece in the batch,
+* the frequent pieces,
+* the special ids (PAD, UNK, BOS, EOS),
+
+as int32 ids sorted ascending (so PAD_ID, 0, comes first), padded with PAD_ID to
+a multiple of `SIZE_MULTIPLE` (at most the vocabulary size). The padding keeps
+the number of distinct shapes small: an XLA-compiled search compiles once per
+size, and a batch's size is one of vocab_size / SIZE_MULTIPLE buckets.
+
+The searches (`greedy_decode`, `beam_search`, given `output_ids`) compute the
+logits of these ids only (`Transformer.project`), give the padding slots -inf,
+take the log-softmax and the top candidates over them, and map the chosen
+positions back to full-vocabulary ids with a gather, so the tokens they return
+are ids of the whole vocabulary. Log-probabilities are normalised over the
+shortlist (as Marian does); with every id allowed the search is the full one.
+"""
+
+import tensorflow as tf
+
+from t2t_keras.errors import T2TError
+from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+SIZE_MULTIPLE = 256  # the searched vocabulary is padded to a multiple of this (one compiled shape per size)
+SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
+
+
+def batch_vocabulary(entries, frequent, source, vocab_size, size_multiple=SIZE_MULTIPLE):
+    """The searched vocabulary of a batch: int32 `(S,)` ids, sorted, then PAD_ID padding.
+
+    Args:
+        entries: int `(vocab_size, per_source)` shortlist table, PAD_ID-padded rows.
+        frequent: int `(n,)` target ids always allowed.
+        source: int `(batch, source_len)` source ids of the batch (PAD_ID, EOS_ID count as nothing).
+        vocab_size: the model's vocabulary size, a Python int.
+        size_multiple: S is the union's size rounded up to a multiple of this, at most `vocab_size`.
+    """
+    source = tf.convert_to_tensor(source, tf.int32)
+    candidates = tf.concat([tf.reshape(tf.gather(tf.cast(entries, tf.int32), source), [-1]),
+                            tf.cast(frequent, tf.int32), tf.constant(SPECIAL_IDS, tf.int32)], axis=0)
+    hits = tf.math.unsorted_segment_max(tf.ones_like(candidates), candidates, vocab_size)  # (vocab,): 1 or min int
+    ids = tf.cast(tf.where(hits > 0)[:, 0], tf.int32)  # ascending
+    count = tf.size(ids)
+    size = tf.minimum(-(-count // size_multiple) * size_multiple, vocab_size)
+    return tf.pad(ids, [[0, size - count]], constant_values=PAD_ID)
+
+
+def shortlist_slots(output_ids):
+    """bool `(S,)`: the slots of `output_ids` that hold an id (PAD_ID first), not padding."""
+    return tf.not_equal(output_ids, PAD_ID) | tf.equal(tf.range(tf.shape(output_ids)[0]), 0)
+
+
+def searched_ids(log_probs, output_ids=None):
+    """int32 `(V,)` full-vocabulary id of each column of `log_probs`: `output_ids`, or 0..V-1 without a shortlist."""
+    return tf.range(tf.shape(log_probs)[-1]) if output_ids is None else output_ids
+
+
+def vocabulary_ids(positions, output_ids=None):
+    """Full-vocabulary ids of `positions` in the searched vocabulary (themselves without a shortlist)."""
+    return positions if output_ids is None else tf.gather(output_ids, positions)
+
+
+class ShortlistTable:
+    """A shortlist as constant tensors, and the searched vocabulary of each batch.
+
+    Args:
+        shortlist: has `entries` `(vocab_size, per_source)` and `frequent` `(n,)` int arrays
+            (`data.shortlist.Shortlist`).
+        vocab_size: the model's vocabulary size; must be the table's row count.
+        size_multiple: see `batch_vocabulary`.
+    """
+
+    def __init__(self, shortlist, vocab_size, size_multiple=SIZE_MULTIPLE):
+        if shortlist.entries.shape[0] != vocab_size:
+            raise T2TError(f"The shortlist has {shortlist.entries.shape[0]} rows, the model {vocab_size} "
+                             "pieces: learn the shortlist with the model's tokenizer.")
+        self.entries = tf.constant(shortlist.entries, tf.int32)
+        self.frequent = tf.constant(shortlist.frequent, tf.int32)
+        self.vocab_size = vocab_size
+        self.size_multiple = size_multiple
+
+    def output_ids(self, source):
+        """`batch_vocabulary` of the source batch `source`."""
+        return batch_vocabulary(self.entries, self.frequent, source, self.vocab_size, self.size_multiple)
