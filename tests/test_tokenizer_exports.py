@@ -50,11 +50,12 @@ class _TokenizerRun:
         super().setUpClass()
         cls.tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls.tmp.name)
-        # Three steps (one checkpoint): the model is still nearly random, so it writes long, varied translations
-        # (a few more steps teach it to stop at once, and empty strings would compare equal trivially).
+        # Three steps (one checkpoint) at a learning rate too small to move the weights: the model stays as
+        # initialised, so it writes long, varied translations (trained, even a few steps can teach it to stop at
+        # once, and empty strings would compare equal trivially).
         config = toy_config(write_toy_corpus(root / "data"), train_steps=3)
         cls.config = replace(config, data={"tokenizer": cls.KIND, "vocab_size": VOCAB_SIZE},
-                             model={"vocab_size": VOCAB_SIZE, "max_length": 32})
+                             model={"vocab_size": VOCAB_SIZE, "max_length": 32}, training={"learning_rate": 1e-9})
         cls.run_dir = root / "run"
         train(cls.config, cls.run_dir, verbose=0)
         cls.model, cls.tokenizer = load_run(cls.run_dir)
