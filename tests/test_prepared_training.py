@@ -115,9 +115,15 @@ class PipelineConfigTest(TestCase):
                 load_config(preset, ["data.pipeline=prepared"])
 
     def test_prepared_takes_tfds_and_mixtures(self):
-        load_config("tiny", ["data.pipeline=prepared", "data.source=tfds"])
-        load_config("tiny", ["data.pipeline=prepared", "data.sources=[{source: text, train_files: [a, b], weight: 1}, "
-                                                       "{source: tfds, weight: 1}]"])
+        from t2t_keras.data import sources
+
+        tfds = load_config("tiny", ["data.pipeline=prepared", "data.source=tfds"])
+        self.assertEqual((tfds.data.pipeline, tfds.data.source), ("prepared", "tfds"))
+        mixture = load_config("tiny", ["data.pipeline=prepared", "data.sources=[{source: text, train_files: [a, b], "
+                                                                 "weight: 1}, {source: tfds, weight: 3}]"])
+        self.assertEqual(mixture.data.pipeline, "prepared")
+        self.assertEqual([(part.source, weight) for part, weight in sources.components(mixture.data)],
+                         [("text", 1.0), ("tfds", 3.0)])
 
 
 class RouteChoiceTest(TestCase):

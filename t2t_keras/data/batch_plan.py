@@ -124,11 +124,11 @@ def locate(position, histogram, plan, seed, worker_index=0, num_workers=1) -> tu
     num_shards = len(histogram)
     epoch = 0
     if num_workers == 1:  # every epoch reads every shard: the same count each time
-        count = _checked(batches_in_epoch(histogram, plan, np.arange(num_shards)), plan)
+        count = checked_count(batches_in_epoch(histogram, plan, np.arange(num_shards)), plan)
         return position // count, position % count
     while True:
         shards = worker_shards(num_shards, seed, epoch, worker_index, num_workers)
-        count = _checked(batches_in_epoch(histogram, plan, shards), plan)
+        count = checked_count(batches_in_epoch(histogram, plan, shards), plan)
         if position < count:
             return epoch, position
         position -= count
@@ -201,7 +201,8 @@ def _bucketed(lengths, plan):
     return [chunks[i] for i in order], np.sort(np.concatenate(leftover))
 
 
-def _checked(count, plan):
+def checked_count(count, plan):
+    """`count`, the batches of an epoch; a DataError naming the fix when it is 0."""
     if count == 0:
         raise DataError(
             f"An epoch of the prepared corpus fills no batch (batch sizes {list(plan.batch_sizes)} per bucket "

@@ -183,7 +183,7 @@ class _BatchStream:
                 (self.segment_lengths(segments, i) for i in range(len(segments.shard))), self.plan)}
         mine = batch_plan.worker_shards(len(self.histograms[key]), self.seed, epoch, self.worker_index,
                                         self.num_workers)
-        return batch_plan._checked(batch_plan.batches_in_epoch(self.histograms[key], self.plan, mine), self.plan)
+        return batch_plan.checked_count(batch_plan.batches_in_epoch(self.histograms[key], self.plan, mine), self.plan)
 
     def batches(self, position):
         """Yields the batches from `position` on, forever."""
