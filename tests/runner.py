@@ -21,7 +21,6 @@ import os
 import pathlib
 import resource
 import sys
-import tempfile
 import time
 import traceback
 import unittest
@@ -118,19 +117,6 @@ def _initialize_worker(threads):
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # CTranslate2's threads
 
 
-def share_xla_compilations(environ, directory):
-    """Lets every test process, and the processes its tests start, reuse each other's XLA compilations.
-
-    Many tests compile the same tiny models (a training step, a beam search) in separate processes. TensorFlow's
-    persistent cache keys each executable by its HLO, so a process that compiles what another already compiled
-    loads it from `directory` instead; the numbers are those of the same compilation. A user's own cache flag wins.
-    """
-    flags = environ.get("TF_XLA_FLAGS", "").split()
-    if not any(flag.startswith("--tf_xla_persistent_cache_directory") for flag in flags):
-        flags.append(f"--tf_xla_persistent_cache_directory={directory}")
-    environ["TF_XLA_FLAGS"] = " ".join(flags)
-
-
 def run_parallel(names, workers, on_report):
     """Runs `names` in `workers` processes; a crashed worker fails the modules it held, the rest go on."""
     pending = list(names)
@@ -173,8 +159,6 @@ def main(argv):
         sys.stdout.flush()
 
     workers = min(args.workers, len(names))
-    cache = tempfile.TemporaryDirectory(prefix="t2t-xla-cache-")
-    share_xla_compilations(os.environ, cache.name)
     print(f"running {len(names)} test module(s) in {workers} process(es)", flush=True)
     if workers <= 1:
         for name in names:
@@ -193,7 +177,6 @@ def main(argv):
     if args.record_durations:
         durations.update({r.name: round(r.seconds, 1) for r in reports})
         DURATIONS.write_text(json.dumps(dict(sorted(durations.items())), indent=1) + "\n")
-    cache.cleanup()
     print(f"ran in {time.time() - start:.0f} s")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 0 if failed == 0 and passed > 0 else 1
