@@ -27,7 +27,7 @@ from t2t_keras.distillation.student import student_config
 from t2t_keras.distillation.teacher import open_teacher
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.params import count_parameters
-from t2t_keras.runs import RunDirectory, load_run_model
+from t2t_keras.runs import RunDirectory, checkpoint_step, load_run_model
 from tests.helpers import TestCase, cli_in_process, toy_pairs, write_toy_corpus
 
 VOCAB = 100
@@ -132,7 +132,8 @@ class DistillationTest(TestCase):
 
     def test_the_student_shares_the_teachers_vocabulary_and_splits(self):
         config = self.student.load_config()
-        self.assertEqual(self.student.tokenizer_file("bpe").read_bytes(), self.teacher.tokenizer_file("bpe").read_bytes())
+        theirs = self.teacher.tokenizer_file("bpe").read_bytes()
+        self.assertEqual(self.student.tokenizer_file("bpe").read_bytes(), theirs)
         for split in ("dev", "test"):
             files = getattr(config.data, f"{split}_files")
             self.assertEqual(read_parallel_files(*files), read_parallel_files(*self.files[split]))
@@ -140,7 +141,7 @@ class DistillationTest(TestCase):
 
     def test_the_student_is_an_ordinary_run_that_trains_and_translates(self):
         self.assertEqual((self.result.training.start_step, self.result.training.final_step), (0, 2))
-        self.assertEqual(len(self.student.checkpoint_paths()), 1)
+        self.assertEqual(checkpoint_step(self.student.checkpoint_paths()[-1]), 2)
         translated = cli_in_process("translate", "--run-dir", self.student, "--input", self.files["dev"][0])
         self.assertEqual(translated.returncode, 0, translated.stderr.decode()[-2000:])
         self.assertEqual(len(translated.stdout.decode().splitlines()), 5)

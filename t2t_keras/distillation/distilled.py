@@ -99,7 +99,8 @@ def distil_shards(run, sentences, settings, make_translator, on_shard=None):
     todo = [index for index in range(count) if not _is_done(run, record, index)]
     left = sum(len(sentences[index * size:(index + 1) * size]) for index in todo)
     translator = make_translator() if todo else None
-    with tqdm(total=len(sentences), initial=len(sentences) - left, desc="Distilling", unit=" sentences") as bar:
+    with tqdm(total=len(sentences), initial=len(sentences) - left, desc="Distilling", unit=" sentences",
+              disable=None) as bar:  # on a terminal
         for index in todo:
             chunk = sentences[index * size:(index + 1) * size]
             _write_shard(run, record, index, chunk, translator.translate(chunk))

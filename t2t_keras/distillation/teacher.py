@@ -7,6 +7,7 @@ sha256). `distilled.py` records it in the student's run and refuses to resume wi
 """
 
 import hashlib
+import os
 import pathlib
 from typing import NamedTuple
 
@@ -63,8 +64,12 @@ def training_sources(teacher):
 
 
 def file_sha256(path):
+    """sha256 of a file, read in chunks (checkpoints can be large)."""
+    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+        for chunk in iter(lambda: handle.read(2**20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def weights_sha256(weights):
@@ -92,8 +97,8 @@ def teacher_settings(teacher, sentences, beam_size, shard_sentences, jit_compile
     params = DecodingParams.from_config(decoding).updated(beam_size=beam_size)
     return {
         "teacher": str(teacher.run.path.resolve()),
-        "weights": {"source": weights.source, "checkpoint": str(weights.checkpoint), "steps": list(weights.steps),
-                    "sha256": weights_sha256(weights)},
+        "weights": {"source": weights.source, "checkpoint": os.path.relpath(weights.checkpoint, teacher.run.path),
+                    "steps": list(weights.steps), "sha256": weights_sha256(weights)},
         "tokenizer": {"kind": teacher.config.data.tokenizer, "sha256": file_sha256(teacher.tokenizer_path)},
         "beam_size": params.beam_size, "alpha": params.alpha, "length_penalty": LENGTH_PENALTY,
         "max_extra_length": params.max_extra_length, "max_length": teacher.config.model.max_length,
