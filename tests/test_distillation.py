@@ -2,7 +2,7 @@
 
 The teacher is a tiny untrained model saved as a run (no training): its embeddings are scaled up so that each
 step of its search has a clear favourite, which makes its translations deterministic whatever the batches. The
-toy corpus has 20 training sentences, distilled in shards of 7 (7, 7 and 6 sentences).
+toy corpus has 40 training sentences, distilled in shards of 15 (15, 15 and 10 sentences).
 """
 
 import json
@@ -31,13 +31,13 @@ from t2t_keras.runs import RunDirectory, checkpoint_step, load_run_model
 from tests.helpers import TestCase, cli_in_process, toy_pairs, write_toy_corpus
 
 VOCAB = 100
-SHARD = 7
+SHARD = 15
 BEAM = 2
 TEACHER = ["model.hidden_dim=16", "model.num_heads=4", "model.intermediate_dim=32", f"data.vocab_size={VOCAB}",
            "decoding.shards=1", "decoding.max_extra_length=6", "decoding.alpha=0.6"]
 # The student: the teacher's width and vocabulary, a two-layer encoder and a one-layer decoder, two updates.
 STUDENT = ["model.hidden_dim=16", "model.num_heads=4", "model.intermediate_dim=32", f"data.vocab_size={VOCAB}",
-           "model.num_layers=2", "model.num_decoder_layers=1", "data.max_length=24", "data.batch_tokens=384",
+           "model.num_layers=2", "model.num_decoder_layers=1", "data.max_length=24", "data.batch_tokens=96",
            "training.train_steps=2", "training.steps_per_epoch=2", "training.checkpoint_every_steps=2",
            "training.warmup_steps=10", "training.jit_compile=False", "training.checkpoint_every_minutes=600",
            "decoding.beam_size=1", "decoding.max_extra_length=6", "decoding.shards=1"]
@@ -80,7 +80,7 @@ class DistillationTest(TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         root = cls.root = pathlib.Path(cls.tmp.name)
-        cls.files = write_toy_corpus(root / "data", train=20, dev=5, test=5)
+        cls.files = write_toy_corpus(root / "data", train=40, dev=5, test=5)
         train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "shared.model", VOCAB)
         cls.teacher = save_teacher(root / "teacher", cls.files, root / "shared.model")
         cls.sources = lines(cls.files["train"][0])
@@ -112,9 +112,9 @@ class DistillationTest(TestCase):
         self.assertEqual(lines(source_file), self.sources)
         self.assertEqual(lines(target_file), self.expected)
         self.assertGreater(len(set(self.expected)), 1)  # varied translations, not one string repeated
-        self.assertEqual([len(lines(shard_files(self.student, i)[1])) for i in range(3)], [7, 7, 6])
+        self.assertEqual([len(lines(shard_files(self.student, i)[1])) for i in range(3)], [15, 15, 10])
         self.assertEqual((self.result.corpus.shards, self.result.corpus.translated, self.result.corpus.skipped),
-                         (3, 20, 0))
+                         (3, 40, 0))
 
     def test_the_teachers_exact_settings_are_recorded_in_the_student(self):
         record = json.loads(self.student.distillation_path.read_text())
@@ -126,7 +126,7 @@ class DistillationTest(TestCase):
         self.assertEqual(settings["weights"]["source"], "latest")
         self.assertEqual(settings["weights"]["steps"], [1])
         self.assertEqual(len(settings["weights"]["sha256"]), 64)
-        self.assertEqual(settings["sources"]["sentences"], 20)
+        self.assertEqual(settings["sources"]["sentences"], 40)
         self.assertTrue(record["complete"])
         self.assertEqual(sorted(record["shards"]), ["0", "1", "2"])
 
@@ -163,13 +163,13 @@ class DistillationTest(TestCase):
         written = [(path.stat().st_mtime_ns, path.read_bytes()) for path in first]
         done = []
         resumed = prepare_student(self.teacher, run, config, **student_options(on_shard=done.append)).corpus
-        self.assertEqual((done, resumed.translated, resumed.skipped), ([1, 2], 13, 1))
+        self.assertEqual((done, resumed.translated, resumed.skipped), ([1, 2], 25, 1))
         self.assertEqual([(path.stat().st_mtime_ns, path.read_bytes()) for path in first], written)
         for ours, theirs in zip(resumed.train_files, self.result.corpus.train_files):
             self.assertEqual(pathlib.Path(ours).read_bytes(), pathlib.Path(theirs).read_bytes())
         shard_files(run, 2)[1].unlink()  # a shard lost: translated again, alone
         again = prepare_student(self.teacher, run, config, **student_options(on_shard=done.append)).corpus
-        self.assertEqual((done, again.translated, again.skipped), ([1, 2, 2], 6, 2))
+        self.assertEqual((done, again.translated, again.skipped), ([1, 2, 2], 10, 2))
         self.assertEqual(lines(again.train_files[1]), self.expected)
 
     def test_a_resume_with_other_settings_is_refused_naming_the_fix(self):
