@@ -145,6 +145,11 @@ class DistillationTest(TestCase):
         translated = cli_in_process("translate", "--run-dir", self.student, "--input", self.files["dev"][0])
         self.assertEqual(translated.returncode, 0, translated.stderr.decode()[-2000:])
         self.assertEqual(len(translated.stdout.decode().splitlines()), 5)
+        for command in (("average", "--run-dir", self.student, "--last", "1"),
+                        ("evaluate", "--run-dir", self.student, "--split", "dev", "--json")):
+            result = cli_in_process(*command)
+            self.assertEqual(result.returncode, 0, result.stderr.decode()[-2000:])
+        self.assertEqual(json.loads(result.stdout)["split"], "dev")
         described = cli_in_process("describe", "--run-dir", self.student)
         self.assertEqual(described.returncode, 0, described.stderr.decode()[-2000:])
         self.assertIn("N=2 encoder / 1 decoder layers", described.stdout.decode())
