@@ -16,6 +16,7 @@ COMMAND_TASKS = {
     "translate": ("translation", "lm"),  # an lm continues the prompts; an mlm generates nothing
     "score": ("translation",), "baseline": ("translation",), "inspect": ("translation",), "main": ("translation",),
     "export": ("translation", "lm"), "serve": ("translation", "lm"), "shortlist": ("translation",),
+    "distill": ("translation",),  # the teacher's task: it translates its training sources
 }
 
 
@@ -276,6 +277,20 @@ def cmd_inspect(args):
     return 0
 
 
+def cmd_distill(args):
+    from t2t_keras.distillation.distill import distill, format_distillation
+    from t2t_keras.runs import open_run
+
+    if open_run(args.teacher).exists():  # a missing teacher is the library's error, naming --teacher
+        check_task("distill", _run_task(args.teacher), args.teacher)
+    result = distill(args.teacher, args.run_dir, _load(args), minutes=args.minutes, overrides=tuple(args.overrides),
+                     beam_size=args.beam_size, original_weight=args.original_weight,
+                     teacher_weights=args.teacher_weights, shard_sentences=args.shard_sentences,
+                     where=f"--config {args.config}")
+    print(format_distillation(result))
+    return 0
+
+
 def cmd_main(args):
     from t2t_keras.config import load_config
     from t2t_keras.main_job import format_report, run_main_job
@@ -468,6 +483,26 @@ def build_parser():
     p.add_argument("--reference", help="a target sentence to inspect instead of the model's own translation")
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(handler=cmd_inspect)
+
+    p = commands.add_parser("distill", help="sequence-level knowledge distillation: translate the teacher's training "
+                                            "sources with the teacher, then train a student run on them")
+    p.add_argument("--teacher", required=True, metavar="RUN", help="the trained translation run that translates")
+    p.add_argument("--run-dir", required=True, help="the student run: its distilled corpus (RUN/distilled/), "
+                                                    "config, vocabulary (the teacher's), checkpoints and logs")
+    _add_config_args(p)
+    p.set_defaults(config="student-mini")
+    p.add_argument("--beam", "--beam-size", dest="beam_size", type=int, default=4,
+                   help="the teacher's beam size (default 4; alpha and the output limit are the teacher's decoding.*)")
+    p.add_argument("--minutes", type=float, help="stop the student's training after this many minutes")
+    p.add_argument("--original-weight", type=float, metavar="W",
+                   help="also train on the teacher's own corpus, drawn with weight W against the distilled corpus's "
+                        "1 (data.sources); default: the distilled corpus alone")
+    p.add_argument("--teacher-weights", choices=MODEL_SOURCES, default="auto",
+                   help="which weights of the teacher translate: those export takes (auto), the averaged, the latest "
+                        "or the best checkpoint")
+    p.add_argument("--shard-sentences", type=int, default=2000,
+                   help="sentences per shard of the distilled corpus: a resumed distillation skips the shards done")
+    p.set_defaults(handler=cmd_distill)
 
     p = commands.add_parser("main", help="the main job: train, average, evaluate, export, translate, report")
     _add_config_args(p)

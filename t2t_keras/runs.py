@@ -13,6 +13,9 @@ so the layout is written down once:
     RUN/init_from.json      the trained run this one started from (`train --init-from`): its path, weights, steps
     RUN/shortlist.npz       the vocabulary shortlist (`t2t-keras shortlist`, data.shortlist), used by
                             `translate --shortlist` and `export --shortlist`
+    RUN/distilled/          a student's training data (`t2t-keras distill`): the teacher's translations of its
+                            training sources in numbered shards, their concatenation, the teacher's dev and test
+                            splits, and distill.json (the teacher, its weights and its exact decoding settings)
     RUN/checkpoints/        tf.train checkpoints of model + optimizer (last K kept)
     RUN/averaged/           the average of the last N checkpoints (§6.1): model weights (`ckpt`) and
                             averaged.json (the checkpoints and steps averaged)
@@ -96,6 +99,8 @@ class RunDirectory:
         self.input_stream_path = self.path / "input_stream.json"  # the input route and what exact resume needs
         self.init_from_path = self.path / "init_from.json"  # the run it started from (train --init-from)
         self.shortlist_path = self.path / "shortlist.npz"  # the vocabulary shortlist (t2t-keras shortlist)
+        self.distilled_dir = self.path / "distilled"  # a student's data (t2t-keras distill)
+        self.distillation_path = self.distilled_dir / "distill.json"  # the teacher's settings, the shards done
         self._config = None
 
     def __fspath__(self):  # opens, paths and messages take a RunDirectory where they take its path

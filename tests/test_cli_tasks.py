@@ -17,7 +17,7 @@ TASKS = ("translation", "lm", "mlm")
 PRESET = {"translation": "mini", "lm": "lm-mini", "mlm": "mlm-mini"}
 # Commands in an order where each finds what it needs (serve needs export's output).
 ORDER = ("describe", "prepare", "train", "average", "evaluate", "translate", "score", "baseline", "shortlist", "export",
-         "serve", "inspect", "main")
+         "serve", "inspect", "distill", "main")
 SMALL = ("model.hidden_dim=32", "model.num_layers=1", "model.num_heads=2", "model.intermediate_dim=64",
          "model.max_length=64", "data.max_length=32", "data.vocab_size=100", "model.vocab_size=100",
          "data.batch_tokens=256", "data.shuffle_buffer=50", "training.train_steps=4", "training.steps_per_epoch=2",
@@ -81,6 +81,9 @@ class EveryCommandOnEveryTaskTest(TestCase):
             "export": ["--run-dir", run, "--out", export],
             "serve": ["--saved-model", export if export.exists() else run],  # no mlm export can exist
             "inspect": ["--run-dir", run, "--text", "the cat sees a dog", "--out", self.root / f"inspect-{task}"],
+            # The student: the teacher's size and vocabulary, trained on the teacher's greedy translations.
+            "distill": ["--teacher", run, "--run-dir", self.root / f"student-{task}", "--config", PRESET["translation"],
+                        *[arg for setting in SMALL for arg in ("--set", setting)], "--beam", "1"],
             "main": ["--config", PRESET[task], "--run-dir", run, *self.settings, "--minutes", "0"],
         }[command]
 

@@ -13,6 +13,7 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
       -> training, evaluation, export, inspect (none of them imports another)
       -> serving                               the HTTP server: exports, with inspect's views
       -> artifacts, pipeline                   opening any run or export; the commands' steps by task
+      -> distillation                          a teacher's translations, then a student trained on them
       -> cli, main_job, notebook_support
 """
 
@@ -56,8 +57,9 @@ ALLOWED = {
     "artifacts": SHARED | {"evaluation", "export"},
     "pipeline": SHARED | {"training", "evaluation", "export", "inspect"},
     "main_job": SHARED | {"training", "evaluation", "export", "inspect", "pipeline"},
+    "distillation": SHARED | {"pipeline"},
     "cli": SHARED | {"training", "evaluation", "export", "inspect", "serving", "main_job", "describe", "pipeline",
-                     "artifacts"},
+                     "artifacts", "distillation"},
     "__main__": {"cli"},
 }
 
