@@ -185,6 +185,10 @@ def cmd_translate(args):
     refuse_flags(args, _inapplicable_decoding_flags(task, exported),
                  f"{'an' if task == 'lm' else 'a'} {task} {'export' if exported else 'run'}")
     options = _given(args, ("beam_size", "alpha", "max_extra_length") + SAMPLING_FLAGS + RUN_DECODING_FLAGS)
+    if args.terminology:
+        from t2t_keras.evaluation.terminology import print_terminology_translations
+
+        return print_terminology_translations(artifact, _read_input(args.input), args.terminology, options)
     for line in artifact.translate(_read_input(args.input), **options):
         print(line)
     return 0
@@ -398,6 +402,9 @@ def build_parser():
     p.add_argument("--input", help="file to translate (default: stdin); for an lm run, prompts to continue")
     _add_decoding_args(p)
     _add_sampling_args(p)
+    p.add_argument("--terminology", metavar="FILE",
+                   help="a translation run's translations hold the target term of each source term found in their "
+                        "sentence: a UTF-8 file of 'source term<TAB>target term' lines (constrained beam search)")
     p.set_defaults(handler=cmd_translate)
 
     p = commands.add_parser("score", help="forced decoding: negative log-likelihood of given translations")

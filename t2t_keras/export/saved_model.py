@@ -23,9 +23,10 @@ import tensorflow as tf
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
 from t2t_keras.errors import T2TError
+from t2t_keras.export.constrained_module import ConstrainedTranslatorModule
 from t2t_keras.export.continuer_module import ContinuerModule
 from t2t_keras.export.quantization import quantized_copy
-from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
+from t2t_keras.export.translator_module import MAX_BEAM_SIZE
 from t2t_keras.files import check_can_write, staged_directory
 from t2t_keras.runs import open_run, weights_to_export, write_inspection_files
 
@@ -94,7 +95,8 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         length_penalty: `"gnmt"`, `"average"` or `"none"`.
         text_signatures: False writes an ids-only export (`serving_default` and
             `translate_ids` on token ids, no tokenizer), which loads without
-            TF-Text, e.g. in stock TensorFlow Serving.
+            TF-Text, e.g. in stock TensorFlow Serving. A text export also has
+            `translate_constrained` (target terms: `export.constrained_module`).
         jit_compile: compile the searches with XLA (see `TranslatorModule`).
         overwrite: replace an existing export at `out_dir`.
         quantization: None, or "int8" for int8 Dense weights (see
@@ -114,10 +116,9 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     check_can_write(out_dir, overwrite)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     searched = model if quantization is None else quantized_copy(model, quantization)
-    module = TranslatorModule(searched, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
-                              params=params,
-                              length_penalty=length_penalty, jit_compile=jit_compile, shards=shards,
-                              shortlist=shortlist)
+    module = ConstrainedTranslatorModule(searched, tokenizer if text_signatures else None, params=params,
+                                         max_beam_size=max_beam_size, length_penalty=length_penalty,
+                                         jit_compile=jit_compile, shards=shards, shortlist=shortlist)
     return _write(module, out_dir, overwrite, (model, tokenizer, weights) if text_signatures else None,
                   "a translation")
 
