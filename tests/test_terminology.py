@@ -23,13 +23,14 @@ from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.errors import DataError, T2TError
 from t2t_keras.export.constrained_loaded import predict_constrained
 from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.export.saved_model import export_translator
 from t2t_keras.runs import load_run_model
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
-from tests.helpers import TestCase, cli_in_process, padded_ids, toy_pairs
+from tests.helpers import TestCase, cli_in_process, padded_ids, tiny_transformer, toy_pairs
 from t2t_keras.serving.server import create_app
 from tests.test_ensemble import save_run
 from tests.test_greedy import decoding_model
-from tests.test_server import TIMEOUT, start_server, toy_export
+from tests.test_server import TIMEOUT, start_server
 
 EXTRA = 6
 # Eight sources of 2 to 7 ids (EOS included), and 0 to 3 constraints each, some of several tokens.
@@ -218,12 +219,18 @@ class TerminologyRunTest(TestCase):
 
 
 class ExportedTerminologyTest(TestCase):
-    """A text export's `translate_constrained` signature, from Python and through the REST API."""
+    """A text export's `translate_constrained` signature (`export --constraints`), from Python and through the
+    REST API."""
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.translator = SavedModelTranslator(toy_export(pathlib.Path(cls.tmp.name)))
+        root = cls.root = pathlib.Path(cls.tmp.name)
+        cls.tokenizer = train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "vocab.model", 100)
+        cls.model = tiny_transformer(vocab_size=100, max_length=32)
+        cls.translator = SavedModelTranslator(export_translator(
+            cls.model, cls.tokenizer, root / "export", max_beam_size=2,
+            params=DecodingParams(beam_size=2, max_extra_length=6), constraints=True))
         cls.lines = ["the cat sees a dog", "a big red house", "the man eats bread", "water"]
         cls.terms = [["Katze", "Hund"], ["rotes Haus"], [], ["Wasser Brot Kind Mann Frau Katze Hund Baum"]]
 
@@ -245,6 +252,15 @@ class ExportedTerminologyTest(TestCase):
             self.assertAllClose(result["scores"][2], plain["scores"][0][0], atol=1e-4)
         with self.assertRaisesRegex(T2TError, r"constraints\[0\] holds 'a\\tb'"):
             predict_constrained(self.translator, ["x"], [["a\tb"]])
+
+    def test_exports_without_the_signature_say_how_to_get_it(self):
+        with self.assertRaisesRegex(T2TError, "needs a text export.*leave out --ids-only"):
+            export_translator(self.model, self.tokenizer, self.root / "ids", text_signatures=False, constraints=True)
+        self.assertFalse((self.root / "ids").exists())
+        plain = SavedModelTranslator(export_translator(self.model, self.tokenizer, self.root / "plain",
+                                                       max_beam_size=1, params=DecodingParams(beam_size=1)))
+        with self.assertRaisesRegex(T2TError, "no 'translate_constrained' signature.*export --constraints"):
+            predict_constrained(plain, ["the cat"], [["Katze"]])
 
     def test_rest_requests_take_constraints_per_sentence(self):
         server, thread, base_url = start_server(create_app(self.translator, model_name="toy", warm_up=False))

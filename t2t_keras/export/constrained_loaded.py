@@ -48,8 +48,8 @@ def predict_constrained(translator, sentences, constraints, params=None):
     signatures = getattr(getattr(translator, "saved_model", None), "signatures", {})
     if SIGNATURE not in signatures:
         raise T2TError(f"{translator.path} has no '{SIGNATURE}' signature, so it takes no constraints: export the "
-                       "run again with this version (a SavedModel text export), or translate the run directory with "
-                       "--terminology.")
+                       "run again with t2t-keras export --constraints (a SavedModel text export), or translate the "
+                       "run directory with --terminology.")
     params = params or translator.defaults
     if params.num_return != 1:
         raise T2TError("num_return must be 1 with constraints: the search returns the best translation only.")

@@ -1,5 +1,7 @@
 """The SavedModel's `translate_constrained` signature: translations that hold given target terms.
 
+    t2t-keras export --run-dir runs/x --out exports/x --constraints      # adds the signature
+
     translate_constrained(inputs, constraints, beam_size, alpha, max_extra_length)
         inputs        tf.string (N,)  UTF-8 sentences
         constraints   tf.string (N,)  each sentence's target terms joined by TAB ("" for none)
@@ -23,6 +25,7 @@ import functools
 import tensorflow as tf
 
 from t2t_keras.decoding.constrained import constrained_beam_search
+from t2t_keras.errors import T2TError
 from t2t_keras.export.translator_module import PARAMETER_SPECS, STRINGS_SPEC, TranslatorModule, prepare_source
 from t2t_keras.special_ids import PAD_ID, UNK_ID
 
@@ -43,7 +46,17 @@ def constraint_ids(tokenizer, constraints):
 
 
 class ConstrainedTranslatorModule(TranslatorModule):
-    """`TranslatorModule` with the `translate_constrained` signature (text exports; see the module docstring)."""
+    """`TranslatorModule` with the `translate_constrained` signature (text exports; see the module docstring).
+
+    The signature traces one more search per beam size, which makes an export slower to write: exports have it
+    when asked for (`export --constraints`).
+    """
+
+    def __init__(self, model, tokenizer=None, **options):
+        if tokenizer is None:
+            raise T2TError("--constraints needs a text export (the terms are tokenized in the graph): leave out "
+                           "--ids-only.")
+        super().__init__(model, tokenizer, **options)
 
     def signatures(self):
         signatures = super().signatures()

@@ -26,7 +26,7 @@ from t2t_keras.errors import T2TError
 from t2t_keras.export.constrained_module import ConstrainedTranslatorModule
 from t2t_keras.export.continuer_module import ContinuerModule
 from t2t_keras.export.quantization import quantized_copy
-from t2t_keras.export.translator_module import MAX_BEAM_SIZE
+from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
 from t2t_keras.files import check_can_write, staged_directory
 from t2t_keras.runs import open_run, weights_to_export, write_inspection_files
 
@@ -47,8 +47,8 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
         max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
         temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces).
         **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
-            `quantization`; `shortlist=True` holds the run's vocabulary shortlist, RUN/shortlist.npz); an lm
-            export takes `overwrite` only.
+            `quantization`, `constraints`; `shortlist=True` holds the run's vocabulary shortlist,
+            RUN/shortlist.npz); an lm export takes `overwrite` only.
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -83,7 +83,7 @@ def _check_task_options(task, translation_options, lm_options):
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS,
                       length_penalty="gnmt", text_signatures=True, jit_compile=False,
-                      overwrite=False, quantization=None, shards=1, weights=None, shortlist=None):
+                      overwrite=False, quantization=None, shards=1, weights=None, shortlist=None, constraints=False):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -95,8 +95,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         length_penalty: `"gnmt"`, `"average"` or `"none"`.
         text_signatures: False writes an ids-only export (`serving_default` and
             `translate_ids` on token ids, no tokenizer), which loads without
-            TF-Text, e.g. in stock TensorFlow Serving. A text export also has
-            `translate_constrained` (target terms: `export.constrained_module`).
+            TF-Text, e.g. in stock TensorFlow Serving.
         jit_compile: compile the searches with XLA (see `TranslatorModule`).
         overwrite: replace an existing export at `out_dir`.
         quantization: None, or "int8" for int8 Dense weights (see
@@ -105,6 +104,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         weights: what to record in assets.extra/weights.json (`runs.export_record`), or None.
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) the searches apply
             in-graph (see `TranslatorModule`).
+        constraints: add the `translate_constrained` signature (target terms, `export.constrained_module`).
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -116,9 +116,9 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     check_can_write(out_dir, overwrite)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     searched = model if quantization is None else quantized_copy(model, quantization)
-    module = ConstrainedTranslatorModule(searched, tokenizer if text_signatures else None, params=params,
-                                         max_beam_size=max_beam_size, length_penalty=length_penalty,
-                                         jit_compile=jit_compile, shards=shards, shortlist=shortlist)
+    kind = ConstrainedTranslatorModule if constraints else TranslatorModule
+    module = kind(searched, tokenizer if text_signatures else None, params=params, max_beam_size=max_beam_size,
+                  length_penalty=length_penalty, jit_compile=jit_compile, shards=shards, shortlist=shortlist)
     return _write(module, out_dir, overwrite, (model, tokenizer, weights) if text_signatures else None,
                   "a translation")
 
