@@ -85,6 +85,7 @@ class ConstrainedSearchTest(TestCase):
     def test_constraints_longer_than_the_limit_fail_for_their_sentence_only(self):
         rows = [list(c) for c in CONSTRAINTS]
         rows[2] = [[30, 31, 32, 33], [9, 10, 11, 12]]  # 8 tokens; sentence 2 may have 2 + 3
+        rows[1] = [[12, 13, 14], [15, 16, 17, 18]]  # 7 tokens: exactly sentence 1's limit, 4 + 3
         out = constrained_beam_search(self.model, SOURCE, constraint_batch(rows, len(SOURCE)), beam_size=4,
                                       max_extra_length=3)
         self.assertAllEqual(out["satisfied"], [row != 2 for row in range(len(SOURCE))])
