@@ -13,7 +13,8 @@ Target terms become the constraints of the search (`decoding.constrained`): thei
 tokenizer, tokenized alone. A SentencePiece tokenizer adds its word-initial marker to a text's first word, so a
 term comes out in the form it has after a space, mid-sentence (`▁Haus`), which is also how a sentence's first
 word is tokenized; a WordPiece tokenizer's first pieces carry no `##` either. So the detokenized translation
-contains the target term as written.
+contains the target term as written. Its right-hand word boundary is not enforced: the model may follow the
+term with a piece that carries no word marker, which glues onto it.
 """
 
 import re
