@@ -186,6 +186,10 @@ def cmd_translate(args):
     refuse_flags(args, _inapplicable_decoding_flags(task, exported),
                  f"{'an' if task == 'lm' else 'a'} {task} {'export' if exported else 'run'}")
     options = _given(args, ("beam_size", "alpha", "max_extra_length") + SAMPLING_FLAGS + RUN_DECODING_FLAGS)
+    if args.terminology:
+        from t2t_keras.evaluation.terminology import print_terminology_translations
+
+        return print_terminology_translations(artifact, _read_input(args.input), args.terminology, options)
     for line in artifact.translate(_read_input(args.input), **options):
         print(line)
     return 0
@@ -225,7 +229,7 @@ def cmd_export(args):
     task = _run_task(args.run_dir)
     check_task("export", task, args.run_dir)
     refuse_flags(args, ("temperature", "top_k") if task == "translation" else
-                 ("beam_size", "alpha", "max_beam_size", "ids_only", "quantization", "shortlist"),
+                 ("beam_size", "alpha", "max_beam_size", "ids_only", "quantization", "shortlist", "constraints"),
                  f"the export of a {task} run")
     if args.format == "ctranslate2":
         from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
@@ -235,6 +239,7 @@ def cmd_export(args):
         if task != "translation":
             raise T2TError("--format ctranslate2 holds an encoder-decoder translation model: export an lm run as a "
                            "SavedModel (the default --format).")
+        refuse_flags(args, ("constraints",), "--format ctranslate2: the terms signature is a SavedModel's")
         print(export_ctranslate2_run(args.run_dir, args.out, quantization=args.quantization or "float32",
                                      average_last=args.average_last, source=args.model,
                                      overwrite=args.overwrite, params=_run_params(args), shortlist=args.shortlist))
@@ -247,8 +252,9 @@ def cmd_export(args):
     options = {"text_signatures": False} if args.ids_only else {}  # only what was asked: an lm takes neither
     if args.quantization is not None:
         options["quantization"] = args.quantization
-    if args.shortlist:
-        options["shortlist"] = True
+    for flag in ("shortlist", "constraints"):
+        if getattr(args, flag):
+            options[flag] = True
     print(export_run(args.run_dir, args.out, average_last=args.average_last, source=args.model,
                      params=_run_params(args), max_beam_size=args.max_beam_size, temperature=args.temperature,
                      top_k=args.top_k, overwrite=args.overwrite, **options))
@@ -413,6 +419,9 @@ def build_parser():
     p.add_argument("--input", help="file to translate (default: stdin); for an lm run, prompts to continue")
     _add_decoding_args(p)
     _add_sampling_args(p)
+    p.add_argument("--terminology", metavar="FILE",
+                   help="a translation run's translations hold the target term of each source term found in their "
+                        "sentence: a UTF-8 file of 'source term<TAB>target term' lines (constrained beam search)")
     p.set_defaults(handler=cmd_translate)
 
     p = commands.add_parser("score", help="forced decoding: negative log-likelihood of given translations")
@@ -453,6 +462,9 @@ def build_parser():
     p.add_argument("--shortlist", action="store_true", default=None,
                    help="apply the run's vocabulary shortlist (RUN/shortlist.npz) in the export: in the SavedModel's "
                         "graph, or as CTranslate2's vmap.txt (translate with use_vmap=True)")
+    p.add_argument("--constraints", action="store_true", default=None,
+                   help="a SavedModel text export also gets the translate_constrained signature: translations that "
+                        "hold given target terms (REST requests with \"constraints\")")
     p.add_argument("--overwrite", action="store_true", help="replace an existing export")
     p.set_defaults(handler=cmd_export)
 

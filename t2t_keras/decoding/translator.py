@@ -68,6 +68,7 @@ class Translator:
         self.model = bfloat16_copy(model) if precision == "bfloat16" else model
         if jit_compile is None:
             jit_compile = FastPath.decoding_jit(precision)
+        self.jit_compile = jit_compile
         self.tokenizer = tokenizer
         self.params = params
         self.length_penalty = length_penalty
@@ -103,19 +104,25 @@ class Translator:
     def translate(self, sentences):
         """Translations of `sentences` (a list of str), in the same order."""
         sentences = list(sentences)
-        sources = self._source_ids(sentences)
         translations = [""] * len(sentences)
+        for batch, source in self.batches(sentences):
+            texts = self.tokenizer.detokenize(self.search(source)).numpy()
+            for index, text in zip(batch, texts):
+                translations[index] = text.decode("utf-8")
+        return translations
+
+    def batches(self, sentences):
+        """Yields `(indices, source)` for the batches of `sentences` (a list of str) that hold tokens, longest
+        first: their positions in `sentences` and their padded source ids (`batch_shapes.pad_batch`, extra rows
+        after `len(indices)`), with the progress bar. Sentences without tokens are in no batch."""
+        sources = self._source_ids(sentences)
         lengths = np.array([len(ids) if len(ids) > 1 else 0 for ids in sources])  # EOS alone: empty input
         show = self.progress if self.progress is not None else len(sentences) > self.progress_threshold
         with tqdm.tqdm(total=len(sentences), unit="sentence", disable=not show) as bar:
             bar.update(int(np.sum(lengths == 0)))
             for batch in plan_batches(lengths, self.batch_tokens, self.length_multiple):
-                source = pad_batch([sources[i] for i in batch], self.length_multiple, self.batch_tokens)
-                texts = self.tokenizer.detokenize(self.search(source)).numpy()
-                for index, text in zip(batch, texts):
-                    translations[index] = text.decode("utf-8")
+                yield batch, pad_batch([sources[i] for i in batch], self.length_multiple, self.batch_tokens)
                 bar.update(len(batch))
-        return translations
 
     def _source_ids(self, sentences):
         """Per sentence, its token ids followed by EOS, cut to the model's maximum length."""

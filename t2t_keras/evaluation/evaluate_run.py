@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 
 def run_translator(run_dir, model_source="auto", params=None, precision=None, shards=None, ensemble=(),
-                   shortlist=None, **options):
+                   shortlist=None, translator=Translator, **options):
     """A `Translator` over the run's trained model and tokenizer.
 
     `run_dir`: a run directory, or an open `RunDirectory` (as every function here takes). `params`
@@ -25,7 +25,8 @@ def run_translator(run_dir, model_source="auto", params=None, precision=None, sh
     `options` go to `Translator`. `ensemble`: more translation runs of the same vocabulary
     (`runs.ensemble_runs` checks them) whose models (the same `model_source` weights of each) decode with this
     run's as one `decoding.ensemble.Ensemble`. `shortlist` true searches over the run's vocabulary shortlist
-    (RUN/shortlist.npz); not with an ensemble.
+    (RUN/shortlist.npz); not with an ensemble. `translator`: the class built, `Translator` or one taking its
+    arguments (`decoding.constrained_translator.ConstrainedTranslator`).
     """
     run = open_run(run_dir)
     others = ensemble_runs(run, ensemble)
@@ -37,9 +38,9 @@ def run_translator(run_dir, model_source="auto", params=None, precision=None, sh
     model, tokenizer = load_run(run, model_source)
     if others:
         model = Ensemble([model] + [load_run_model(other, model_source) for other in others])
-    return Translator(model, tokenizer, params or DecodingParams.from_config(decoding),
-                      precision=decoding.precision if precision is None else precision,
-                      shards=decoding.shards if shards is None else shards, **options)
+    return translator(model, tokenizer, params or DecodingParams.from_config(decoding),
+                     precision=decoding.precision if precision is None else precision,
+                     shards=decoding.shards if shards is None else shards, **options)
 
 
 def load_eval_pairs(run_dir, split="test", source=None, reference=None):

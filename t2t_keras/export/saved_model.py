@@ -23,6 +23,7 @@ import tensorflow as tf
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
 from t2t_keras.errors import T2TError
+from t2t_keras.export.constrained_module import ConstrainedTranslatorModule
 from t2t_keras.export.continuer_module import ContinuerModule
 from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
@@ -46,8 +47,8 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
         max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
         temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces).
         **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
-            `quantization`; `shortlist=True` holds the run's vocabulary shortlist, RUN/shortlist.npz); an lm
-            export takes `overwrite` only.
+            `quantization`, `constraints`; `shortlist=True` holds the run's vocabulary shortlist,
+            RUN/shortlist.npz); an lm export takes `overwrite` only.
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -82,7 +83,7 @@ def _check_task_options(task, translation_options, lm_options):
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS,
                       length_penalty="gnmt", text_signatures=True, jit_compile=False,
-                      overwrite=False, quantization=None, shards=1, weights=None, shortlist=None):
+                      overwrite=False, quantization=None, shards=1, weights=None, shortlist=None, constraints=False):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -103,6 +104,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         weights: what to record in assets.extra/weights.json (`runs.export_record`), or None.
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) the searches apply
             in-graph (see `TranslatorModule`).
+        constraints: add the `translate_constrained` signature (target terms, `export.constrained_module`).
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -114,10 +116,9 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     check_can_write(out_dir, overwrite)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     searched = model if quantization is None else quantized_copy(model, quantization)
-    module = TranslatorModule(searched, tokenizer if text_signatures else None, max_beam_size=max_beam_size,
-                              params=params,
-                              length_penalty=length_penalty, jit_compile=jit_compile, shards=shards,
-                              shortlist=shortlist)
+    kind = ConstrainedTranslatorModule if constraints else TranslatorModule
+    module = kind(searched, tokenizer if text_signatures else None, params=params, max_beam_size=max_beam_size,
+                  length_penalty=length_penalty, jit_compile=jit_compile, shards=shards, shortlist=shortlist)
     return _write(module, out_dir, overwrite, (model, tokenizer, weights) if text_signatures else None,
                   "a translation")
 

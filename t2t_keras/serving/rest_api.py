@@ -16,6 +16,11 @@ columnar named form they may also stand beside "inputs", as scalars) and
 `"signature_name"`: "serving_default" or "translate" (both run the same
 search). Parameters left out take the export's defaults.
 
+Terminology: `"constraints": [["rotes Haus"], []]` beside the sentences, one
+list of target terms per sentence ([] for none), asks for translations that
+hold them (the export's `translate_constrained` signature; `num_return` 1):
+see `serving.constraints`.
+
 Answers follow TF Serving: row format gives `{"predictions": [{"translations":
 ..., "scores": ..., "truncated": ...}, ...]}` (one object per instance),
 columnar gives `{"outputs": {"translations": [...], "scores": [...],
@@ -27,9 +32,10 @@ import dataclasses
 import json
 
 from t2t_keras.errors import T2TError
+from t2t_keras.export.constrained_loaded import check_constraint_terms
 from t2t_keras.export.loaded import PARAMETER_NAMES
 
-TOP_LEVEL_FIELDS = ("instances", "inputs", "params", "signature_name")
+TOP_LEVEL_FIELDS = ("instances", "inputs", "params", "signature_name", "constraints")
 SIGNATURE_NAMES = ("serving_default", "translate")
 
 
@@ -51,6 +57,7 @@ class PredictRequest:
     sentences: list
     params: dict  # decoding parameters by name, unchecked
     columnar: bool
+    constraints: list = None  # None, or per sentence its target terms (`serving.constraints`)
 
 
 def parse_json_body(body, limits=Limits()):
@@ -74,7 +81,7 @@ def parse_predict_request(body, limits=Limits(), parameter_names=PARAMETER_NAMES
     for field in request:
         if field not in TOP_LEVEL_FIELDS:
             raise BadRequest(f'Unknown field "{field}": expected "instances" or "inputs", '
-                             'and optionally "params" and "signature_name".')
+                             'and optionally "params", "signature_name" and "constraints".')
     _check_signature_name(request.get("signature_name", "serving_default"), signature_names)
     if ("instances" in request) == ("inputs" in request):
         raise BadRequest('The request needs exactly one of "instances" (row format) or "inputs" (columnar format).')
@@ -86,7 +93,7 @@ def parse_predict_request(body, limits=Limits(), parameter_names=PARAMETER_NAMES
         _merge_params(params, named)
         columnar = True
     _check_sentences(sentences, limits)
-    return PredictRequest(sentences, params, columnar)
+    return PredictRequest(sentences, params, columnar, _constraints(request.get("constraints"), sentences))
 
 
 def format_predict_response(outputs, columnar):
@@ -166,6 +173,16 @@ def _check_sentences(sentences, limits):
         if len(sentence) > limits.max_sentence_chars:
             raise BadRequest(f"Sentence {index} has {len(sentence)} characters; the limit is "
                              f"{limits.max_sentence_chars}: split long text into sentences.")
+
+
+def _constraints(constraints, sentences):
+    """None, or the request's per-sentence target terms, checked."""
+    if constraints is None:
+        return None
+    try:
+        return check_constraint_terms(sentences, constraints)
+    except T2TError as error:
+        raise BadRequest(str(error)) from None
 
 
 def _json_type(value):

@@ -47,6 +47,7 @@ from t2t_keras.export.opening import open_export
 from t2t_keras.inspect.html_view import render_html
 from t2t_keras.serving import attention_api, rest_api
 from t2t_keras.serving.batcher import RequestBatcher
+from t2t_keras.serving.constraints import constrained_outputs
 from t2t_keras.serving.live_page import page_routes
 
 logger = logging.getLogger(__name__)
@@ -146,6 +147,9 @@ class _Handlers:
             parsed = rest_api.parse_predict_request(await self._body(request), self.limits,
                                                     self.translator.parameter_names, self.translator.signature_names)
             params = self.translator.decoding_params(**parsed.params)
+            if parsed.constraints is not None:
+                outputs = await constrained_outputs(self.translator, self.batcher, parsed, params)
+                return JSONResponse(rest_api.format_predict_response(outputs, parsed.columnar))
             result = await self.batcher.submit(parsed.sentences, params)
         except (T2TError, tf.errors.InvalidArgumentError) as error:
             return _error(str(error), 400)

@@ -1,0 +1,105 @@
+"""The SavedModel's `translate_constrained` signature: translations that hold given target terms.
+
+    t2t-keras export --run-dir runs/x --out exports/x --constraints      # adds the signature
+
+    translate_constrained(inputs, constraints, beam_size, alpha, max_extra_length)
+        inputs        tf.string (N,)  UTF-8 sentences
+        constraints   tf.string (N,)  each sentence's target terms joined by TAB ("" for none)
+    ->  translations  tf.string (N,)  the best translation holding every term ("" where `satisfied` is false)
+        scores        float32 (N,)    its score (-inf where `satisfied` is false)
+        satisfied     bool (N,)       false: the terms do not fit in the sentence's output limit, a term holds a
+                                      character the tokenizer does not know, or the input is empty
+        truncated     bool (N,)       the input was cut to `max_source_length` pieces
+
+A signature has no optional inputs, so the constraints come as their own signature beside `translate`; a
+sentence with "" takes exactly `translate`'s search (`decoding.constrained`: a beam of one is greedy search).
+Terms are tokenized in the graph with the export's tokenizer, each alone (the form a word has after a space,
+`data.terminology`); blank terms are skipped. The search is `constrained_beam_search`, traced once per beam
+size from 1 to `max_beam_size` and chosen with `tf.switch_case`, as `translate`'s searches are. A sentence that
+fails gets `satisfied` false; the other sentences of the call translate. The search covers the whole vocabulary,
+also in an export made with a shortlist.
+"""
+
+import functools
+
+import tensorflow as tf
+
+from t2t_keras.decoding.constrained import constrained_beam_search
+from t2t_keras.errors import T2TError
+from t2t_keras.export.translator_module import PARAMETER_SPECS, STRINGS_SPEC, TranslatorModule, prepare_source
+from t2t_keras.special_ids import PAD_ID, UNK_ID
+
+CONSTRAINTS_SPEC = tf.TensorSpec([None], tf.string, name="constraints")
+TERM_SEPARATOR = "\t"
+
+
+def constraint_ids(tokenizer, constraints):
+    """int32 `(N, C, L)` pieces of the TAB-separated target terms of each string of `constraints` `(N,)`,
+    0-padded (C, L >= 1); and bool `(N,)`: the rows with a piece the tokenizer does not know (UNK)."""
+    terms = tf.strings.split(constraints, TERM_SEPARATOR)  # (N, (terms))
+    terms = tf.ragged.boolean_mask(terms, tf.strings.length(tf.strings.strip(terms)) > 0)
+    pieces = tokenizer.tokenize(terms.flat_values)  # (terms, (pieces))
+    ids = tf.RaggedTensor.from_row_splits(pieces, terms.row_splits).to_tensor(default_value=PAD_ID)  # (N, C, L)
+    shape = tf.shape(ids)
+    ids = tf.pad(ids, [[0, 0], [0, tf.maximum(1 - shape[1], 0)], [0, tf.maximum(1 - shape[2], 0)]])
+    return ids, tf.reduce_any(tf.equal(ids, UNK_ID), axis=[1, 2])
+
+
+class ConstrainedTranslatorModule(TranslatorModule):
+    """`TranslatorModule` with the `translate_constrained` signature (text exports; see the module docstring).
+
+    The signature traces one more search per beam size, which makes an export slower to write: exports have it
+    when asked for (`export --constraints`).
+    """
+
+    def __init__(self, model, tokenizer=None, **options):
+        if tokenizer is None:
+            raise T2TError("--constraints needs a text export (the terms are tokenized in the graph): leave out "
+                           "--ids-only.")
+        super().__init__(model, tokenizer, **options)
+
+    def signatures(self):
+        signatures = super().signatures()
+        if self.tokenizer is not None:
+            signatures["translate_constrained"] = self.translate_constrained.get_concrete_function()
+        return signatures
+
+    def _make_functions(self):
+        super()._make_functions()
+        if self.tokenizer is not None:
+            self.translate_constrained = tf.function(
+                self._translate_constrained, input_signature=(STRINGS_SPEC, CONSTRAINTS_SPEC) + PARAMETER_SPECS[:3])
+
+    def _translate_constrained(self, inputs, constraints, beam_size, alpha, max_extra_length):
+        """The best translation of each sentence that holds its terms; see the module docstring."""
+        source_ids = self.tokenizer.tokenize(inputs).to_tensor(default_value=PAD_ID)
+        source, truncated, empty = prepare_source(source_ids, self.model.max_length, self.model.vocab_size)
+        ids, unknown = constraint_ids(self.tokenizer, constraints)
+        with tf.control_dependencies(self._check_parameters(beam_size, alpha, max_extra_length, tf.constant(1))):
+            max_extra_length = tf.minimum(max_extra_length, self.model.max_length)  # no int32 overflow
+        ids = tf.where(unknown[:, None, None], PAD_ID, ids)  # the search runs; the sentence fails
+        bound = tf.shape(source)[1] + max_extra_length
+        branches = [functools.partial(self._constrained_search(size), source, ids, alpha, max_extra_length, bound)
+                    for size in range(1, self._max_beam_size + 1)]
+        tokens, scores, satisfied = tf.switch_case(tf.clip_by_value(beam_size, 1, self._max_beam_size) - 1, branches)
+        has_terms = tf.reduce_any(tf.not_equal(ids, PAD_ID), axis=[1, 2])
+        satisfied &= tf.logical_not(unknown) & tf.logical_not(empty & has_terms)
+        texts = self.tokenizer.detokenize(tf.where((satisfied & tf.logical_not(empty))[:, None], tokens, PAD_ID))
+        return {"translations": texts, "scores": tf.where(satisfied, tf.where(empty, 0.0, scores), float("-inf")),
+                "satisfied": satisfied, "truncated": truncated}
+
+    def _constrained_search(self, beam_size):
+        """The constrained search for one beam size, as a function of its own (see `_search_function`)."""
+
+        def search(source, constraints, alpha, max_extra_length, bound):
+            greedy = beam_size == 1  # greedy search for the sentences without terms, as `translate`
+            out = constrained_beam_search(self.model, source, constraints, beam_size=beam_size, alpha=alpha,
+                                          length_penalty="none" if greedy else self.length_penalty,
+                                          max_extra_length=max_extra_length, max_length=bound)
+            return out["tokens"][:, 0], out["scores"][:, 0], out["satisfied"]
+
+        scalar = tf.TensorSpec([], tf.int32)
+        signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None, None], tf.int32),
+                     tf.TensorSpec([], tf.float32), scalar, scalar)
+        return tf.function(search, input_signature=signature, jit_compile=self._jit_compile,
+                           experimental_attributes={"_noinline": True})
