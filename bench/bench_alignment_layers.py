@@ -13,9 +13,12 @@ are measured against:
   training pairs plus the test pairs (lowercased whitespace words) and run in
   both directions; links both directions give are *sure*, links either gives
   *possible*. AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|) on the run's test split
-  (or its first `--limit-plain` pairs), lower is better.
-- the LibreOffice help test pairs with markup: word F1 of the tags placed on
-  the human translation (as `bench_markup.py`), higher is better.
+  (`--split dev`: dev; or its first `--limit-plain` pairs), lower is better.
+- the LibreOffice help test (or dev) pairs with markup: word F1 of the tags
+  placed on the human translation (as `bench_markup.py`), higher is better.
+
+Choose on `--split dev`, then measure the choice on test with `bench_markup.py`:
+a head picked among many on the pairs it is measured on flatters itself.
 """
 
 import argparse
@@ -79,7 +82,7 @@ def aer(predicted, reference):
 
 def measure(model, tokenizer, args):
     pairs, sources, references = load_pairs(args)
-    plain = load_eval_pairs(args.run_dir, "test")[:args.limit_plain]
+    plain = load_eval_pairs(args.run_dir, args.split)[:args.limit_plain]
     reference = None
     try:
         reference = eflomal_links([s for s, _ in plain], [t for _, t in plain], load_eval_pairs(args.run_dir, "train"))

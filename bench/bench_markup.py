@@ -7,7 +7,7 @@ tags (emphasis, UI items, links, ahelp spans, line breaks, icons; see
 `data.help_markup`), the English tags are placed on the words of the human
 German translation from the word alignment of the two (one forced-decoding
 pass of the run's model over the reference, `decoding.aligner`, layer and
-heads from `--layer` / `--heads` or the run's `decoding.alignment_*`), and
+heads from `--layer` / `--heads` / `--rows` or the run's `decoding.alignment_*`), and
 compared with where the translators put them (`evaluation.tag_agreement`:
 word F1 of each paired tag, exact matches, self-closing tags after the same
 word). A baseline that knows no words aligns by relative position.
@@ -70,14 +70,15 @@ def main(argv=None):
     add_arguments(parser)
     parser.add_argument("--layer", type=int, help="decoder layer (default: the run's decoding.alignment_layer)")
     parser.add_argument("--heads", help="comma-separated heads averaged (default: decoding.alignment_heads)")
+    parser.add_argument("--rows", choices=("predicts", "reads"), help="default: decoding.alignment_rows")
     parser.add_argument("--translate", action="store_true", help="also translate with markup and check the tags")
     args = parser.parse_args(argv)
     pairs, sources, references = load_pairs(args)
     translator = run_translator(args.run_dir, args.model)
     heads = None if args.heads is None else [int(h) for h in args.heads.split(",")]
-    aligner: Aligner = run_aligner(args.run_dir, translator, args.layer, heads)
+    aligner: Aligner = run_aligner(args.run_dir, translator, args.layer, heads, args.rows)
     attention_links = [pair.links for pair in aligner.align(sources, references)]
-    method = f"attention, layer {aligner.layer}, heads {','.join(map(str, aligner.heads))}"
+    method = f"attention, layer {aligner.layer}, heads {','.join(map(str, aligner.heads))}, rows {aligner.rows}"
     results = {method: summarize(*transfer_scores(pairs, attention_links)),
                "positional baseline": summarize(*transfer_scores(pairs, positional_links(sources, references)))}
     print(report(results, pairs))

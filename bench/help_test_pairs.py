@@ -2,15 +2,16 @@
 
 The help packages are unpacked under `--help-dir` (as `t2t_keras.data.libreoffice.fetch_packages` leaves
 them: DIR/libreoffice-help-en-us, DIR/libreoffice-help-<lang>), downloaded with `apt-get download` when
-missing. The pairs are those of the default corpus's test split whose English holds a tag
-(`data.help_markup.marked_test_pairs`).
+missing. The pairs are those of the default corpus's test (or dev) split whose English holds a tag
+(`data.help_markup.marked_split_pairs`; `--split dev` takes the dev pages, to choose settings on
+them before measuring on test).
 """
 
 import json
 import pathlib
 
 from t2t_keras.data import help_html, libreoffice
-from t2t_keras.data.help_markup import marked_test_pairs
+from t2t_keras.data.help_markup import marked_split_pairs
 from t2t_keras.decoding.markup import parse_markup
 
 
@@ -20,6 +21,8 @@ def add_arguments(parser):
                         help="where the unpacked help packages are, or are downloaded to (default: ./help-packages)")
     parser.add_argument("--lang", default="de", help="the run's target language (default de)")
     parser.add_argument("--model", default="auto", help="which weights of the run (auto, latest, best, ...)")
+    parser.add_argument("--split", default="test", choices=("dev", "test"),
+                        help="the help pages measured: the corpus's test split (default), or dev to choose on")
     parser.add_argument("--limit", type=int, help="use only the first N pairs")
     parser.add_argument("--json", help="also write the results to this JSON file")
 
@@ -37,7 +40,7 @@ def help_roots(help_dir, lang):
 
 def load_pairs(args):
     """`(pairs, sources, references)`: the marked test pairs and the plain text of both sides."""
-    pairs = marked_test_pairs(*help_roots(args.help_dir, args.lang))[:args.limit]
+    pairs = marked_split_pairs(*help_roots(args.help_dir, args.lang), args.split)[:args.limit]
     sources = [parse_markup(pair.source, pair.page).plain for pair in pairs]
     references = [parse_markup(pair.target, pair.page).plain for pair in pairs]
     return pairs, sources, references

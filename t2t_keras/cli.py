@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from t2t_keras.config import DECODING_PRECISIONS, MODEL_SOURCES, check_shards
+from t2t_keras.config import ALIGNMENT_ROWS, DECODING_PRECISIONS, MODEL_SOURCES, check_shards
 from t2t_keras.errors import T2TError, check_applicable
 
 TASKS = ("translation", "lm", "mlm")
@@ -193,7 +193,7 @@ def cmd_translate(args):
     return 0
 
 
-ALIGNMENT_FLAGS = ("alignment_layer", "alignment_heads")
+ALIGNMENT_FLAGS = ("alignment_layer", "alignment_heads", "alignment_rows")
 
 
 def _translate_aligned(args, artifact, options):
@@ -206,7 +206,7 @@ def _translate_aligned(args, artifact, options):
                      ["--alignments" if args.alignments else "--markup"],
                      f"{artifact.path}: alignments read the attention of a translation model's layers (a "
                      "--run-dir, or a --saved-model text export)")
-    choice = (args.alignment_layer, args.alignment_heads)
+    choice = (args.alignment_layer, args.alignment_heads, args.alignment_rows)
     if artifact.kind == "run":
         params = artifact.decoding_params(**{k: options.pop(k) for k in ("beam_size", "alpha", "max_extra_length")
                                              if k in options})
@@ -440,6 +440,8 @@ def build_parser():
                    help="lines hold inline tags (<b>...</b>, <br/>): translate the text, place the tags by alignment")
     p.add_argument("--alignment-layer", type=int, help="decoder layer read (default decoding.alignment_layer)")
     p.add_argument("--alignment-heads", type=_heads, help="heads averaged, e.g. 0,3 (default decoding.alignment_heads)")
+    p.add_argument("--alignment-rows", choices=ALIGNMENT_ROWS,
+                   help="a target word's attention: of the steps that output it, or read it (decoding.alignment_rows)")
     _add_decoding_args(p)
     _add_sampling_args(p)
     p.set_defaults(handler=cmd_translate)

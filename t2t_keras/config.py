@@ -55,6 +55,7 @@ def check_shards(value, prefix=""):
 
 
 DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
+ALIGNMENT_ROWS = ("predicts", "reads")  # decoding.alignment_rows (decoding.alignment)
 MODEL_SOURCES = ("auto", "averaged", "latest", "best")  # which weights of a run a command uses (runs.run_weights)
 # The task each architecture trains (`training.task`).
 TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
@@ -287,10 +288,12 @@ class DecodingConfig:
     # averaged over these heads (null: all), gives the word alignments (decoding.alignment)
     alignment_layer: int = -2
     alignment_heads: typing.Optional[typing.List[int]] = None
+    alignment_rows: str = "predicts"  # a target piece's attention: of the step that outputs it, or that reads it
 
     def __post_init__(self):
         _check_positive("decoding", self, "beam_size", "max_extra_length", "max_beam_size")
         _check_alignment_choice(self.alignment_layer, self.alignment_heads)
+        _check_choice("decoding", self, "alignment_rows", ALIGNMENT_ROWS)
         _check_choice("decoding", self, "precision", DECODING_PRECISIONS)
         check_shards(self.shards, prefix="decoding.")
         if self.beam_size > self.max_beam_size:

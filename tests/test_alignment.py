@@ -65,7 +65,7 @@ class WordRuleTest(unittest.TestCase):
         self.assertEqual((config.decoding.alignment_layer, config.decoding.alignment_heads), (-2, None))
         self.assertEqual(replace(config, decoding={"alignment_heads": [0, 2]}).decoding.alignment_heads, [0, 2])
         for bad in ({"alignment_heads": []}, {"alignment_heads": [-1]}, {"alignment_layer": "last"},
-                    {"alignment_layer": True}):
+                    {"alignment_layer": True}, {"alignment_rows": "shifted"}):
             with self.assertRaisesRegex(ConfigError, "decoding.alignment_"):
                 replace(config, decoding=bad)
 
@@ -134,8 +134,11 @@ class AlignerTest(TestCase):
                 self.assertEqual({j for _, j in links}, set(range(len(translation.split()))))
             else:
                 self.assertEqual(links, [])
-        other = self.translate("--alignments", "--alignment-layer", "0", "--alignment-heads", "3", stdin=lines[0])
+        other = self.translate("--alignments", "--alignment-layer", "0", "--alignment-heads", "3",
+                               "--alignment-rows", "reads", stdin=lines[0])
         self.assertEqual(other[0].split("\t")[0], plain[0])
+        expected = Aligner(self.model, self.tokenizer, 0, [3], "reads").align([lines[0]], [plain[0]])[0].links
+        self.assertEqual(parse_pharaoh(other[0].split("\t")[1]), expected)
 
     def test_translate_markup_places_every_tag_once(self):
         lines = ['the <emph>cat</emph> sees <link href="x">a <b>dog</b></link><br/>', "<i>water</i> &amp; bread"]

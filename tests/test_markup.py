@@ -202,6 +202,13 @@ class HelpMarkupTest(unittest.TestCase):
         self.assertEqual(found[("text/shared/a.html", "par_id6")][1],
                          'Drücken Sie<br/> die <link href="x.html">Eingabetaste</link>.')
 
+    def test_split_pairs_are_the_corpus_pairs_of_the_split_with_markup(self):
+        test = help_markup.marked_split_pairs(self.roots[0], self.roots[1], "test")  # a tiny tree: all of it
+        self.assertEqual([(p.paragraph_id, p.source_plain) for p in test],
+                         [("par_id1", "Specifies general settings."), ("par_id2", "Choose Tools - Options - Load/Save."),
+                          ("par_id6", "Press the Enter key.")])
+        self.assertEqual(help_markup.marked_split_pairs(self.roots[0], self.roots[1], "dev"), [])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -145,11 +145,11 @@ def marked_pairs(source_root, target_root, pages) -> list:
     return pairs
 
 
-def marked_test_pairs(source_root, target_root) -> list:
-    """The `MarkedPair`s of the default corpus's test split (`data.libreoffice`: the same pages, pairs and
-    drops), i.e. the test pairs whose English holds inline markup."""
+def marked_split_pairs(source_root, target_root, split="test") -> list:
+    """The `MarkedPair`s of one split of the default corpus (`data.libreoffice`: the same pages, pairs and
+    drops), i.e. the pairs of `split` whose English holds inline markup."""
     pairs = libreoffice.extract_pairs(source_root, target_root)
-    test = libreoffice.split_by_page(pairs)["test"]
-    kept = {(pair.page, pair.paragraph_id, pair.source, pair.target) for pair in test}
-    marked = marked_pairs(source_root, target_root, sorted({pair.page for pair in test}))
+    chosen = libreoffice.split_by_page(pairs)[split]
+    kept = {(pair.page, pair.paragraph_id, pair.source, pair.target) for pair in chosen}
+    marked = marked_pairs(source_root, target_root, sorted({pair.page for pair in chosen}))
     return [pair for pair in marked if (pair.page, pair.paragraph_id, pair.source_plain, pair.target_plain) in kept]

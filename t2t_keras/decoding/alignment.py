@@ -15,7 +15,8 @@ the chosen heads, is turned into word links. The rule, step by step:
    last; default -2, the penultimate layer, where Garg et al. (2019) found the
    attention closest to word alignment), mean over `heads` (all when None).
    Target piece `t` takes the row of the step that predicts it (`rows="predicts"`,
-   row t) or of the step that reads it as input (`rows="reads"`, row t + 1).
+   row t, the default) or of the step that reads it as input (`rows="reads"`,
+   row t + 1, Chen et al. (2020)'s "shift-att"); `decoding.alignment_rows`.
    The source EOS column is left out (it soaks up attention of no word).
 3. Word scores `W[j, i]`: the attention mass target word j puts on source word
    i, i.e. the sum over i's pieces, averaged over j's pieces.
@@ -29,12 +30,13 @@ import typing
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.config import ALIGNMENT_ROWS
 from t2t_keras.decoding.batch_shapes import pad_batch
 from t2t_keras.decoding.forced import teacher_forcing_rows
 from t2t_keras.errors import T2TError
 
 DEFAULT_LAYER = -2  # penultimate decoder layer (Garg et al., 2019), until measured: bench/bench_alignment_layers.py
-ROWS = ("predicts", "reads")
+ROWS = ALIGNMENT_ROWS
 
 
 class WordPieces(typing.NamedTuple):
@@ -129,7 +131,7 @@ def check_alignment_choice(model, layer, heads, rows="predicts"):
         raise T2TError(f"decoding.alignment_heads must be head indices in [0, {num_heads - 1}], or null for all "
                        f"heads. Received: alignment_heads={list(heads)!r}")
     if rows not in ROWS:
-        raise T2TError(f"rows must be one of {ROWS}. Received: rows={rows!r}")
+        raise T2TError(f"decoding.alignment_rows must be one of {ROWS}. Received: alignment_rows={rows!r}")
     return layer % num_layers, heads
 
 

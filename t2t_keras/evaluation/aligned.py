@@ -21,26 +21,28 @@ from t2t_keras.evaluation.evaluate_run import run_translator
 from t2t_keras.runs import load_export, open_run
 
 
-def run_aligner(run, translator, layer=None, heads=None):
-    """An `Aligner` over the translator's model; `layer` / `heads` None take the run's `decoding.alignment_*`."""
+def run_aligner(run, translator, layer=None, heads=None, rows=None):
+    """An `Aligner` over the translator's model; `layer`, `heads`, `rows` None take the run's
+    `decoding.alignment_*`."""
     decoding = open_run(run).load_config().decoding
     return Aligner(translator.model, translator.tokenizer,
                    decoding.alignment_layer if layer is None else layer,
-                   decoding.alignment_heads if heads is None else heads)
+                   decoding.alignment_heads if heads is None else heads,
+                   decoding.alignment_rows if rows is None else rows)
 
 
-def run_pipeline(run, layer=None, heads=None, model_source="auto", ensemble=(), **translator_options):
+def run_pipeline(run, layer=None, heads=None, rows=None, model_source="auto", ensemble=(), **translator_options):
     """`(translate, aligner)` of a run: `translator_options` go to `evaluate_run.run_translator`."""
     check_applicable(["an ensemble"] if ensemble else [], "alignments, which read one model's attention: "
                                                           "translate with one --run-dir")
     translator = run_translator(run, model_source, **translator_options)
-    return translator.translate, run_aligner(run, translator, layer, heads)
+    return translator.translate, run_aligner(run, translator, layer, heads, rows)
 
 
-def export_pipeline(export, layer=None, heads=None, **options):
+def export_pipeline(export, layer=None, heads=None, rows=None, **options):
     """`(translate, aligner)` of an opened text SavedModel export (`export.opening.open_export`)."""
     model, tokenizer = load_export(export.path)
-    aligner = Aligner(model, tokenizer, DEFAULT_LAYER if layer is None else layer, heads)
+    aligner = Aligner(model, tokenizer, DEFAULT_LAYER if layer is None else layer, heads, rows or "predicts")
     return (lambda lines: export.translate(lines, **options)), aligner
 
 
