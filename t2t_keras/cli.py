@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from t2t_keras.config import DECODING_PRECISIONS, MODEL_SOURCES, check_shards
+from t2t_keras.config import ALIGNMENT_ROWS, DECODING_PRECISIONS, MODEL_SOURCES, check_shards
 from t2t_keras.errors import T2TError, check_applicable
 
 TASKS = ("translation", "lm", "mlm")
@@ -189,10 +189,49 @@ def cmd_translate(args):
     if args.terminology:
         from t2t_keras.evaluation.terminology import print_terminology_translations
 
+        refuse_flags(args, ("alignments", "markup") + ALIGNMENT_FLAGS, "translation with --terminology")
         return print_terminology_translations(artifact, _read_input(args.input), args.terminology, options)
+    if args.alignments or args.markup:
+        return _translate_aligned(args, artifact, options)
+    refuse_flags(args, ALIGNMENT_FLAGS, "translation without --alignments or --markup")
     for line in artifact.translate(_read_input(args.input), **options):
         print(line)
     return 0
+
+
+ALIGNMENT_FLAGS = ("alignment_layer", "alignment_heads", "alignment_rows")
+
+
+def _translate_aligned(args, artifact, options):
+    """`translate --alignments` / `--markup` of a translation run or text SavedModel (`evaluation.aligned`)."""
+    import functools
+
+    from t2t_keras.evaluation.aligned import aligned_translations, export_pipeline, run_pipeline
+
+    check_applicable([] if artifact.task == "translation" and artifact.kind != "ctranslate2" else
+                     ["--alignments" if args.alignments else "--markup"],
+                     f"{artifact.path}: alignments read the attention of a translation model's layers (a "
+                     "--run-dir, or a --saved-model text export)")
+    choice = (args.alignment_layer, args.alignment_heads, args.alignment_rows)
+    if artifact.kind == "run":
+        params = artifact.decoding_params(**{k: options.pop(k) for k in ("beam_size", "alpha", "max_extra_length")
+                                             if k in options})
+        pipeline = functools.partial(run_pipeline, args.run_dir, *choice, args.model, args.run_dirs[1:],
+                                     params=params, **options)
+    else:
+        pipeline = functools.partial(export_pipeline, artifact, *choice, **options)
+    for line in aligned_translations(pipeline, _read_input(args.input), args.markup, args.alignments,
+                                     args.input or "<stdin>"):
+        print(line)
+    return 0
+
+
+def _heads(text):
+    """`--alignment-heads`: comma-separated head indices, e.g. 0,3."""
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected head indices like 0,3. Received: {text!r}") from None
 
 
 def cmd_score(args):
@@ -417,6 +456,14 @@ def build_parser():
     _add_model_choice(p, saved_model="an exported SavedModel directory",
                       ctranslate2="a CTranslate2 export (export --format ctranslate2)", ensembles=True)
     p.add_argument("--input", help="file to translate (default: stdin); for an lm run, prompts to continue")
+    p.add_argument("--alignments", action="store_true",
+                   help="print TRANSLATION<TAB>ALIGNMENTS: Pharaoh i-j word links from the cross-attention")
+    p.add_argument("--markup", action="store_true",
+                   help="lines hold inline tags (<b>...</b>, <br/>): translate the text, place the tags by alignment")
+    p.add_argument("--alignment-layer", type=int, help="decoder layer read (default decoding.alignment_layer)")
+    p.add_argument("--alignment-heads", type=_heads, help="heads averaged, e.g. 0,3 (default decoding.alignment_heads)")
+    p.add_argument("--alignment-rows", choices=ALIGNMENT_ROWS,
+                   help="a target word's attention: of the steps that output it, or read it (decoding.alignment_rows)")
     _add_decoding_args(p)
     _add_sampling_args(p)
     p.add_argument("--terminology", metavar="FILE",

@@ -55,6 +55,7 @@ def check_shards(value, prefix=""):
 
 
 DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
+ALIGNMENT_ROWS = ("predicts", "reads")  # decoding.alignment_rows (decoding.alignment)
 MODEL_SOURCES = ("auto", "averaged", "latest", "best")  # which weights of a run a command uses (runs.run_weights)
 # The task each architecture trains (`training.task`).
 TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
@@ -283,14 +284,32 @@ class DecodingConfig:
     max_beam_size: int = 8  # largest beam size an export accepts (each size is a traced search in the SavedModel)
     precision: str = "float32"  # translate/evaluate of a run: "bfloat16" rounds the weights (decoding.weight_precision)
     shards: typing.Union[int, str] = "auto"  # translate/evaluate of a run: concurrent searches (decoding.sharding)
+    # translate --alignments / --markup: the decoder layer (negative: from the last) whose cross-attention,
+    # averaged over these heads (null: all), gives the word alignments (decoding.alignment)
+    alignment_layer: int = -2
+    alignment_heads: typing.Optional[typing.List[int]] = None
+    alignment_rows: str = "predicts"  # a target piece's attention: of the step that outputs it, or that reads it
 
     def __post_init__(self):
         _check_positive("decoding", self, "beam_size", "max_extra_length", "max_beam_size")
+        _check_alignment_choice(self.alignment_layer, self.alignment_heads)
+        _check_choice("decoding", self, "alignment_rows", ALIGNMENT_ROWS)
         _check_choice("decoding", self, "precision", DECODING_PRECISIONS)
         check_shards(self.shards, prefix="decoding.")
         if self.beam_size > self.max_beam_size:
             raise ConfigError(f"decoding.beam_size={self.beam_size} is larger than decoding.max_beam_size="
                               f"{self.max_beam_size}: raise max_beam_size or lower beam_size.")
+
+
+def _check_alignment_choice(layer, heads):
+    """The layer an integer, the heads null or a non-empty list of integers >= 0 (the model checks the ranges)."""
+    if isinstance(layer, bool) or not isinstance(layer, int):
+        raise ConfigError(f"decoding.alignment_layer must be an integer (a decoder layer; -1 is the last). "
+                          f"Received: alignment_layer={layer!r}")
+    if heads is not None and (not isinstance(heads, (list, tuple)) or not heads or any(
+            isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in heads)):
+        raise ConfigError(f"decoding.alignment_heads must be null (all heads) or a non-empty list of head indices "
+                          f"(integers >= 0). Received: alignment_heads={heads!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,13 +54,16 @@ def normalize(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).split())
 
 
-def page_paragraphs(path) -> dict[tuple[str, int], str]:
+def page_paragraphs(path, text_of=None) -> dict[tuple[str, int], str]:
     """Map ``(paragraph id, occurrence)`` to the paragraph's plain text.
 
     The occurrence number tells apart the copies of one paragraph that a page
     embeds more than once (e.g. once per platform). Code samples are skipped:
     their translations rename identifiers, which is not translation.
+    ``text_of`` (default :func:`element_text`) makes the text of a paragraph
+    element; ``data.help_markup`` passes one that keeps the inline tags.
     """
+    text_of = element_text if text_of is None else text_of
     document = lxml.html.document_fromstring(
         pathlib.Path(path).read_bytes(), parser=_PARSER
     )
@@ -72,7 +75,7 @@ def page_paragraphs(path) -> dict[tuple[str, int], str]:
         occurrence = seen.get(element_id, 0)
         seen[element_id] = occurrence + 1
         if not SKIPPED_CLASSES.intersection(element.get("class", "").split()):
-            paragraphs[(element_id, occurrence)] = element_text(element)
+            paragraphs[(element_id, occurrence)] = text_of(element)
     return paragraphs
 
 
@@ -83,14 +86,37 @@ def element_text(element) -> str:
     return normalize("".join(parts))
 
 
-def _collect_text(element, parts: list) -> None:
-    """Append the text of ``element`` and its descendants (not its tail) to ``parts``."""
+def element_parts(element):
+    """The text of ``element`` and its children, in document order: strings (its text, each child's tail) and
+    child elements (not its own tail)."""
     if element.text:
-        parts.append(element.text)
+        yield element.text
     for child in element:
-        _collect_child(child, parts)
+        yield child
         if child.tail:
-            parts.append(child.tail)
+            yield child.tail
+
+
+def switch_parts(switch):
+    """Like :func:`element_parts` for a ``switchinline``, with only the alternative a default reader sees.
+
+    Alternatives are the hidden children; the one with id ``default…`` is
+    chosen, else the first (:func:`switch_choice`). Any other content (text
+    left inside the switch by a missing closing tag in a translation) is kept.
+    """
+    chosen = switch_choice(switch)
+    for part in element_parts(switch):
+        if isinstance(part, str) or part is chosen or part.get("hidden") is None:
+            yield part
+
+
+def _collect_text(element, parts: list, elements=element_parts) -> None:
+    """Append the text of ``element`` and its descendants (not its tail) to ``parts``."""
+    for part in elements(element):
+        if isinstance(part, str):
+            parts.append(part)
+        else:
+            _collect_child(part, parts)
 
 
 def _collect_child(child, parts: list) -> None:
@@ -100,25 +126,14 @@ def _collect_child(child, parts: list) -> None:
     if child.tag == "br":
         parts.append(" ")
     elif "switchinline" in child.get("class", "").split():
-        _collect_switch(child, parts)
+        _collect_text(child, parts, switch_parts)
     else:
         _collect_text(child, parts)
 
 
-def _collect_switch(switch, parts: list) -> None:
-    """Append the alternative of a ``switchinline`` a default reader sees.
-
-    Alternatives are the hidden children; the one with id ``default…`` is
-    chosen, else the first. Any other content (text left inside the switch
-    by a missing closing tag in a translation) is kept.
-    """
+def switch_choice(switch):
+    """The alternative of a ``switchinline`` a default reader sees: the hidden child with id ``default…``, else
+    the first hidden child (None when it has none)."""
     cases = [child for child in switch if child.get("hidden") is not None]
     defaults = [case for case in cases if case.get("id", "").startswith("default")]
-    chosen = (defaults or cases or [None])[0]
-    if switch.text:
-        parts.append(switch.text)
-    for child in switch:
-        if child is chosen or child.get("hidden") is None:
-            _collect_child(child, parts)
-        if child.tail:
-            parts.append(child.tail)
+    return (defaults or cases or [None])[0]
