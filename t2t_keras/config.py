@@ -286,7 +286,7 @@ class DecodingConfig:
     shards: typing.Union[int, str] = "auto"  # translate/evaluate of a run: concurrent searches (decoding.sharding)
     # translate --alignments / --markup: the decoder layer (negative: from the last) whose cross-attention,
     # averaged over these heads (null: all), gives the word alignments (decoding.alignment)
-    alignment_layer: int = -2
+    alignment_layer: int = -1  # measured: docs/results.md, "Word alignments and markup"
     alignment_heads: typing.Optional[typing.List[int]] = None
     alignment_rows: str = "predicts"  # a target piece's attention: of the step that outputs it, or that reads it
 

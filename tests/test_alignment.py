@@ -62,7 +62,7 @@ class WordRuleTest(unittest.TestCase):
 
     def test_config_checks_the_setting(self):
         config = load_config("tiny")
-        self.assertEqual((config.decoding.alignment_layer, config.decoding.alignment_heads), (-2, None))
+        self.assertEqual((config.decoding.alignment_layer, config.decoding.alignment_heads), (-1, None))
         self.assertEqual(replace(config, decoding={"alignment_heads": [0, 2]}).decoding.alignment_heads, [0, 2])
         for bad in ({"alignment_heads": []}, {"alignment_heads": [-1]}, {"alignment_layer": "last"},
                     {"alignment_layer": True}, {"alignment_rows": "shifted"}):

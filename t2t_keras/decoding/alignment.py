@@ -12,8 +12,9 @@ the chosen heads, is turned into word links. The rule, step by step:
    model's `max_length - 1` are cut, as translation cuts them; their words get
    no links.
 2. Piece attention `A[t, s]`: decoder layer `layer` (negative counts from the
-   last; default -2, the penultimate layer, where Garg et al. (2019) found the
-   attention closest to word alignment), mean over `heads` (all when None).
+   last; default -1, the last layer: with all heads averaged it agreed best
+   with eflomal and with the help's tags on the dev pages, docs/results.md),
+   mean over `heads` (all when None).
    Target piece `t` takes the row of the step that predicts it (`rows="predicts"`,
    row t, the default) or of the step that reads it as input (`rows="reads"`,
    row t + 1, Chen et al. (2020)'s "shift-att"); `decoding.alignment_rows`.
@@ -35,7 +36,7 @@ from t2t_keras.decoding.batch_shapes import pad_batch
 from t2t_keras.decoding.forced import teacher_forcing_rows
 from t2t_keras.errors import T2TError
 
-DEFAULT_LAYER = -2  # penultimate decoder layer (Garg et al., 2019), until measured: bench/bench_alignment_layers.py
+DEFAULT_LAYER = -1  # the last decoder layer: measured by bench/bench_alignment_layers.py (docs/results.md)
 ROWS = ALIGNMENT_ROWS
 
 
