@@ -171,6 +171,13 @@ class ExportTest(TestCase):
         self.assertTrue(record["checkpoint"].endswith("ckpt-150"), record)
         self.assertEqual(record["run"], str(self.run_dir))
 
+    def test_an_export_without_constraints_says_how_to_get_them(self):
+        from t2t_keras.errors import T2TError
+        from t2t_keras.export.constrained_loaded import predict_constrained
+
+        with self.assertRaisesRegex(T2TError, "no 'translate_constrained' signature.*export --constraints"):
+            predict_constrained(self.translator, ["the cat"], [["Katze"]])
+
     def test_saved_model_cli_lists_the_signatures(self):
         shown = self.cli.output()
         for name in ("serving_default", "translate", "translate_ids"):
