@@ -188,7 +188,7 @@ def machine():
 
 def command_line():
     """This command, as run (`nice -n 19` when it was)."""
-    return ("nice -n 19 " if os.nice(0) == 19 else "") + "PYTHONPATH=$PWD python " + " ".join(sys.argv)
+    return "PYTHONPATH=$PWD " + ("nice -n 19 " if os.nice(0) == 19 else "") + "python " + " ".join(sys.argv)
 
 
 ROW = "| {name} | {seconds} | {speed} | {hits} | {words} | {failed} | {bleu} | {chrf} |"
