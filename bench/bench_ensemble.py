@@ -32,7 +32,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
-from timing import add_arguments, busy_cores_seconds, machine_description, measure_quietly, publish  # noqa: E402
+from timing import add_arguments, busy_cores_seconds, measure_quietly, publish, table_report  # noqa: E402
 from timing import wait_for_quiet  # noqa: E402
 
 from t2t_keras.config import MODEL_SOURCES, load_config, replace  # noqa: E402
@@ -102,21 +102,14 @@ def report(rows, trainings, args):
                f"{overrides}`), seeds {args.seed} to {args.seed + len(trainings) - 1}: steps "
                f"{', '.join(str(steps) for steps, _ in trainings)}; other processes used "
                f"{', '.join(f'{other:.2f}' for _, other in trainings)} cores meanwhile. ")
-    return "\n".join([
+    return table_report(
         "## Ensembles against their members (`python bench/bench_ensemble.py`)",
-        "",
         f"{trained}The {args.split} split ({first['sentences']} sentences) translated with beam "
         f"{first['beam_size']}, alpha {first['alpha']}, `--model {args.model}` weights; sacreBLEU "
         f"`{first['signature']}`. An ensemble averages its models' log-probabilities at each step. Speed: "
         f"the median of {args.repeats} passes after an untimed one; \"speed vs. one run\" against the mean of "
         "the single runs. \"other cores\": cores other processes used while timing (should be near 0).",
-        "",
-        HEADER,
-        *[row(r, single_speed) for r in rows],
-        "",
-        machine_description(f"TensorFlow {tf.__version__}"),
-        "",
-    ])
+        HEADER, [row(r, single_speed) for r in rows], f"TensorFlow {tf.__version__}")
 
 
 def main():

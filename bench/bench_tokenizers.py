@@ -37,7 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from timing import busy_cores_seconds, machine_description, publish, wait_for_quiet  # noqa: E402
+from timing import busy_cores_seconds, publish, table_report, wait_for_quiet  # noqa: E402
 
 from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
 from t2t_keras.config import TOKENIZER_CHOICES, load_config, replace  # noqa: E402
@@ -98,23 +98,16 @@ def row(r):
 def report(rows, args):
     first = rows[0]
     overrides = "".join(f" --set {shlex.quote(text)}" for text in args.set)
-    return "\n".join([
+    return table_report(
         f"## Tokenizers at the same budget (`python bench/bench_tokenizers.py --config {args.config} "
         f"--minutes {args.minutes}{overrides}`)",
-        "",
         f"Config `{args.config}` with the overrides above; only "
         f"`data.tokenizer` differs. {args.minutes} minutes of training each; the dev split "
         f"({first['sentences']} sentences) translated by the newest checkpoint with beam {first['beam_size']}, "
         f"alpha {first['alpha']}; sacreBLEU `{first['signature']}`. Pieces per sentence are counted "
         "without EOS; unknown pieces are the share of `<unk>` among the dev pieces of both sides. "
         "\"other cores\": cores other processes used during the training (should be near 0).",
-        "",
-        HEADER,
-        *[row(r) for r in rows],
-        "",
-        machine_description(f"TensorFlow {tf.__version__}"),
-        "",
-    ])
+        HEADER, [row(r) for r in rows], f"TensorFlow {tf.__version__}")
 
 
 def main():

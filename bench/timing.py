@@ -81,6 +81,12 @@ def machine_description(versions):
                       "TF threads: default (intra/inter-op 0 = all cores)."])
 
 
+def table_report(title, prose, header, rows, versions):
+    """A markdown report: `title`, a paragraph saying how it was measured, a table (`header`: its first two lines,
+    `rows`: formatted lines) and the machine with `versions`."""
+    return "\n".join([title, "", prose, "", header, *rows, "", machine_description(versions), ""])
+
+
 def publish(text, output=None):
     """Prints a markdown report and, with `output`, writes it there too."""
     if output:

@@ -103,6 +103,23 @@ class EveryCommandOnEveryTaskTest(TestCase):
         self.assertIn("Prepare into a new --run-dir", result.stderr.decode())
         self.assertFalse((self.runs["translation"] / "prepared").exists())
 
+    def test_translation_only_flags_are_refused_on_lm_and_mlm_runs(self):
+        terms = self.root / "terms.tsv"
+        terms.write_text("cat\tKatze\n", encoding="utf-8")
+        flags = {"--terminology": ("translate", "--terminology", terms), "--alignments": ("translate", "--alignments"),
+                 "--markup": ("translate", "--markup"), "--constraints": ("export", "--constraints")}
+        for task in ("lm", "mlm"):
+            for flag, (command, *extra) in flags.items():
+                with self.subTest(task=task, flag=flag):
+                    out = self.root / f"refused-{task}-{flag.strip('-')}"
+                    where = ["--input", self.files["dev"][0]] if command == "translate" else ["--out", out]
+                    result = self.cli(command, "--run-dir", self.runs[task], *where, *extra)
+                    stderr = result.stderr.decode()
+                    self.assertEqual(result.returncode, 2, stderr[-3000:])
+                    self.assertRegex(stderr, f"{flag}|does not apply to .*a {task} model")
+                    self.assertEqual(result.stdout.decode(), "")
+                    self.assertFalse(out.exists())
+
     def test_every_command_runs_or_gives_the_one_refusal(self):
         for command in ORDER:
             for task in TASKS:
