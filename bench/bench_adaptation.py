@@ -1,11 +1,13 @@
 """Domain adaptation on the Debian package descriptions, from a run trained on the LibreOffice help.
 
-    PYTHONPATH=$PWD python bench/bench_adaptation.py --base-run runs/main --work-dir runs/adapt --minutes 8 \\
+    PYTHONPATH=$PWD python bench/bench_adaptation.py --base-run runs/main --work-dir runs/adapt --steps 2400 \\
         [--ranks 8 32] [--constant-rate 0.0003] [--json bench/results/adaptation.json] \\
         [--output bench/results/adaptation.md]
 
 Systems, each a new run started with `t2t-keras train --init-from BASE` on `data.source=debian_descriptions`,
-trained for `--minutes` (the CPU budget; the same for each) with BASE's vocabulary:
+trained for the same budget with BASE's vocabulary: `--steps` updates (`training.train_steps`; a budget that
+other work on the machine cannot change) or `--minutes` of training. The report gives each training's CPU
+minutes (user + system time of its process) beside its wall minutes.
 
 - **full**: every weight trains, with the restarted schedule (eq. (3) with its own warmup; the default);
 - **full, constant rate** (`--constant-rate R`): every weight trains at the constant rate R (no warmup);
@@ -26,6 +28,7 @@ import pathlib
 import shlex
 import subprocess
 import sys
+import resource
 import time
 
 SOURCE = "debian_descriptions"
@@ -96,13 +99,22 @@ def adapt(base, work, name, settings, args):
     """Trains, averages and describes one adapted run; returns its record."""
     run = work / name.replace(" ", "-").replace(",", "").replace("=", "")
     sets = [f"data.source={SOURCE}", *settings, *args.set]
-    began = time.monotonic()
-    t2t("train", "--init-from", base, "--run-dir", run, "--config", args.config, "--minutes", args.minutes,
+    if args.steps:
+        sets.append(f"training.train_steps={args.steps}")
+    budget = ["--minutes", args.minutes] if args.minutes else []
+    began, cpu = time.monotonic(), child_cpu_seconds()
+    t2t("train", "--init-from", base, "--run-dir", run, "--config", args.config, *budget,
         *[x for value in sets for x in ("--set", value)])
-    minutes = (time.monotonic() - began) / 60
+    minutes, cpu_minutes = (time.monotonic() - began) / 60, (child_cpu_seconds() - cpu) / 60
     t2t("average", "--run-dir", run)
     return {"name": name, "run": str(run), "settings": sets, "wall_minutes": round(minutes, 1),
+            "cpu_minutes": round(cpu_minutes, 1),
             "final_step": final_step(run), **describe(run)}
+
+
+def child_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def final_step(run):
@@ -113,21 +125,28 @@ def final_step(run):
     return max(checkpoint_step(path) for path in paths) if paths else None
 
 
+def budget_text(args):
+    parts = ([f"`--set training.train_steps={args.steps}`"] if args.steps else []) + \
+        ([f"`--minutes {args.minutes:g}`"] if args.minutes else [])
+    return " and ".join(parts)
+
+
 def report(base_record, records, args):
     lines = ["## Domain adaptation: LibreOffice help → Debian package descriptions (`bench/bench_adaptation.py`)", "",
              f"Base: `{args.base_run}` ({base_record['params']:,} parameters). Each adapted run: `t2t-keras train "
-             f"--init-from BASE --config {args.config} --set data.source={SOURCE} ... --minutes {args.minutes:g}` "
+             f"--init-from BASE --config {args.config} --set data.source={SOURCE} ...` with {budget_text(args)} "
              "on 2 CPU cores, then `average` (last checkpoints); test BLEU/chrF (sacreBLEU, "
              f"`{base_record['scores']['debian']['signature']}`) with the base's decoding settings. \"forgetting\": "
              "BLEU lost on the LibreOffice help test against the base.", "",
-             "| system | trained parameters | updates | minutes | Debian BLEU | Debian chrF | LibreOffice BLEU "
+             "| system | trained parameters | updates | wall / CPU minutes | Debian BLEU | Debian chrF | LibreOffice BLEU "
              "| LibreOffice chrF | forgetting |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base_lo = base_record["scores"]["libreoffice"]["bleu"]
     for r in [base_record, *records]:
         s = r["scores"]
         lines.append(f"| {r['name']} | {r['trainable_params'] or 0:,} | {r.get('final_step') or '—'} "
-                     f"| {r.get('wall_minutes', '—')} | {s['debian']['bleu']:.2f} | {s['debian']['chrf']:.2f} "
+                     f"| {r.get('wall_minutes', '—')} / {r.get('cpu_minutes', '—')} "
+                     f"| {s['debian']['bleu']:.2f} | {s['debian']['chrf']:.2f} "
                      f"| {s['libreoffice']['bleu']:.2f} | {s['libreoffice']['chrf']:.2f} "
                      f"| {base_lo - s['libreoffice']['bleu']:+.2f} |")
     cpu = next((line.split(":", 1)[1].strip() for line in
@@ -143,13 +162,16 @@ def main(argv=None):
     parser.add_argument("--base-run", required=True, help="a translation run trained on the LibreOffice help")
     parser.add_argument("--work-dir", required=True, help="where the adapted runs go")
     parser.add_argument("--config", default="mini", help="the adapted runs' config (its model section is the base's)")
-    parser.add_argument("--minutes", type=float, default=8.0, help="training minutes of each adapted run")
+    parser.add_argument("--steps", type=int, help="updates of each adapted run (training.train_steps)")
+    parser.add_argument("--minutes", type=float, help="training minutes of each adapted run")
     parser.add_argument("--ranks", type=int, nargs="*", default=[8, 32], help="LoRA ranks")
     parser.add_argument("--constant-rate", type=float, help="also fine-tune every weight at this constant rate")
     parser.add_argument("--set", action="append", default=[], help="more config overrides for every adapted run")
     parser.add_argument("--json", help="write every record here")
     parser.add_argument("--output", help="write the markdown report here")
     args = parser.parse_args(argv)
+    if not (args.steps or args.minutes):
+        parser.error("give the budget of each adapted run: --steps N, --minutes M, or both.")
     base, work = pathlib.Path(args.base_run), pathlib.Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     debian, libreoffice = debian_test_files(), libreoffice_test_files(base, work)
