@@ -268,7 +268,8 @@ def cmd_export(args):
     task = _run_task(args.run_dir)
     check_task("export", task, args.run_dir)
     refuse_flags(args, ("temperature", "top_k") if task == "translation" else
-                 ("beam_size", "alpha", "max_beam_size", "ids_only", "quantization", "shortlist", "constraints"),
+                 ("beam_size", "alpha", "max_beam_size", "ids_only", "quantization", "precision", "shortlist",
+                  "constraints"),
                  f"the export of a {task} run")
     if args.format == "ctranslate2":
         from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
@@ -279,6 +280,7 @@ def cmd_export(args):
             raise T2TError("--format ctranslate2 holds an encoder-decoder translation model: export an lm run as a "
                            "SavedModel (the default --format).")
         refuse_flags(args, ("constraints",), "--format ctranslate2: the terms signature is a SavedModel's")
+        refuse_flags(args, ("precision",), "--format ctranslate2: it takes --quantization float32|int8_float32|int8")
         print(export_ctranslate2_run(args.run_dir, args.out, quantization=args.quantization or "float32",
                                      average_last=args.average_last, source=args.model,
                                      overwrite=args.overwrite, params=_run_params(args), shortlist=args.shortlist))
@@ -291,6 +293,8 @@ def cmd_export(args):
     options = {"text_signatures": False} if args.ids_only else {}  # only what was asked: an lm takes neither
     if args.quantization is not None:
         options["quantization"] = args.quantization
+    if args.precision is not None:
+        options["precision"] = args.precision
     for flag in ("shortlist", "constraints"):
         if getattr(args, flag):
             options[flag] = True
@@ -496,6 +500,9 @@ def build_parser():
     p.add_argument("--quantization", choices=("float32", "int8_float32", "int8"),
                    help="weight type: CTranslate2 float32 (default), int8_float32 or int8; SavedModel int8 "
                         "(int8 Dense weights; default float32)")
+    p.add_argument("--precision", choices=DECODING_PRECISIONS,
+                   help="SavedModel: bfloat16 weights and arithmetic (oneDNN's bfloat16 kernels where the CPU has "
+                        "them; not with --quantization); default float32")
     p.add_argument("--ids-only", action="store_true",
                    help="SavedModel on token ids only (core TensorFlow ops; loads in stock TF Serving)")
     p.add_argument("--average-last", type=int, help="average the last N checkpoints first (with --model best: "

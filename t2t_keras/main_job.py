@@ -50,7 +50,8 @@ def _speed(run):
     """Mean target tokens/s over the last logged steps of the run (from TensorBoard scalars)."""
     values = []
     for path in sorted((run.log_dir / "train").glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
+        for record in tf.data.TFRecordDataset(str(path)):  # eager: no deprecated summary_iterator warning
+            event = tf.compat.v1.Event.FromString(record.numpy())
             values += [tf.make_ndarray(v.tensor).item() for v in event.summary.value if v.tag == "tokens_per_second"]
     recent = values[-20:]
     return round(sum(recent) / len(recent)) if recent else None

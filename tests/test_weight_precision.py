@@ -85,3 +85,27 @@ class Bfloat16TranslationTest(TestCase):
                 # weight order or dtype agrees on none. The main job's model keeps its BLEU (docs/results.md).
                 same = np.mean([a == b for a, b in zip(got, want)])
                 self.assertGreaterEqual(same, 0.75, list(zip(got, want)))
+
+    def test_an_export_in_bfloat16_holds_bfloat16_weights_and_translates_as_the_bfloat16_translator(self):
+        from t2t_keras.errors import T2TError
+        from t2t_keras.export.loaded import SavedModelTranslator
+        from t2t_keras.export.saved_model import export_translator
+
+        params = DecodingParams(max_extra_length=10)
+        out = pathlib.Path(self.tmp.name) / "bf16-export"
+        with self.assertRaisesRegex(T2TError, "exclude each other"):
+            export_translator(self.model, self.tokenizer, out, params=params, precision="bfloat16",
+                              quantization="int8")
+        self.assertFalse(out.exists())
+        export_translator(self.model, self.tokenizer, out, params=params, precision="bfloat16")
+        exported = SavedModelTranslator(out)
+        reader = tf.train.load_checkpoint(str(out / "variables" / "variables"))
+        shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+        matrices = {name: dtypes[name] for name, shape in shapes.items() if len(shape) == 2}  # kernels, embeddings
+        self.assertGreater(len(matrices), 4)
+        self.assertEqual(set(matrices.values()), {tf.bfloat16}, matrices)
+        sentences = [s for s, _ in toy_pairs(12, seed=7)]
+        want = Translator(self.model, self.tokenizer, precision="bfloat16", params=params).translate(sentences)
+        got = exported.translate(sentences)
+        # The same bfloat16 weights and search; batches padded differently can flip a near-tie (as above).
+        self.assertGreaterEqual(np.mean([a == b for a, b in zip(got, want)]), 0.75, list(zip(got, want)))

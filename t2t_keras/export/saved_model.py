@@ -25,6 +25,7 @@ from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
 from t2t_keras.errors import T2TError
 from t2t_keras.export.constrained_module import ConstrainedTranslatorModule
 from t2t_keras.export.continuer_module import ContinuerModule
+from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
 from t2t_keras.files import check_can_write, staged_directory
@@ -47,7 +48,7 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
         max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
         temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces).
         **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
-            `quantization`, `constraints`; `shortlist=True` holds the run's vocabulary shortlist,
+            `quantization`, `precision`, `constraints`; `shortlist=True` holds the run's vocabulary shortlist,
             RUN/shortlist.npz); an lm export takes `overwrite` only.
 
     Returns:
@@ -83,7 +84,8 @@ def _check_task_options(task, translation_options, lm_options):
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS,
                       length_penalty="gnmt", text_signatures=True, jit_compile=False,
-                      overwrite=False, quantization=None, shards=1, weights=None, shortlist=None, constraints=False):
+                      overwrite=False, quantization=None, shards=1, weights=None, shortlist=None, constraints=False,
+                      precision="float32"):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -105,6 +107,8 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) the searches apply
             in-graph (see `TranslatorModule`).
         constraints: add the `translate_constrained` signature (target terms, `export.constrained_module`).
+        precision: "float32", or "bfloat16" for a copy whose weights and arithmetic are bfloat16
+            (`decoding.weight_precision`); not with `quantization`. The inspection files keep float32.
 
     Returns:
         the export directory, a `pathlib.Path`.
@@ -115,12 +119,22 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     out_dir = pathlib.Path(out_dir)
     check_can_write(out_dir, overwrite)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
-    searched = model if quantization is None else quantized_copy(model, quantization)
+    searched = _searched_model(model, quantization, precision)
     kind = ConstrainedTranslatorModule if constraints else TranslatorModule
     module = kind(searched, tokenizer if text_signatures else None, params=params, max_beam_size=max_beam_size,
                   length_penalty=length_penalty, jit_compile=jit_compile, shards=shards, shortlist=shortlist)
     return _write(module, out_dir, overwrite, (model, tokenizer, weights) if text_signatures else None,
                   "a translation")
+
+
+def _searched_model(model, quantization, precision):
+    """The model the signatures search: `model`, its int8 copy or its bfloat16 copy."""
+    if check_precision(precision) == "bfloat16":
+        if quantization is not None:
+            raise T2TError(f"precision=bfloat16 and quantization={quantization} exclude each other: an export holds "
+                           "one kind of weights. Export with one of them.")
+        return bfloat16_copy(model)
+    return model if quantization is None else quantized_copy(model, quantization)
 
 
 def export_continuer(model, tokenizer, out_dir, max_extra_length=DEFAULTS.max_extra_length, temperature=0.0, top_k=0,
