@@ -90,6 +90,6 @@ class ShardedExportSearchTest(DecodingTestCase):
                                       params=DecodingParams(beam_size=2, max_extra_length=5))
             self.assertEqual(int(module.decoding_shards.numpy()), shards)
             for beam_size in (1, 2):
-                results.append(module.translate_ids(source, beam_size, 0.6, 5, beam_size))
+                results.append(module.functions.translate_ids(source, beam_size, 0.6, 5, beam_size))
         for unsharded, with_shards in zip(results[:2], results[2:]):
             tf.nest.map_structure(self.assertAllClose, unsharded, with_shards)

@@ -61,13 +61,13 @@ class ConstrainedTranslatorModule(TranslatorModule):
     def signatures(self):
         signatures = super().signatures()
         if self.tokenizer is not None:
-            signatures["translate_constrained"] = self.translate_constrained.get_concrete_function()
+            signatures["translate_constrained"] = self.functions.translate_constrained.get_concrete_function()
         return signatures
 
     def _make_functions(self):
         super()._make_functions()
         if self.tokenizer is not None:
-            self.translate_constrained = tf.function(
+            self.functions.translate_constrained = tf.function(
                 self._translate_constrained, input_signature=(STRINGS_SPEC, CONSTRAINTS_SPEC) + PARAMETER_SPECS[:3])
 
     def _translate_constrained(self, inputs, constraints, beam_size, alpha, max_extra_length):

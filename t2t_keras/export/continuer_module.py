@@ -20,6 +20,7 @@ import tensorflow as tf
 from t2t_keras.decoding.parameters import DEFAULTS
 from t2t_keras.decoding.prompting import continue_prompts
 from t2t_keras.decoding.sampling import random_seed
+from t2t_keras.export.signature_functions import SignatureFunctions
 from t2t_keras.special_ids import PAD_ID
 
 PARAMETER_SPECS = (
@@ -53,12 +54,13 @@ class ContinuerModule(tf.Module):
         self.default_max_extra_length = tf.Variable(max_extra_length, trainable=False, name="default_max_extra_length")
         self.default_temperature = tf.Variable(float(temperature), trainable=False, name="default_temperature")
         self.default_top_k = tf.Variable(top_k, trainable=False, name="default_top_k")
-        self.continue_text = tf.function(self._continue, input_signature=(STRINGS_SPEC,) + PARAMETER_SPECS)
-        self.serve = tf.function(self._serve, input_signature=(STRINGS_SPEC,))
+        self.functions = SignatureFunctions()  # saved only as signatures (`export.signature_functions`)
+        self.functions.continue_text = tf.function(self._continue, input_signature=(STRINGS_SPEC,) + PARAMETER_SPECS)
+        self.functions.serve = tf.function(self._serve, input_signature=(STRINGS_SPEC,))
 
     def signatures(self):
-        return {"serving_default": self.serve.get_concrete_function(),
-                "continue": self.continue_text.get_concrete_function()}
+        return {"serving_default": self.functions.serve.get_concrete_function(),
+                "continue": self.functions.continue_text.get_concrete_function()}
 
     def _continue(self, inputs, max_extra_length, temperature, top_k, seed):
         checks = [tf.debugging.assert_non_negative(temperature, message="temperature must be >= 0"),
@@ -78,6 +80,6 @@ class ContinuerModule(tf.Module):
         return {"continuations": self.tokenizer.detokenize(out["tokens"]), "scores": out["scores"]}
 
     def _serve(self, inputs):
-        return self.continue_text(inputs, self.default_max_extra_length.read_value(),
+        return self.functions.continue_text(inputs, self.default_max_extra_length.read_value(),
                                   self.default_temperature.read_value(), self.default_top_k.read_value(),
                                   tf.constant(-1))

@@ -67,6 +67,7 @@ from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_integer, check_length_penalty
 from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.decoding.shortlist import ShortlistTable, batch_vocabulary
+from t2t_keras.export.signature_functions import SignatureFunctions
 from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 MAX_BEAM_SIZE = DecodingConfig.max_beam_size  # the config's default, written down once
@@ -134,30 +135,35 @@ class TranslatorModule(tf.Module):
                                                  name="shortlist_entries")
             self.shortlist_frequent = tf.Variable(shortlist.frequent, trainable=False, dtype=tf.int32,
                                                   name="shortlist_frequent")
+        self._searches = SearchFunctions()  # (beam_size, num_return) -> its search (`_search_function`)
+        self.functions = SignatureFunctions()  # the signatures' tf.functions, saved only as signatures
         self._make_functions()
 
     def signatures(self):
         """The signature functions for `tf.saved_model.save`, by name."""
-        signatures = {"serving_default": self.serve.get_concrete_function(),
-                      "translate_ids": self.translate_ids.get_concrete_function()}
+        functions = self.functions
+        signatures = {"serving_default": functions.serve.get_concrete_function(),
+                      "translate_ids": functions.translate_ids.get_concrete_function()}
         if self.tokenizer is not None:
-            signatures["translate"] = self.translate.get_concrete_function()
-            signatures["score"] = self.score.get_concrete_function()
+            signatures["translate"] = functions.translate.get_concrete_function()
+            signatures["score"] = functions.score.get_concrete_function()
         return signatures
 
     def _make_functions(self):
         """The exported functions; `translate` and text `serve` only with a tokenizer.
 
-        They are made per instance (not decorated methods) because saving
-        traces every function of the module that has an input signature.
+        They are made per instance in `self.functions` (not decorated methods
+        or attributes) because saving traces every function of the module it
+        finds once more (`export.signature_functions`).
         """
-        self.translate_ids = tf.function(self._translate_ids, input_signature=(IDS_SPEC,) + PARAMETER_SPECS)
+        functions = self.functions
+        functions.translate_ids = tf.function(self._translate_ids, input_signature=(IDS_SPEC,) + PARAMETER_SPECS)
         if self.tokenizer is None:
-            self.serve = tf.function(self._serve_ids, input_signature=(IDS_SPEC,))
+            functions.serve = tf.function(self._serve_ids, input_signature=(IDS_SPEC,))
             return
-        self.translate = tf.function(self._translate, input_signature=(STRINGS_SPEC,) + PARAMETER_SPECS)
-        self.serve = tf.function(self._serve_text, input_signature=(STRINGS_SPEC,))
-        self.score = tf.function(self._score, input_signature=(STRINGS_SPEC, TARGETS_SPEC))
+        functions.translate = tf.function(self._translate, input_signature=(STRINGS_SPEC,) + PARAMETER_SPECS)
+        functions.serve = tf.function(self._serve_text, input_signature=(STRINGS_SPEC,))
+        functions.score = tf.function(self._score, input_signature=(STRINGS_SPEC, TARGETS_SPEC))
 
     def _translate_ids(self, source_ids, beam_size, alpha, max_extra_length, num_return):
         """n-best output ids of source piece ids; see the module docstring."""
@@ -172,7 +178,7 @@ class TranslatorModule(tf.Module):
     def _translate(self, inputs, beam_size, alpha, max_extra_length, num_return):
         """n-best translations of UTF-8 sentences; see the module docstring."""
         source_ids = self.tokenizer.tokenize(inputs).to_tensor(default_value=PAD_ID)
-        out = self.translate_ids(source_ids, beam_size, alpha, max_extra_length, num_return)
+        out = self.functions.translate_ids(source_ids, beam_size, alpha, max_extra_length, num_return)
         tokens = out["tokens"]
         shape = tf.shape(tokens)
         texts = self.tokenizer.detokenize(tf.reshape(tokens, (-1, shape[2])))
@@ -196,13 +202,13 @@ class TranslatorModule(tf.Module):
 
     def _serve_text(self, inputs):
         """Best translation of each sentence with the export's default parameters."""
-        out = self.translate(inputs, *self._defaults())
+        out = self.functions.translate(inputs, *self._defaults())
         return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
                 "truncated": out["truncated"]}
 
     def _serve_ids(self, source_ids):
         """Best output ids of each row with the default parameters (ids-only modules)."""
-        out = self.translate_ids(source_ids, *self._defaults())
+        out = self.functions.translate_ids(source_ids, *self._defaults())
         return {"tokens": out["tokens"][:, 0], "scores": out["scores"][:, 0], "truncated": out["truncated"]}
 
     def _defaults(self):
@@ -239,13 +245,22 @@ class TranslatorModule(tf.Module):
         return tokens[:, :num_return], scores[:, :num_return]
 
     def _search_function(self, beam_size, num_return):
-        """The search for one beam size, as a function of its own.
+        """The search for one beam size, as a function of its own, made once per module.
 
         `_noinline` keeps it a separate function in the SavedModel rather
         than inlining every search into the signature's graph, so the runtime
         prepares a search the first time it is chosen: a signature's first
-        call takes seconds instead of tens of seconds.
+        call takes seconds instead of tens of seconds. Every trace of the
+        signatures calls the same function, so the SavedModel holds each search
+        once: a loaded export's memory grows with the number of graph nodes it
+        holds (docs/results.md, "Memory of a loaded SavedModel").
         """
+        key = (beam_size, num_return)
+        if key not in self._searches.functions:
+            self._searches.functions[key] = self._new_search_function(beam_size, num_return)
+        return self._searches.functions[key]
+
+    def _new_search_function(self, beam_size, num_return):
 
         def search(source, alpha, max_extra_length, bound, output_ids=None):
             if beam_size == 1:
@@ -270,6 +285,14 @@ class TranslatorModule(tf.Module):
         tokens = tf.pad(tokens, [[0, 0], [0, missing], [0, 0]])
         scores = tf.pad(scores, [[0, 0], [0, missing]], constant_values=float("-inf"))
         return tokens, scores
+
+
+class SearchFunctions:
+    """A module's search functions by `(beam_size, num_return)`: a plain object, which saving does not track (the
+    signatures that call the searches hold them)."""
+
+    def __init__(self):
+        self.functions = {}
 
 
 def branch_index(beam_size, num_return):
