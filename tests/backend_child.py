@@ -100,10 +100,18 @@ def run_checks(work):
     import keras
     import numpy as np
 
+    import t2t_keras.adapters  # noqa: F401
+    import t2t_keras.build  # noqa: F401
+    import t2t_keras.config  # noqa: F401
+    import t2t_keras.decoding.neutral_beam  # noqa: F401
+    import t2t_keras.decoding.neutral_compile  # noqa: F401
+    import t2t_keras.decoding.neutral_greedy  # noqa: F401
+    import t2t_keras.keras_compat  # noqa: F401
     import t2t_keras.language_models  # noqa: F401
     import t2t_keras.layers  # noqa: F401
     import t2t_keras.model  # noqa: F401
     import t2t_keras.training.loss  # noqa: F401
+    import t2t_keras.training.metrics  # noqa: F401
     import t2t_keras.training.schedule  # noqa: F401
 
     imported = {"after_import": "tensorflow" in sys.modules}

@@ -60,8 +60,8 @@ def decoding_model():
     model = Transformer(**TINY, dropout=0.0, tie_embeddings="none")
     model.build()
     source = sources()
-    hidden = model.decoder(model._embed(source, model.target_embedding, model.target_position),
-                           model.encode(source), model.source_mask(source)).output.numpy()
+    embedded = model.target_position(model.target_embedding(source))  # a target as long as the source will do
+    hidden = model.decoder(embedded, model.encode(source), model.source_mask(source)).output.numpy()
     direction = hidden.reshape(-1, TINY["hidden_dim"]).mean(axis=0)
     kernel = model.output_projection.kernel.numpy()
     kernel[:, EOS_ID] += 0.45 * direction / np.linalg.norm(direction)
