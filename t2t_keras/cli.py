@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 
+from t2t_keras.backends import requested_backend, require_tensorflow_backend
 from t2t_keras.config import ALIGNMENT_ROWS, DECODING_PRECISIONS, MODEL_SOURCES, check_shards
 from t2t_keras.errors import T2TError, check_applicable
 
@@ -582,6 +583,11 @@ def build_parser():
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off the terminal
     args = build_parser().parse_args(argv)
+    try:  # the commands (data, training, the searches, export, serving) run on TensorFlow
+        require_tensorflow_backend(f"t2t-keras {args.command}", requested_backend())
+    except T2TError as error:
+        print(f"t2t-keras {args.command}: error: {error}", file=sys.stderr)
+        return 2
     if getattr(args, "run_dirs", None):  # translate, evaluate: the first run, and the others of an ensemble
         from t2t_keras.runs import open_run
 

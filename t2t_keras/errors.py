@@ -21,3 +21,7 @@ def check_applicable(given, what):
     """Refuses the options named in `given` (flags or arguments the caller set), which do not apply to `what`."""
     if given:
         raise T2TError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to {what}.")
+
+
+class BackendError(T2TError):
+    """The Keras backend asked for is not installed, or does not run what was asked of it."""

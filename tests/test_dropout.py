@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.layers import Dropout
-from t2t_keras.layers.dropout import drop_threshold, dropout16
+from t2t_keras.layers.tf_dropout import drop_threshold, dropout16
 from tests.helpers import TestCase
 
 

@@ -8,9 +8,12 @@ A finished hypothesis Y is ranked by `log P(Y) / lp(Y)` with
 * `"none"`: lp(Y) = 1 (raw log-probability).
 
 |Y| counts the generated tokens including the final EOS, not BOS.
+
+Written in `keras.ops`, so the TensorFlow beam search (`beam_search.py`) and the backend-neutral one
+(`neutral_beam.py`) rank hypotheses with the same formula.
 """
 
-import tensorflow as tf
+from keras import ops
 
 LENGTH_PENALTIES = ("gnmt", "average", "none")
 
@@ -24,12 +27,12 @@ def check_length_penalty(kind):
 def length_penalty(length, alpha, kind="gnmt"):
     """lp(Y) as float32 for `length` tokens; `length` and `alpha` may be tensors."""
     check_length_penalty(kind)
-    length = tf.cast(length, tf.float32)
+    length = ops.cast(length, "float32")
     if kind == "gnmt":
-        return tf.pow((5.0 + length) / 6.0, tf.cast(alpha, tf.float32))
+        return ops.power((5.0 + length) / 6.0, ops.cast(alpha, "float32"))
     if kind == "average":
         return length
-    return tf.ones_like(length)
+    return ops.ones_like(length)
 
 
 def normalized_score(log_prob, length, alpha, kind="gnmt"):

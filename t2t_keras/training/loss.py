@@ -3,7 +3,6 @@
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from t2t_keras.errors import ConfigError
@@ -33,41 +32,26 @@ def token_log_probs(y_true, logits):
 
 
 def smoothed_cross_entropy(y_true, logits, epsilon):
-    """Per-token cross-entropy against the label-smoothed target, `(batch, length)` float32, in one fused op.
+    """Per-token cross-entropy against the label-smoothed target, `(batch, length)` float32.
 
     With `a = 1 - ε - ε/(V-1)` on the gold token and `b = ε/(V-1)` on every token (the smoothed target, whose
-    weights sum to `a + bV = 1`), the loss is `logsumexp(z) - a·z_gold - b·Σ_k z_k` and its gradient with respect
-    to the logits is `softmax(z) - b - a·onehot(gold)`. Written out with a custom gradient, the step keeps only
-    the logits (in their own dtype) and one float32 `logsumexp` per token: no float32 log-softmax of the whole
-    `(batch, length, vocab)` tensor is stored for the backward pass, and the gradient takes a few passes over it
-    instead of the chain of log-softmax, gather and sum gradients.
+    weights sum to `a + bV = 1`), the loss is `logsumexp(z) - a·z_gold - b·Σ_k z_k`. On the TensorFlow backend it
+    is one fused op with its own gradient (`tf_loss.fused_smoothed_cross_entropy`), which stores no float32
+    log-softmax of the whole vocabulary; on JAX and PyTorch the same formula in `keras.ops`, differentiated by the
+    backend (the same values, up to rounding).
     """
-    logits = tf.convert_to_tensor(logits)
-    labels = tf.cast(y_true, tf.int32)
-    vocab = tf.cast(tf.shape(logits)[-1], tf.float32)
-    uniform = epsilon / (vocab - 1.0) if epsilon > 0 else tf.constant(0.0)
-    gold_weight = 1.0 - epsilon - uniform
+    if keras.backend.backend() == "tensorflow":
+        from t2t_keras.training.tf_loss import fused_smoothed_cross_entropy  # TensorFlow only
 
-    @tf.custom_gradient
-    def fused(logits):
-        z = tf.cast(logits, tf.float32)
-        lse = tf.reduce_logsumexp(z, axis=-1)
-        losses = lse - gold_weight * tf.gather(z, labels, batch_dims=len(labels.shape))
-        if epsilon > 0:
-            losses = losses - uniform * tf.reduce_sum(z, axis=-1)
-
-        def grad(upstream):
-            upstream = tf.cast(upstream, tf.float32)
-            grads = (tf.exp(tf.cast(logits, tf.float32) - lse[..., None]) - uniform) * upstream[..., None]
-            rows = tf.reshape(grads, [-1, tf.shape(logits)[-1]])  # minus a·upstream at each gold id, in place
-            flat_labels = tf.reshape(labels, [-1])
-            gold = tf.stack([tf.range(tf.shape(flat_labels)[0]), flat_labels], axis=1)
-            rows = tf.tensor_scatter_nd_sub(rows, gold, tf.reshape(gold_weight * upstream, [-1]))
-            return tf.cast(tf.reshape(rows, tf.shape(logits)), logits.dtype)
-
-        return losses, grad
-
-    return fused(logits)
+        return fused_smoothed_cross_entropy(y_true, logits, epsilon)
+    z = ops.cast(logits, "float32")
+    uniform = epsilon / (z.shape[-1] - 1.0) if epsilon > 0 else 0.0
+    lse = ops.logsumexp(z, axis=-1)
+    ids = ops.expand_dims(ops.cast(y_true, "int32"), axis=-1)
+    losses = lse - (1.0 - epsilon - uniform) * ops.squeeze(ops.take_along_axis(z, ids, axis=-1), axis=-1)
+    if epsilon > 0:
+        losses = losses - uniform * ops.sum(z, axis=-1)
+    return losses
 
 
 def token_weights(y_true, pad_id, sample_weight=None):
@@ -89,11 +73,16 @@ def token_weights(y_true, pad_id, sample_weight=None):
 
 
 def sum_across_replicas(value):
-    """Sums a replica-local value over all replicas of the current `tf.distribute` strategy."""
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
+    """Sums a replica-local value over all replicas of the current `tf.distribute` strategy.
+
+    On JAX and PyTorch the value is returned as it is: Keras computes their loss over the whole batch of a step
+    (JAX's `keras.distribution` shards one global computation), so it is already the global sum.
+    """
+    if keras.backend.backend() != "tensorflow":
         return value
-    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+    from t2t_keras.training.tf_loss import replica_sum  # TensorFlow only
+
+    return replica_sum(value)
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")

@@ -1,7 +1,6 @@
-"""Adam whose update of each weight is one fused TensorFlow op."""
+"""Adam whose update of each weight is one fused TensorFlow op (on the TensorFlow backend; Keras' Adam elsewhere)."""
 
 import keras
-import tensorflow as tf
 
 from t2t_keras.keras_compat import adam_slots
 
@@ -19,12 +18,15 @@ class FusedAdam(keras.optimizers.Adam):
 
     It is used for dense gradients of float32 weights under the TensorFlow backend (including inside
     `tf.distribute` updates and XLA); anything else (AMSGrad, sparse `IndexedSlices` gradients, other dtypes, other
-    backends) takes Keras' own update. The variables and the checkpoint layout are Keras' Adam's.
+    backends) takes Keras' own update. The variables and the checkpoint layout are Keras' Adam's. TensorFlow is
+    imported only on the TensorFlow backend.
     """
 
     def update_step(self, gradient, variable, learning_rate):
         if not self._fusable(gradient, variable):
             return super().update_step(gradient, variable, learning_rate)
+        import tensorflow as tf  # _fusable: the TensorFlow backend
+
         weight = variable.value if isinstance(variable, keras.Variable) else variable
         m, v = (slot.value for slot in adam_slots(self, variable))
         local_step = tf.cast(self.iterations + 1, tf.float32)
@@ -37,5 +39,8 @@ class FusedAdam(keras.optimizers.Adam):
             epsilon=tf.constant(self.epsilon, tf.float32), grad=tf.cast(gradient, tf.float32), use_locking=False)
 
     def _fusable(self, gradient, variable):
-        return (keras.backend.backend() == "tensorflow" and not self.amsgrad
-                and not isinstance(gradient, tf.IndexedSlices) and variable.dtype == "float32")
+        if keras.backend.backend() != "tensorflow" or self.amsgrad or variable.dtype != "float32":
+            return False
+        import tensorflow as tf
+
+        return not isinstance(gradient, tf.IndexedSlices)

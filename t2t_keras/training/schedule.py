@@ -49,7 +49,9 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.scale = float(scale)
 
     def __call__(self, step):
-        step_num = keras.ops.cast(keras.ops.cast(step, "int64") + 1, "float32")  # the counter is an int64 variable
+        # The counter is an int64 variable on TensorFlow and an int32 one on JAX (without x64); int32 counts far past
+        # any training run on every backend.
+        step_num = keras.ops.cast(keras.ops.cast(step, "int32") + 1, "float32")
         warmup = keras.ops.cast(self.warmup_steps, "float32")
         factor = self.scale * self.hidden_dim**-0.5
         return factor * keras.ops.minimum(keras.ops.rsqrt(step_num), step_num * warmup**-1.5)

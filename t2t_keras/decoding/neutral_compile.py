@@ -1,0 +1,34 @@
+"""A backend-neutral search (or any function of a model), compiled where the backend compiles: `jax.jit` on JAX.
+
+    search = compiled(model, neutral_beam.beam_search, beam_size=4)
+    result = search(source)  # on JAX: one compilation per source shape, then the compiled program
+
+On JAX the model's weights are arguments of the compiled function (through a `keras.StatelessScope`), not
+constants baked into it, so the program stays small and sees the weights the model holds at each call. PyTorch and
+TensorFlow run the search as it is (eagerly; the TensorFlow searches of `greedy.py` and `beam_search.py` are the
+XLA-compiled ones there).
+"""
+
+import functools
+
+import keras
+
+
+def compiled(model, function, **options):
+    """`function(model, inputs, **options)` as a function of `inputs`, compiled with `jax.jit` on JAX.
+
+    `options` are fixed (Python values that may choose shapes); `inputs` may be a tensor or a tuple of them.
+    """
+    bound = functools.partial(function, model, **options)
+    if keras.backend.backend() != "jax":
+        return bound
+    import jax  # the JAX backend
+
+    variables = list(model.variables)
+
+    def stateless(values, inputs):
+        with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+            return bound(inputs)
+
+    program = jax.jit(stateless)
+    return lambda inputs: program([variable.value for variable in variables], inputs)
