@@ -29,8 +29,11 @@ the tokens are the same. What makes it convert to builtin ops only:
   variable to its value while tracing): variables read inside the search's
   `while` would become LiteRT resource variables that nothing initialises;
 * the beam sizes are chosen by a chain of `tf.cond` (LiteRT `IF`), one
-  search per size: TensorFlow's `Case` has no LiteRT op. The converter keeps
-  one copy of the weights, in the main graph, for every branch;
+  search per size: TensorFlow's `Case` has no LiteRT op. The weights are
+  made constants inside each branch (the encoder runs there too): weights
+  passed into an `IF` as operands are not quantized by the converter's
+  dynamic-range quantization. The converter stores identical constant
+  buffers once, so each beam size adds graph structure, not weights;
 * the key/value cache is written with `dynamic_update_slice` and the token
   buffers with selects; no TensorList ops.
 """
@@ -75,8 +78,12 @@ class LiteRTModule(tf.Module):
         self.length_penalty = length_penalty
         # The model stays out of the module's tracked state: the functions read its weights as constants.
         weights = [(variable, keras.ops.convert_to_numpy(variable)) for variable in model.variables]
-        self.translate = tf.function(lambda sentence, beam_size, alpha, max_extra_length: self._translate(
-            model, weights, sentence, beam_size, alpha, max_extra_length), input_signature=(SENTENCE_SPEC,) + PARAMETER_SPECS)
+
+        def translate(sentence, beam_size, alpha, max_extra_length):
+            return self._translate(model, weights, sentence, beam_size, alpha, max_extra_length)
+
+        # No autograph: the loops and branches are tf.while_loop and tf.cond already.
+        self.translate = tf.function(translate, input_signature=(SENTENCE_SPEC,) + PARAMETER_SPECS, autograph=False)
 
     def signatures(self):
         """The signature functions by name, for `tf.saved_model.save` and the converter."""
@@ -92,21 +99,25 @@ class LiteRTModule(tf.Module):
 
     def _translate(self, model, weights, sentence, beam_size, alpha, max_extra_length):
         """The translation of `sentence`; see the module docstring."""
-        with keras.StatelessScope(state_mapping=weights):
-            source_ids = self.tokenizer.tokenize(sentence)  # (1, width)
-            source, truncated, empty = prepare_source(source_ids, model.max_length, model.vocab_size)
-            beam_size, alpha, max_extra_length = self._parameters(beam_size, alpha, max_extra_length, model.max_length)
-            tokens, scores = self._search(model, source, beam_size, alpha, max_extra_length)
+        source_ids = self.tokenizer.tokenize(sentence)  # (1, width)
+        source, truncated, empty = prepare_source(source_ids, model.max_length, model.vocab_size)
+        beam_size, alpha, max_extra_length = self._parameters(beam_size, alpha, max_extra_length, model.max_length)
+        tokens, scores = self._search(model, weights, source, beam_size, alpha, max_extra_length)
         tokens = tf.where(empty[:, None], PAD_ID, tokens)  # (1, bound)
         return {"translation": self.tokenizer.detokenize(tokens), "score": tf.where(empty, 0.0, scores),
                 "truncated": truncated}
 
-    def _search(self, model, source, beam_size, alpha, max_extra_length):
+    def _search(self, model, weights, source, beam_size, alpha, max_extra_length):
         """Tokens `(batch, bound)` and scores `(batch,)` of the search for `beam_size` (a chain of conds)."""
         bound = tf.shape(source)[1] + max_extra_length
 
         def search(size):
             def run():
+                # The weights become constants inside each branch (see the module docstring).
+                with keras.StatelessScope(state_mapping=weights):
+                    return run_search()
+
+            def run_search():
                 if size == 1:
                     out = greedy_decode(model, source, max_extra_length=max_extra_length, max_length=bound)
                     return out["tokens"], out["scores"]

@@ -14,6 +14,7 @@ since the graph can only clamp them. The file returns the best translation only
 
 import json
 import mmap
+import os
 import pathlib
 
 import numpy as np
@@ -33,7 +34,7 @@ class LiteRTTranslator(TranslatorBase):
 
     Args:
         path: the `.tflite` file.
-        threads: CPU threads of the interpreter (None: LiteRT's default).
+        threads: CPU threads of the interpreter (None: one per CPU core).
 
     Attributes:
         defaults: the export's default `DecodingParams`.
@@ -95,8 +96,8 @@ def load_interpreter(path, threads=None):
     from tensorflow_text import tflite_registrar
 
     registrars = [getattr(tflite_registrar, REGISTRARS[name]) for name in CUSTOM_OPS]
-    return import_litert().interpreter.InterpreterWithCustomOps(custom_op_registerers=registrars,
-                                                                model_path=str(path), num_threads=threads)
+    return import_litert().interpreter.InterpreterWithCustomOps(
+        custom_op_registerers=registrars, model_path=str(path), num_threads=threads or os.cpu_count() or 1)
 
 
 def import_litert():
