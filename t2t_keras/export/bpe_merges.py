@@ -101,7 +101,8 @@ def apply_merges(symbols, table):
     width = tf.shape(symbols)[1]
     # One more PAD column: every row then has a pair, also a row of width 0 or 1.
     symbols = tf.concat([symbols, tf.fill([tf.shape(symbols)[0], 1], PAD_ID)], axis=1)
-    symbols, _ = tf.while_loop(lambda symbols, merged: merged, lambda symbols, merged: _merge_once(symbols, keys, table),
+    symbols, _ = tf.while_loop(lambda symbols, merged: merged,
+                               lambda symbols, merged: _merge_once(symbols, keys, table),
                                (symbols, tf.constant(True)), maximum_iterations=width)
     return symbols[:, :width]
 

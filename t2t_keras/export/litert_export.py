@@ -61,7 +61,7 @@ def export_litert_run(run_dir, out_path, quantization="float32", average_last=No
         quantization: "float32" (default) or "int8" (dynamic-range int8 weights).
         average_last, source: which weights (`runs.weights_to_export`).
         overwrite: replace an existing file.
-        params: the `DecodingParams` of `serving_default`; None takes the run config's `decoding` section.
+        params: the default `DecodingParams` the file records; None takes the run config's `decoding` section.
         max_beam_size: largest beam size `translate` accepts; None takes `decoding.max_beam_size`.
 
     Returns:
@@ -77,8 +77,9 @@ def export_litert_run(run_dir, out_path, quantization="float32", average_last=No
     tokenizer = run.load_tokenizer()
     check_litert_tokenizer(tokenizer)  # before the weights are loaded or averaged
     model, weights = weights_to_export(run, source, average_last)
-    return export_litert(model, tokenizer, out_path, quantization, params or DecodingParams.from_config(config.decoding),
-                         config.decoding.max_beam_size if max_beam_size is None else max_beam_size, overwrite, weights)
+    params = params or DecodingParams.from_config(config.decoding)
+    max_beam_size = config.decoding.max_beam_size if max_beam_size is None else max_beam_size
+    return export_litert(model, tokenizer, out_path, quantization, params, max_beam_size, overwrite, weights)
 
 
 def export_litert(model, tokenizer, out_path, quantization="float32", params=DEFAULTS, max_beam_size=MAX_BEAM_SIZE,
