@@ -137,15 +137,32 @@ def cmd_evaluate(args):
 
         ensemble_runs(args.run_dir, args.run_dirs[1:])  # refuses an ensemble of lm or mlm runs
         refuse_flags(args, SEARCH_FLAGS + ("max_extra_length",) + RUN_DECODING_FLAGS + ("source", "reference",
-                                                                                        "output"),
+                                                                                        "output", "litert"),
                      "an lm or mlm run, whose perplexity evaluate reports")
         result = evaluate_language_model(args.run_dir, args.split, args.text, args.model)
         print(json.dumps(result) if args.json else format_perplexity(result))
         return 0
     refuse_flags(args, ("text",), "a translation run: score it with --split, or --source and --reference")
+    if args.litert:
+        return _evaluate_litert(args)
     result = evaluate_run(args.run_dir, args.split, args.source, args.reference, args.output, args.model,
                           params=_run_params(args), precision=args.precision, shards=args.shards,
                           ensemble=args.run_dirs[1:], shortlist=args.shortlist)
+    print(json.dumps(result) if args.json else format_scores(result))
+    return 0
+
+
+def _evaluate_litert(args):
+    """`evaluate --litert FILE`: the run's evaluation set translated by the LiteRT file, scored."""
+    from t2t_keras.evaluation.bleu import format_scores
+    from t2t_keras.evaluation.evaluate_run import evaluate_export
+    from t2t_keras.export.opening import open_export
+
+    check_applicable(["an ensemble"] if args.run_dirs[1:] else [], "--litert, which evaluates one file")
+    refuse_flags(args, RUN_DECODING_FLAGS, "--litert: the file keeps its own search and weights")
+    exported = open_export(args.litert)
+    result = evaluate_export(args.run_dir, exported, args.split, args.source, args.reference, args.output,
+                             params=exported.decoding_params(**_search_options(args)))
     print(json.dumps(result) if args.json else format_scores(result))
     return 0
 
@@ -167,11 +184,12 @@ def _inapplicable_decoding_flags(task, exported):
 
 
 def _opened(args, command, batch_size=32):
-    """`artifacts.open_artifact` of `--run-dir`, `--saved-model` or `--ctranslate2`, checked to be a model of a task
-    `command` takes; `--run-dir` repeated (translate) opens the first run with the others as its ensemble."""
+    """`artifacts.open_artifact` of `--run-dir`, `--saved-model`, `--ctranslate2` or `--litert`, checked to be a model
+    of a task `command` takes; `--run-dir` repeated (translate) opens the first run with the others as its ensemble."""
     from t2t_keras.artifacts import open_artifact
 
-    path = getattr(args, "run_dir", None) or args.saved_model or getattr(args, "ctranslate2", None)
+    path = (getattr(args, "run_dir", None) or args.saved_model or getattr(args, "ctranslate2", None)
+            or getattr(args, "litert", None))
     artifact = open_artifact(path, getattr(args, "model", "auto"), batch_size, getattr(args, "run_dirs", [])[1:])
     check_task(command, artifact.task, path)
     return artifact
@@ -209,7 +227,7 @@ def _translate_aligned(args, artifact, options):
 
     from t2t_keras.evaluation.aligned import aligned_translations, export_pipeline, run_pipeline
 
-    check_applicable([] if artifact.task == "translation" and artifact.kind != "ctranslate2" else
+    check_applicable([] if artifact.task == "translation" and artifact.kind in ("run", "saved_model") else
                      ["--alignments" if args.alignments else "--markup"],
                      f"{artifact.path}: alignments read the attention of a translation model's layers (a "
                      "--run-dir, or a --saved-model text export)")
@@ -268,6 +286,8 @@ def cmd_shortlist(args):
 def cmd_export(args):
     task = _run_task(args.run_dir)
     check_task("export", task, args.run_dir)
+    if args.format == "litert":
+        return _export_litert(args, task)
     refuse_flags(args, ("temperature", "top_k") if task == "translation" else
                  ("beam_size", "alpha", "max_beam_size", "ids_only", "quantization", "precision", "shortlist",
                   "constraints"),
@@ -302,6 +322,20 @@ def cmd_export(args):
     print(export_run(args.run_dir, args.out, average_last=args.average_last, source=args.model,
                      params=_run_params(args), max_beam_size=args.max_beam_size, temperature=args.temperature,
                      top_k=args.top_k, overwrite=args.overwrite, **options))
+    return 0
+
+
+def _export_litert(args, task):
+    """`export --format litert`: one .tflite file of a translation run (`export.litert_export`)."""
+    from t2t_keras.export.litert_export import check_litert_task, export_litert_run
+
+    check_litert_task(task, args.run_dir)
+    refuse_flags(args, ("temperature", "top_k", "ids_only", "shortlist", "constraints"),
+                 "--format litert: the file holds the beam search over the whole vocabulary, on text, without terms")
+    refuse_flags(args, ("precision",), "--format litert: it takes --quantization float32|int8")
+    print(export_litert_run(args.run_dir, args.out, quantization=args.quantization or "float32",
+                            average_last=args.average_last, source=args.model, overwrite=args.overwrite,
+                            params=_run_params(args), max_beam_size=args.max_beam_size))
     return 0
 
 
@@ -387,8 +421,9 @@ def _add_sampling_args(parser):
     parser.add_argument("--seed", type=int, help="lm: seed of the sampler")
 
 
-def _add_model_choice(parser, saved_model, ctranslate2, ensembles=False):
-    """Exactly one of --run-dir, --saved-model DIR and --ctranslate2 DIR; with `ensembles`, --run-dir repeated."""
+def _add_model_choice(parser, saved_model, ctranslate2, ensembles=False, litert=None):
+    """Exactly one of --run-dir, --saved-model DIR, --ctranslate2 DIR (and, given its help, --litert FILE); with
+    `ensembles`, --run-dir repeated."""
     where = parser.add_mutually_exclusive_group(required=True)
     if ensembles:
         _add_run_dirs(where)
@@ -396,6 +431,8 @@ def _add_model_choice(parser, saved_model, ctranslate2, ensembles=False):
         where.add_argument("--run-dir")
     where.add_argument("--saved-model", help=saved_model)
     where.add_argument("--ctranslate2", metavar="DIR", help=ctranslate2)
+    if litert:
+        where.add_argument("--litert", metavar="FILE", help=litert)
 
 
 def _add_run_dirs(parser, required=False):
@@ -453,13 +490,16 @@ def build_parser():
     p.add_argument("--reference", help="reference translations of --source")
     p.add_argument("--output", help="also write the translations to this file")
     p.add_argument("--text", help="lm / mlm runs: perplexity on this file (one sentence per line) instead of --split")
+    p.add_argument("--litert", metavar="FILE", help="translation runs: translate with this LiteRT file (export "
+                                                   "--format litert) instead of the run's model")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decoding_args(p)
     p.set_defaults(handler=cmd_evaluate)
 
     p = commands.add_parser("translate", help="translate lines from --input or stdin, one per line")
     _add_model_choice(p, saved_model="an exported SavedModel directory",
-                      ctranslate2="a CTranslate2 export (export --format ctranslate2)", ensembles=True)
+                      ctranslate2="a CTranslate2 export (export --format ctranslate2)", ensembles=True,
+                      litert="a LiteRT file (export --format litert), run by the LiteRT interpreter")
     p.add_argument("--input", help="file to translate (default: stdin); for an lm run, prompts to continue")
     p.add_argument("--alignments", action="store_true",
                    help="print TRANSLATION<TAB>ALIGNMENTS: Pharaoh i-j word links from the cross-attention")
@@ -495,12 +535,14 @@ def build_parser():
 
     p = commands.add_parser("export", help="write a SavedModel (strings in, translations out) or a CTranslate2 model")
     p.add_argument("--run-dir", required=True)
-    p.add_argument("--out", required=True, help="export directory (written atomically)")
-    p.add_argument("--format", default="saved_model", choices=("saved_model", "ctranslate2"),
-                   help="a TensorFlow SavedModel, or a CTranslate2 model directory with the SentencePiece model")
+    p.add_argument("--out", required=True, help="export directory, or the .tflite file of --format litert (written "
+                                                "atomically)")
+    p.add_argument("--format", default="saved_model", choices=("saved_model", "ctranslate2", "litert"),
+                   help="a TensorFlow SavedModel, a CTranslate2 model directory with the SentencePiece model, or one "
+                        "LiteRT .tflite file with the tokenizer and beam search inside")
     p.add_argument("--quantization", choices=("float32", "int8_float32", "int8"),
                    help="weight type: CTranslate2 float32 (default), int8_float32 or int8; SavedModel int8 "
-                        "(int8 Dense weights; default float32)")
+                        "(int8 Dense weights; default float32); LiteRT float32 (default) or int8 (dynamic range)")
     p.add_argument("--precision", choices=DECODING_PRECISIONS,
                    help="SavedModel: bfloat16 weights and arithmetic (oneDNN's bfloat16 kernels where the CPU has "
                         "them; not with --quantization); default float32")

@@ -79,6 +79,24 @@ def evaluate_run(run_dir, split="test", source=None, reference=None, output=None
     return result
 
 
+def evaluate_export(run_dir, exported, split="test", source=None, reference=None, output=None, params=None):
+    """Translates the run's evaluation set with `exported` (an opened export, e.g. a `LiteRTTranslator`) and
+    scores it, as `evaluate_run` does with the run's model; `params`: its `DecodingParams` (None: its defaults)."""
+    run = open_run(run_dir)
+    pairs = load_eval_pairs(run, split, source, reference)
+    params = params or exported.defaults
+    began = time.monotonic()
+    hypotheses = exported.translate([s for s, _ in pairs], beam_size=params.beam_size, alpha=params.alpha,
+                                    max_extra_length=params.max_extra_length)
+    seconds = time.monotonic() - began
+    if output:
+        write_lines(output, hypotheses)
+    result = score(hypotheses, [t for _, t in pairs], target_lang=run.load_config().data.target_lang)
+    result.update(split=None if source else split, decode_seconds=round(seconds, 1), method=params.method,
+                  beam_size=params.beam_size, alpha=params.alpha, export=str(exported.path))
+    return result
+
+
 BASELINE_DESCRIPTION = "retrieval (target of the most similar training source, TF-IDF cosine)"
 
 

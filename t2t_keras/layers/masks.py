@@ -33,8 +33,9 @@ def attention_mask(key_padding=None, causal=None):
     """
     mask = None
     if key_padding is not None:
-        mask = key_padding[:, None, :]  # (batch, 1, key_len)
+        # expand_dims, not [:, None, :]: LiteRT has no builtin strided slice that adds an axis to a bool tensor
+        mask = ops.expand_dims(key_padding, 1)  # (batch, 1, key_len)
     if causal is not None:
-        causal = causal[None, :, :]  # (1, query_len, key_len)
+        causal = ops.expand_dims(causal, 0)  # (1, query_len, key_len)
         mask = causal if mask is None else ops.logical_and(mask, causal)
     return mask
