@@ -95,13 +95,12 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         max_beam_size: largest beam size the export accepts.
         params: the `DecodingParams` of `serving_default`.
         length_penalty: `"gnmt"`, `"average"` or `"none"`.
-        text_signatures: False writes an ids-only export (`serving_default` and
-            `translate_ids` on token ids, no tokenizer), which loads without
-            TF-Text, e.g. in stock TensorFlow Serving.
+        text_signatures: False writes an ids-only export (`serving_default` and `translate_ids` on token
+            ids, no tokenizer), which loads without TF-Text, e.g. in stock TensorFlow Serving.
         jit_compile: compile the searches with XLA (see `TranslatorModule`).
         overwrite: replace an existing export at `out_dir`.
-        quantization: None, or "int8" for int8 Dense weights (see
-            `export.quantization`; the inspection files keep float32).
+        quantization: None, or "int8" for int8 Dense weights (see `export.quantization`; the inspection
+            files keep float32).
         shards: concurrent searches per batch (see `TranslatorModule`).
         weights: what to record in assets.extra/weights.json (`runs.export_record`), or None.
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) the searches apply
@@ -110,11 +109,8 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         precision: "float32", or "bfloat16" for a copy whose weights and arithmetic are bfloat16
             (`decoding.weight_precision`); not with `quantization`. The inspection files keep float32.
 
-    Returns:
-        the export directory, a `pathlib.Path`.
-
-    Raises:
-        FileExistsError: `out_dir` exists and `overwrite` is False.
+    Returns the export directory, a `pathlib.Path`; raises FileExistsError if `out_dir` exists and
+    `overwrite` is False.
     """
     out_dir = pathlib.Path(out_dir)
     check_can_write(out_dir, overwrite)
