@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding.parameters import DecodingParams
-from tests.helpers import TINY, TestCase, toy_config, write_toy_corpus
+from tests.helpers import TINY, TestCase, cli_in_process, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MICRO_BATCHES, ROWS = 4, 2
@@ -154,12 +154,10 @@ class AccumulatingTrainCommandTest(TestCase):
             config_path = pathlib.Path(tmp) / "toy.yaml"
             config_path.write_text(yaml.safe_dump(config.to_dict()))
             run_dir = pathlib.Path(tmp) / "run"
-            command = [sys.executable, "-m", "t2t_keras", "train", "--config", str(config_path), "--run-dir",
-                       str(run_dir), "--set", "training.gradient_accumulation_steps=2"]
-            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-            completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
-            self.assertEqual(completed.returncode, 0, completed.stderr[-3000:])
-            self.assertIn("from step 0 to 5", completed.stdout)
+            completed = cli_in_process("train", "--config", config_path, "--run-dir", run_dir, "--set",
+                                       "training.gradient_accumulation_steps=2")
+            self.assertEqual(completed.returncode, 0, completed.stderr.decode()[-3000:])
+            self.assertIn("from step 0 to 5", completed.stdout.decode())
             saved = checkpoint_paths(run_dir / "checkpoints")
             self.assertEqual([int(p.rsplit("-", 1)[1]) for p in saved], [2, 4, 5])
             for path in saved:  # every checkpoint holds whole updates and no partial gradient sums
@@ -184,6 +182,8 @@ class _ResumeTest:
 
     Each interruption is shown in one precision, so the module starts no more training processes than it needs:
     a SIGKILL in float32 (`ExactResumeTest`), a `--minutes` stop in mixed_bfloat16 (`MixedPrecisionResumeTest`).
+    The run that continues is always a fresh `t2t-keras train` process, so a resume shows that the checkpoint
+    holds everything; the uninterrupted reference, and the run stopped by `--minutes`, train in this process.
     """
 
     STEPS = 40
@@ -202,7 +202,7 @@ class _ResumeTest:
         cls.config_path = tmp / "toy.yaml"
         cls.config_path.write_text(yaml.safe_dump(config.to_dict()))
         cls.env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        cls.reference = cls.run_train(tmp / "reference")
+        cls.reference = cls.run_train(tmp / "reference", in_process=True)
         cls.reference_weights = checkpoint_weights(tmp / "reference", cls.STEPS)
 
     @classmethod
@@ -215,9 +215,14 @@ class _ResumeTest:
                 str(run_dir), *extra]
 
     @classmethod
-    def run_train(cls, run_dir, *extra):
-        completed = subprocess.run(cls.command(run_dir, *extra), capture_output=True, text=True, env=cls.env,
-                                   cwd=REPO, timeout=300)
+    def run_train(cls, run_dir, *extra, in_process=False):
+        """`t2t-keras train` on the toy config: a new process, or `in_process` (then stdout and stderr are str too)."""
+        if in_process:
+            completed = cli_in_process(*cls.command(run_dir, *extra)[3:])
+            completed.stdout, completed.stderr = completed.stdout.decode(), completed.stderr.decode()
+        else:
+            completed = subprocess.run(cls.command(run_dir, *extra), capture_output=True, text=True, env=cls.env,
+                                       cwd=REPO, timeout=300)
         if completed.returncode != 0:
             raise AssertionError(completed.stderr[-3000:])
         return completed
@@ -252,6 +257,7 @@ class ExactResumeTest(_ResumeTest, TestCase):
         self.assertLess(killed_at, self.STEPS, "the run finished before it was killed")
         resumed = self.run_train(run_dir)
         self.assertIn(f"from step {killed_at} to {self.STEPS}", resumed.stdout)
+        self.assertIn("Resumed from", resumed.stderr)
         self.assert_same_as_reference(run_dir)
 
 
@@ -262,7 +268,7 @@ class MixedPrecisionResumeTest(_ResumeTest, TestCase):
 
     def test_run_stopped_by_minutes_and_continued_ends_like_an_uninterrupted_run(self):
         run_dir = pathlib.Path(self.tmp.name) / "minutes"
-        stopped = self.run_train(run_dir, "--minutes", "0.00001")  # stops after its first update
+        stopped = self.run_train(run_dir, "--minutes", "0.00001", in_process=True)  # stops after its first update
         self.assertIn("from step 0 to 1", stopped.stdout)
         resumed = self.run_train(run_dir)
         self.assertIn(f"from step 1 to {self.STEPS}", resumed.stdout)
