@@ -379,6 +379,36 @@ class LossScalingTest(TestCase):
             self.assertEqual(int(tf.train.load_variable(path, "skipped_updates/.ATTRIBUTES/VARIABLE_VALUE")), 1)
 
 
+PRECISION_STEPS, PRECISION_EPOCH = 300, 50
+_PRECISION_RUNS = {}  # precision -> (run directory, TrainResult)
+_PRECISION_DATA = []  # the runs' temporary directory and toy corpus, made for the first run
+
+
+def precision_run(precision):
+    """`(run_dir, TrainResult)` of `PrecisionLossTest`'s toy run in `precision`: 300 updates, dropout off (only
+    precision differs). Each is trained once; `MixedBfloat16ExportTest` exports the mixed_bfloat16 one."""
+    from t2t_keras.config import replace
+    from t2t_keras.training.trainer import train
+
+    if precision not in _PRECISION_RUNS:
+        if not _PRECISION_DATA:
+            tmp = tempfile.TemporaryDirectory()
+            _PRECISION_DATA.extend([tmp, write_toy_corpus(pathlib.Path(tmp.name) / "data", train=400)])
+        tmp, files = _PRECISION_DATA
+        config = toy_config(files, train_steps=PRECISION_STEPS, steps_per_epoch=PRECISION_EPOCH, warmup_steps=50,
+                            checkpoint_every_steps=1000, mixed_precision=precision)
+        run_dir = pathlib.Path(tmp.name) / precision
+        result = train(replace(config, model={"dropout": 0.0}), run_dir, verbose=0)
+        assert result.final_step == PRECISION_STEPS
+        _PRECISION_RUNS[precision] = run_dir, result
+    return _PRECISION_RUNS[precision]
+
+
+def tearDownModule():
+    if _PRECISION_DATA:
+        _PRECISION_DATA[0].cleanup()
+
+
 class PrecisionLossTest(TestCase):
     """A tiny model trained 300 updates on the same data reaches the float32 loss in each mixed precision.
 
@@ -390,29 +420,14 @@ class PrecisionLossTest(TestCase):
     updates, before the trajectories part, agree within 0.02 nats (measured: under 0.001).
     """
 
-    STEPS, EPOCH = 300, 50
-
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data", train=400)
         cls.float32 = cls.epoch_losses("float32")
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    @classmethod
-    def epoch_losses(cls, precision):
-        """Mean training loss of each block of 50 updates (dropout off: only precision differs)."""
-        from t2t_keras.config import replace
-        from t2t_keras.training.trainer import train
-
-        config = toy_config(cls.files, train_steps=cls.STEPS, steps_per_epoch=cls.EPOCH, warmup_steps=50,
-                            checkpoint_every_steps=1000, mixed_precision=precision)
-        result = train(replace(config, model={"dropout": 0.0}), pathlib.Path(cls.tmp.name) / precision, verbose=0)
-        assert result.final_step == cls.STEPS
-        return result.history["loss"]
+    @staticmethod
+    def epoch_losses(precision):
+        """Mean training loss of each block of 50 updates."""
+        return precision_run(precision)[1].history["loss"]
 
     def check(self, precision):
         losses = self.epoch_losses(precision)
@@ -461,13 +476,13 @@ def until_eos(rows):
 
 
 class MixedBfloat16ExportTest(TestCase):
-    """An export of a mixed_bfloat16-trained run, reloaded in a fresh process, translates like the run's model.
+    """An export of a mixed_bfloat16-trained run (`PrecisionLossTest`'s), reloaded in a fresh process, translates
+    like the run's model.
 
     Checkpoints hold float32 master weights; the export (and `load_run_model`) computes in float32 from them.
     """
 
     def test_fresh_process_export_gives_the_in_process_tokens(self):
-        from t2t_keras.config import replace
         from t2t_keras.data.tokenizer import Tokenizer
         from t2t_keras.decoding import Translator
         from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
@@ -476,17 +491,12 @@ class MixedBfloat16ExportTest(TestCase):
         from t2t_keras.export.saved_model import export_run
         from t2t_keras.runs import load_run_model
         from t2t_keras.special_ids import EOS_ID
-        from t2t_keras.training.trainer import train
         from tests.helpers import padded_ids, toy_pairs
 
+        run_dir, trained = precision_run("mixed_bfloat16")
+        self.assertEqual(trained.model.compute_dtype, "bfloat16")
         with tempfile.TemporaryDirectory() as tmp:
             root = pathlib.Path(tmp)
-            config = toy_config(write_toy_corpus(root / "data"), train_steps=150, warmup_steps=40,
-                                learning_rate_scale=0.3, steps_per_epoch=50, checkpoint_every_steps=150,
-                                mixed_precision="mixed_bfloat16")
-            run_dir = root / "run"
-            trained = train(replace(config, model={"max_length": 48}), run_dir, verbose=0).model
-            self.assertEqual(trained.compute_dtype, "bfloat16")
             export_dir = export_run(run_dir, root / "export", max_beam_size=2, params=DecodingParams(beam_size=2))
             model, tokenizer = load_run_model(run_dir), Tokenizer.load(run_dir / "tokenizer.model")
             sentences = [source for source, _ in toy_pairs(5, seed=7)]
