@@ -115,6 +115,36 @@ def train_toy_model(pieces, pairs, epochs=15, seed=1, **overrides):
     return model
 
 
+class ToyTranslation(collections.namedtuple("ToyTranslation", "tokenizer pieces pairs model")):
+    """A 100-piece vocabulary of `toy_pairs(400)` (`tokenizer`, and as `pieces` a SentencePieceProcessor), the
+    pairs, and `train_toy_model` fitted to them."""
+
+
+_TOY_TRANSLATION = []
+
+
+def toy_translation():
+    """The `ToyTranslation`, trained once per process: the test modules that use it and land in the same worker
+    process of the runner train it once. Its users read it and never change its weights."""
+    if not _TOY_TRANSLATION:
+        import atexit
+        import pathlib
+        import shutil
+        import tempfile
+
+        import sentencepiece as spm
+
+        from t2t_keras.data.tokenizer import train_sentencepiece
+
+        directory = tempfile.mkdtemp(prefix="t2t-toy-translation-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        pairs = toy_pairs(400)
+        tokenizer = train_sentencepiece([s for p in pairs for s in p], pathlib.Path(directory) / "tok.model", 100)
+        pieces = spm.SentencePieceProcessor(model_proto=tokenizer.model_bytes)
+        _TOY_TRANSLATION.append(ToyTranslation(tokenizer, pieces, pairs, train_toy_model(pieces, pairs)))
+    return _TOY_TRANSLATION[0]
+
+
 def cli_in_process(*args, stdin=b""):
     """`t2t-keras ARGS` run by `cli.main` in this process, with `stdin` as its standard input: a CompletedProcess
     whose stdout and stderr are bytes. It spares each call a Python and TensorFlow start-up; the tests of the
@@ -141,15 +171,17 @@ def cli_in_process(*args, stdin=b""):
 
 def unigram_perplexity(tokenizer, train_lines, eval_lines, with_eos):
     """Perplexity of the add-one-smoothed piece unigram of `train_lines` on `eval_lines` (EOS too if `with_eos`)."""
-    def pieces(lines):
+    def piece_counts(lines):
         ragged = tokenizer.tokenize(tf.constant(lines, tf.string))
-        rows = [list(row) for row in ragged.to_list()]
-        return [piece for row in rows for piece in row + ([EOS_ID] if with_eos else [])]
+        counts = np.bincount(ragged.flat_values.numpy(), minlength=tokenizer.vocab_size).astype(np.float64)
+        if with_eos:
+            counts[EOS_ID] += len(lines)  # one EOS per line
+        return counts
 
-    counts = collections.Counter(pieces(train_lines))
-    total = sum(counts.values()) + tokenizer.vocab_size
-    held_out = pieces(eval_lines)
-    nll = -sum(math.log((counts[piece] + 1) / total) for piece in held_out) / len(held_out)
+    counts = piece_counts(train_lines)
+    log_probs = np.log((counts + 1) / (counts.sum() + tokenizer.vocab_size))
+    held_out = piece_counts(eval_lines)
+    nll = -np.dot(held_out, log_probs) / held_out.sum()
     return math.exp(nll)
 
 

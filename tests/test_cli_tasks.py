@@ -24,7 +24,8 @@ SMALL = ("model.hidden_dim=32", "model.num_layers=1", "model.num_heads=2", "mode
          "training.checkpoint_every_steps=2", "training.warmup_steps=2", "training.average_last=2",
          "training.attention_every_steps=1", "training.attention_probes=1", "training.attention_max_extra_length=3",
          "training.mixed_precision=float32", "training.jit_compile=False", "training.fuse_elementwise=False",
-         "decoding.beam_size=2", "decoding.max_extra_length=3")
+         "decoding.beam_size=2", "decoding.max_beam_size=2",  # an export traces one search per beam size
+         "decoding.max_extra_length=3")
 
 
 class CommandTableTest(TestCase):

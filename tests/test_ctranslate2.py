@@ -9,7 +9,7 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
-from tests.helpers import TestCase, padded_ids, tiny_transformer, toy_pairs, train_toy_model
+from tests.helpers import TestCase, padded_ids, tiny_transformer, toy_pairs, toy_translation, train_toy_model
 
 try:
     import ctranslate2
@@ -17,9 +17,6 @@ except ImportError:  # pragma: no cover - the package is a declared dependency
     ctranslate2 = None
 
 if ctranslate2 is not None:
-    import sentencepiece as spm
-
-    from t2t_keras.data.tokenizer import train_sentencepiece
     from t2t_keras.decoding import beam_search, greedy_decode
     from t2t_keras.decoding.parameters import DecodingParams
     from t2t_keras.errors import T2TError
@@ -38,24 +35,15 @@ VARIANTS = {
                                               position_encoding="learned"),
     "post-LN, target tied": dict(tie_embeddings="target"),
 }
-_TMP = None
 _SHARED = {}
 
 
 def setUpModule():
-    global _TMP
     if ctranslate2 is None:
         return
-    _TMP = tempfile.TemporaryDirectory()
-    pairs = toy_pairs(400)
-    tokenizer = train_sentencepiece([s for p in pairs for s in p], pathlib.Path(_TMP.name) / "tok.model", 100)
-    _SHARED.update(tokenizer=tokenizer, pieces=spm.SentencePieceProcessor(model_proto=tokenizer.model_bytes),
-                   pairs=pairs, models={})
-
-
-def tearDownModule():
-    if _TMP is not None:
-        _TMP.cleanup()
+    toy = toy_translation()  # its model is `train_toy_model` with its defaults: the first variant
+    _SHARED.update(tokenizer=toy.tokenizer, pieces=toy.pieces, pairs=toy.pairs,
+                   models={next(iter(VARIANTS)): toy.model})
 
 
 def ids(sentences, bos=False, eos=True, width=MAX_LENGTH - 4):

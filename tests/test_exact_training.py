@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding.parameters import DecodingParams
-from tests.helpers import TINY, TestCase, toy_config, write_toy_corpus
+from tests.helpers import TINY, TestCase, cli_in_process, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MICRO_BATCHES, ROWS = 4, 2
@@ -154,12 +154,10 @@ class AccumulatingTrainCommandTest(TestCase):
             config_path = pathlib.Path(tmp) / "toy.yaml"
             config_path.write_text(yaml.safe_dump(config.to_dict()))
             run_dir = pathlib.Path(tmp) / "run"
-            command = [sys.executable, "-m", "t2t_keras", "train", "--config", str(config_path), "--run-dir",
-                       str(run_dir), "--set", "training.gradient_accumulation_steps=2"]
-            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-            completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
-            self.assertEqual(completed.returncode, 0, completed.stderr[-3000:])
-            self.assertIn("from step 0 to 5", completed.stdout)
+            completed = cli_in_process("train", "--config", config_path, "--run-dir", run_dir, "--set",
+                                       "training.gradient_accumulation_steps=2")
+            self.assertEqual(completed.returncode, 0, completed.stderr.decode()[-3000:])
+            self.assertIn("from step 0 to 5", completed.stdout.decode())
             saved = checkpoint_paths(run_dir / "checkpoints")
             self.assertEqual([int(p.rsplit("-", 1)[1]) for p in saved], [2, 4, 5])
             for path in saved:  # every checkpoint holds whole updates and no partial gradient sums
@@ -184,6 +182,8 @@ class _ResumeTest:
 
     Each interruption is shown in one precision, so the module starts no more training processes than it needs:
     a SIGKILL in float32 (`ExactResumeTest`), a `--minutes` stop in mixed_bfloat16 (`MixedPrecisionResumeTest`).
+    The run that continues is always a fresh `t2t-keras train` process, so a resume shows that the checkpoint
+    holds everything; the uninterrupted reference, and the run stopped by `--minutes`, train in this process.
     """
 
     STEPS = 40
@@ -202,7 +202,7 @@ class _ResumeTest:
         cls.config_path = tmp / "toy.yaml"
         cls.config_path.write_text(yaml.safe_dump(config.to_dict()))
         cls.env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        cls.reference = cls.run_train(tmp / "reference")
+        cls.reference = cls.run_train(tmp / "reference", in_process=True)
         cls.reference_weights = checkpoint_weights(tmp / "reference", cls.STEPS)
 
     @classmethod
@@ -215,9 +215,14 @@ class _ResumeTest:
                 str(run_dir), *extra]
 
     @classmethod
-    def run_train(cls, run_dir, *extra):
-        completed = subprocess.run(cls.command(run_dir, *extra), capture_output=True, text=True, env=cls.env,
-                                   cwd=REPO, timeout=300)
+    def run_train(cls, run_dir, *extra, in_process=False):
+        """`t2t-keras train` on the toy config: a new process, or `in_process` (then stdout and stderr are str too)."""
+        if in_process:
+            completed = cli_in_process(*cls.command(run_dir, *extra)[3:])
+            completed.stdout, completed.stderr = completed.stdout.decode(), completed.stderr.decode()
+        else:
+            completed = subprocess.run(cls.command(run_dir, *extra), capture_output=True, text=True, env=cls.env,
+                                       cwd=REPO, timeout=300)
         if completed.returncode != 0:
             raise AssertionError(completed.stderr[-3000:])
         return completed
@@ -252,6 +257,7 @@ class ExactResumeTest(_ResumeTest, TestCase):
         self.assertLess(killed_at, self.STEPS, "the run finished before it was killed")
         resumed = self.run_train(run_dir)
         self.assertIn(f"from step {killed_at} to {self.STEPS}", resumed.stdout)
+        self.assertIn("Resumed from", resumed.stderr)
         self.assert_same_as_reference(run_dir)
 
 
@@ -262,7 +268,7 @@ class MixedPrecisionResumeTest(_ResumeTest, TestCase):
 
     def test_run_stopped_by_minutes_and_continued_ends_like_an_uninterrupted_run(self):
         run_dir = pathlib.Path(self.tmp.name) / "minutes"
-        stopped = self.run_train(run_dir, "--minutes", "0.00001")  # stops after its first update
+        stopped = self.run_train(run_dir, "--minutes", "0.00001", in_process=True)  # stops after its first update
         self.assertIn("from step 0 to 1", stopped.stdout)
         resumed = self.run_train(run_dir)
         self.assertIn(f"from step 1 to {self.STEPS}", resumed.stdout)
@@ -373,6 +379,36 @@ class LossScalingTest(TestCase):
             self.assertEqual(int(tf.train.load_variable(path, "skipped_updates/.ATTRIBUTES/VARIABLE_VALUE")), 1)
 
 
+PRECISION_STEPS, PRECISION_EPOCH = 300, 50
+_PRECISION_RUNS = {}  # precision -> (run directory, TrainResult)
+_PRECISION_DATA = []  # the runs' temporary directory and toy corpus, made for the first run
+
+
+def precision_run(precision):
+    """`(run_dir, TrainResult)` of `PrecisionLossTest`'s toy run in `precision`: 300 updates, dropout off (only
+    precision differs). Each is trained once; `MixedBfloat16ExportTest` exports the mixed_bfloat16 one."""
+    from t2t_keras.config import replace
+    from t2t_keras.training.trainer import train
+
+    if precision not in _PRECISION_RUNS:
+        if not _PRECISION_DATA:
+            tmp = tempfile.TemporaryDirectory()
+            _PRECISION_DATA.extend([tmp, write_toy_corpus(pathlib.Path(tmp.name) / "data", train=400)])
+        tmp, files = _PRECISION_DATA
+        config = toy_config(files, train_steps=PRECISION_STEPS, steps_per_epoch=PRECISION_EPOCH, warmup_steps=50,
+                            checkpoint_every_steps=1000, mixed_precision=precision)
+        run_dir = pathlib.Path(tmp.name) / precision
+        result = train(replace(config, model={"dropout": 0.0}), run_dir, verbose=0)
+        assert result.final_step == PRECISION_STEPS
+        _PRECISION_RUNS[precision] = run_dir, result
+    return _PRECISION_RUNS[precision]
+
+
+def tearDownModule():
+    if _PRECISION_DATA:
+        _PRECISION_DATA[0].cleanup()
+
+
 class PrecisionLossTest(TestCase):
     """A tiny model trained 300 updates on the same data reaches the float32 loss in each mixed precision.
 
@@ -384,29 +420,14 @@ class PrecisionLossTest(TestCase):
     updates, before the trajectories part, agree within 0.02 nats (measured: under 0.001).
     """
 
-    STEPS, EPOCH = 300, 50
-
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data", train=400)
         cls.float32 = cls.epoch_losses("float32")
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    @classmethod
-    def epoch_losses(cls, precision):
-        """Mean training loss of each block of 50 updates (dropout off: only precision differs)."""
-        from t2t_keras.config import replace
-        from t2t_keras.training.trainer import train
-
-        config = toy_config(cls.files, train_steps=cls.STEPS, steps_per_epoch=cls.EPOCH, warmup_steps=50,
-                            checkpoint_every_steps=1000, mixed_precision=precision)
-        result = train(replace(config, model={"dropout": 0.0}), pathlib.Path(cls.tmp.name) / precision, verbose=0)
-        assert result.final_step == cls.STEPS
-        return result.history["loss"]
+    @staticmethod
+    def epoch_losses(precision):
+        """Mean training loss of each block of 50 updates."""
+        return precision_run(precision)[1].history["loss"]
 
     def check(self, precision):
         losses = self.epoch_losses(precision)
@@ -455,13 +476,13 @@ def until_eos(rows):
 
 
 class MixedBfloat16ExportTest(TestCase):
-    """An export of a mixed_bfloat16-trained run, reloaded in a fresh process, translates like the run's model.
+    """An export of a mixed_bfloat16-trained run (`PrecisionLossTest`'s), reloaded in a fresh process, translates
+    like the run's model.
 
     Checkpoints hold float32 master weights; the export (and `load_run_model`) computes in float32 from them.
     """
 
     def test_fresh_process_export_gives_the_in_process_tokens(self):
-        from t2t_keras.config import replace
         from t2t_keras.data.tokenizer import Tokenizer
         from t2t_keras.decoding import Translator
         from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
@@ -470,17 +491,12 @@ class MixedBfloat16ExportTest(TestCase):
         from t2t_keras.export.saved_model import export_run
         from t2t_keras.runs import load_run_model
         from t2t_keras.special_ids import EOS_ID
-        from t2t_keras.training.trainer import train
         from tests.helpers import padded_ids, toy_pairs
 
+        run_dir, trained = precision_run("mixed_bfloat16")
+        self.assertEqual(trained.model.compute_dtype, "bfloat16")
         with tempfile.TemporaryDirectory() as tmp:
             root = pathlib.Path(tmp)
-            config = toy_config(write_toy_corpus(root / "data"), train_steps=150, warmup_steps=40,
-                                learning_rate_scale=0.3, steps_per_epoch=50, checkpoint_every_steps=150,
-                                mixed_precision="mixed_bfloat16")
-            run_dir = root / "run"
-            trained = train(replace(config, model={"max_length": 48}), run_dir, verbose=0).model
-            self.assertEqual(trained.compute_dtype, "bfloat16")
             export_dir = export_run(run_dir, root / "export", max_beam_size=2, params=DecodingParams(beam_size=2))
             model, tokenizer = load_run_model(run_dir), Tokenizer.load(run_dir / "tokenizer.model")
             sentences = [source for source, _ in toy_pairs(5, seed=7)]

@@ -6,11 +6,13 @@ masked LM learns from the ~15% masked positions only, so it gets more steps and 
 `tiny` was still near the unigram after 500 steps (444 against 467; 315 after 400 steps at half the rate), the
 pre-LN one reaches 253 in 800.
 The corpus is prepared as `t2t-keras main` prepares it (one `apt-get download` of the help packages, then a
-cache); on a machine where apt cannot fetch them, the module is skipped with the reason.
+cache); on a machine where apt cannot fetch them, the module is skipped with the reason. Both runs have the same
+data settings, so they share one vocabulary: the first run trains it, the second starts with a copy.
 """
 
 import json
 import pathlib
+import shutil
 import tempfile
 import unittest
 
@@ -20,15 +22,22 @@ from t2t_keras.runs import RunDirectory
 from tests.helpers import TestCase, cli_in_process, unigram_perplexity
 
 CORPUS = None
+TOKENIZER = None  # the first run's tokenizer file, kept in VOCABULARY for the second run
+VOCABULARY = None
 
 
 def setUpModule():
-    global CORPUS
+    global CORPUS, VOCABULARY
     try:
         CORPUS = prepare_libreoffice_corpus("de", progress=False)
     except (T2TError, OSError) as error:
         raise unittest.SkipTest(f"the default corpus cannot be prepared here ({error}); it needs apt package lists "
                                 "(`bash scripts/apt-lists.sh`) and access to a Debian mirror") from error
+    VOCABULARY = tempfile.TemporaryDirectory()
+
+
+def tearDownModule():
+    VOCABULARY.cleanup()
 
 
 def german(split):
@@ -49,10 +58,17 @@ class _DefaultCorpusRun(TestCase):
                     f"training.checkpoint_every_steps={cls.steps}", "training.warmup_steps=100",
                     "training.jit_compile=False", "training.attention_every_steps=0", "model.dropout=0.0",
                     *cls.extra_settings]
+        global TOKENIZER
+        if TOKENIZER is not None:  # the vocabulary the first run trained on the same training split
+            cls.run_dir.mkdir()
+            shutil.copy(TOKENIZER, cls.run_dir)
         result = cli_in_process("train", "--config", "tiny", "--run-dir", cls.run_dir,
                                 *[arg for setting in settings for arg in ("--set", setting)])
         assert result.returncode == 0, result.stderr.decode()[-3000:]
-        cls.tokenizer = RunDirectory(cls.run_dir).load_tokenizer()
+        run = RunDirectory(cls.run_dir)
+        cls.tokenizer = run.load_tokenizer()
+        if TOKENIZER is None:
+            TOKENIZER = shutil.copy(run.tokenizer_file(run.load_config().data.tokenizer), VOCABULARY.name)
 
     @classmethod
     def tearDownClass(cls):

@@ -7,7 +7,7 @@ import sys
 import tempfile
 
 from t2t_keras.main_job import EXAMPLES
-from tests.helpers import TestCase, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -26,9 +26,9 @@ class MainJobTest(TestCase):
             "training.attention_every_steps=10", "training.average_last=2",
             "decoding.beam_size=2", "decoding.max_beam_size=2",  # the export traces one search per beam size
         ]
-        cls.first = cls.main(train_steps=20)
+        cls.first = cls.main(train_steps=20, in_process=True)
         cls.first_report = json.loads((cls.run_dir / "report.json").read_text())
-        cls.second = cls.main(train_steps=30)
+        cls.second = cls.main(train_steps=30)  # a user's second `t2t-keras main`, in a process of its own
         cls.second_report = json.loads((cls.run_dir / "report.json").read_text())
 
     @classmethod
@@ -36,10 +36,13 @@ class MainJobTest(TestCase):
         cls.tmp.cleanup()
 
     @classmethod
-    def main(cls, train_steps):
+    def main(cls, train_steps, in_process=False):
+        """`t2t-keras main` on the toy corpus: a new process, or `in_process` (`cli_in_process`)."""
         settings = cls.settings + [f"training.train_steps={train_steps}"]
         command = [sys.executable, "-m", "t2t_keras", "main", "--config", "tiny", "--run-dir", str(cls.run_dir),
                    "--minutes", "5"] + [arg for setting in settings for arg in ("--set", setting)]
+        if in_process:
+            return cli_in_process(*command[3:])
         return subprocess.run(command, capture_output=True, timeout=900, cwd=REPO)
 
     def test_both_invocations_succeed(self):

@@ -4,9 +4,7 @@ import pathlib
 import tempfile
 
 import numpy as np
-import sentencepiece as spm
 
-from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding import beam_search, length_penalty
 from t2t_keras.decoding.forced import token_nll
 from t2t_keras.decoding.parameters import DecodingParams
@@ -14,7 +12,7 @@ from t2t_keras.errors import DataError
 from t2t_keras.evaluation.scoring import ScorePair, format_score, read_score_pairs, score_pairs
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_translator
-from tests.helpers import TestCase, padded_ids, toy_pairs, train_toy_model
+from tests.helpers import TestCase, padded_ids, toy_pairs, toy_translation
 
 
 def numpy_nll(model, source_rows, target_rows):
@@ -32,10 +30,7 @@ class ScoreTest(TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls.tmp.name)
-        pairs = toy_pairs(400)
-        cls.tokenizer = train_sentencepiece([s for p in pairs for s in p], root / "tok.model", 100)
-        cls.pieces = spm.SentencePieceProcessor(model_proto=cls.tokenizer.model_bytes)
-        cls.model = train_toy_model(cls.pieces, pairs)
+        cls.tokenizer, cls.pieces, _, cls.model = toy_translation()
         cls.export = SavedModelTranslator(export_translator(cls.model, cls.tokenizer, root / "export", max_beam_size=3,
                                                             params=DecodingParams(beam_size=3)))
         cls.pairs = toy_pairs(9, seed=5) + [("the cat", "die Katze Katze Katze")]

@@ -1,13 +1,10 @@
-"""Training runs: checkpoints, resuming (also after SIGKILL), averaging, logs, config checks."""
+"""Training runs: checkpoints, resuming, averaging, logs, config checks.
 
-import os
+A run killed with SIGKILL and started again is `test_exact_training.ExactResumeTest`."""
+
 import pathlib
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -19,8 +16,6 @@ from t2t_keras.model import build_transformer
 from t2t_keras.runs import average_run, checkpoint_paths, load_run_model
 from t2t_keras.training.trainer import train
 from tests.helpers import TestCase, toy_config, write_toy_corpus
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def event_tags(log_dir):
@@ -105,40 +100,6 @@ class TrainingRunTest(TestCase):
             run_dir = shutil.copytree(self.run_dir, pathlib.Path(tmp) / "run")  # the shared run stays at step 6
             result = train(replace(self.config, training={"train_steps": 9}), run_dir, verbose=0)
         self.assertEqual((result.start_step, result.final_step), (6, 9))
-
-
-class KilledTrainingTest(TestCase):
-    """SIGKILL a real `t2t-keras train`, run the same command again, and check it resumes."""
-
-    def test_resumes_after_sigkill(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            files = write_toy_corpus(pathlib.Path(tmp) / "data")
-            config_path = pathlib.Path(tmp) / "toy.yaml"
-            config = replace(toy_config(files), training={"train_steps": 400, "checkpoint_every_steps": 4,
-                                                           "steps_per_epoch": 50})
-            import yaml
-
-            config_path.write_text(yaml.safe_dump(config.to_dict()))
-            run_dir = pathlib.Path(tmp) / "run"
-            command = [sys.executable, "-m", "t2t_keras", "train", "--config", str(config_path),
-                       "--run-dir", str(run_dir)]
-            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                       cwd=REPO)
-            deadline = time.time() + 240
-            while time.time() < deadline and len(checkpoint_paths(run_dir / "checkpoints")) < 2:
-                time.sleep(0.5)
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            saved = checkpoint_paths(run_dir / "checkpoints")
-            self.assertGreaterEqual(len(saved), 2, "no checkpoint was written before the kill")
-            killed_at = int(saved[-1].rsplit("-", 1)[1])
-
-            resumed = subprocess.run(command + ["--set", "training.train_steps=" + str(killed_at + 4)],
-                                     capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
-            self.assertEqual(resumed.returncode, 0, resumed.stderr[-3000:])
-            self.assertIn(f"from step {killed_at} to {killed_at + 4}", resumed.stdout)
-            self.assertIn("Resumed from", resumed.stderr)
 
 
 class InterruptedCheckpointWriteTest(TestCase):

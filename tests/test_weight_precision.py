@@ -1,20 +1,15 @@
 """Decoding with bfloat16 weights: the copy holds the model's weights rounded to bfloat16, predicts what the model
 predicts, and a trained model translates with it as with float32 weights."""
 
-import pathlib
-import tempfile
-
 import numpy as np
-import sentencepiece as spm
 import tensorflow as tf
 
 from t2t_keras.config import DecodingConfig
-from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding import Translator
 from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.errors import ConfigError
-from tests.helpers import TestCase, random_ids, tiny_transformer, toy_pairs, train_toy_model
+from tests.helpers import TestCase, random_ids, tiny_transformer, toy_pairs, toy_translation
 
 
 class Bfloat16CopyTest(TestCase):
@@ -57,15 +52,7 @@ class Bfloat16CopyTest(TestCase):
 class Bfloat16TranslationTest(TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        pairs = toy_pairs(400)
-        cls.tokenizer = train_sentencepiece([s for p in pairs for s in p], pathlib.Path(cls.tmp.name) / "tok.model",
-                                            100)
-        cls.model = train_toy_model(spm.SentencePieceProcessor(model_proto=cls.tokenizer.model_bytes), pairs)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
+        cls.tokenizer, _, _, cls.model = toy_translation()
 
     def test_a_trained_model_translates_as_with_float32_weights(self):
         sentences = [s for s, _ in toy_pairs(12, seed=7)] + [""]
