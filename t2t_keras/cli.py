@@ -286,6 +286,9 @@ def cmd_shortlist(args):
 def cmd_export(args):
     task = _run_task(args.run_dir)
     check_task("export", task, args.run_dir)
+    if args.quantization == "auto" and args.format != "saved_model":
+        raise T2TError(f"--quantization auto applies to a SavedModel; --format {args.format} takes "
+                       + ("float32, int8_float32 or int8." if args.format == "ctranslate2" else "float32 or int8."))
     if args.format == "litert":
         return _export_litert(args, task)
     refuse_flags(args, ("temperature", "top_k") if task == "translation" else
@@ -306,14 +309,20 @@ def cmd_export(args):
                                      average_last=args.average_last, source=args.model,
                                      overwrite=args.overwrite, params=_run_params(args), shortlist=args.shortlist))
         return 0
+    return _export_saved_model(args, task)
+
+
+def _export_saved_model(args, task):
+    """`export` (`--format saved_model`): a SavedModel of a translation or lm run (`export.saved_model`)."""
     from t2t_keras.export.saved_model import export_run
 
-    if args.quantization not in (None, "int8"):
+    if args.quantization not in (None, "auto", "float32", "int8"):
         raise T2TError(f"--quantization {args.quantization} applies to --format ctranslate2; a SavedModel "
-                       "takes --quantization int8 (int8 Dense weights).")
+                       "takes --quantization auto (the default), float32 or int8 (int8 Dense weights).")
     options = {"text_signatures": False} if args.ids_only else {}  # only what was asked: an lm takes neither
-    if args.quantization is not None:
-        options["quantization"] = args.quantization
+    if task == "translation":
+        quantization = args.quantization or "auto"
+        options["quantization"] = None if quantization == "float32" else quantization
     if args.precision is not None:
         options["precision"] = args.precision
     for flag in ("shortlist", "constraints"):
@@ -540,9 +549,10 @@ def build_parser():
     p.add_argument("--format", default="saved_model", choices=("saved_model", "ctranslate2", "litert"),
                    help="a TensorFlow SavedModel, a CTranslate2 model directory with the SentencePiece model, or one "
                         "LiteRT .tflite file with the tokenizer and beam search inside")
-    p.add_argument("--quantization", choices=("float32", "int8_float32", "int8"),
-                   help="weight type: CTranslate2 float32 (default), int8_float32 or int8; SavedModel int8 "
-                        "(int8 Dense weights; default float32); LiteRT float32 (default) or int8 (dynamic range)")
+    p.add_argument("--quantization", choices=("auto", "float32", "int8_float32", "int8"),
+                   help="weight type: CTranslate2 float32 (default), int8_float32 or int8; SavedModel auto (the "
+                        "default: int8 Dense weights where they measured faster, by model size and CPU), float32 "
+                        "or int8; LiteRT float32 (default) or int8 (dynamic range)")
     p.add_argument("--precision", choices=DECODING_PRECISIONS,
                    help="SavedModel: bfloat16 weights and arithmetic (oneDNN's bfloat16 kernels where the CPU has "
                         "them; not with --quantization); default float32")

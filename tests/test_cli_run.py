@@ -132,6 +132,16 @@ class RunCommandsTest(TestCase):
                 self.assertIn(f"{option[0]} does not apply to a translation export.", refused.stderr.decode())
                 self.assertEqual(refused.stdout, b"")
 
+    def test_quantization_auto_is_a_saved_model_choice(self):
+        for export_format, takes in (("ctranslate2", "float32, int8_float32 or int8"), ("litert", "float32 or int8")):
+            out = pathlib.Path(self.tmp.name) / f"auto-{export_format}"
+            refused = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--format", export_format,
+                              "--quantization", "auto")
+            self.assertEqual(refused.returncode, 2, export_format)
+            self.assertIn(f"--quantization auto applies to a SavedModel; --format {export_format} takes {takes}",
+                          refused.stderr.decode())
+            self.assertFalse(out.exists())
+
     def test_the_run_configuration_gives_the_default_shards(self):
         from t2t_keras.decoding.sharding import choose_shards
         from t2t_keras.evaluation.evaluate_run import run_translator

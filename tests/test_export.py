@@ -117,7 +117,7 @@ class ExportTest(TestCase):
         cls.model = load_run_model(cls.run_dir)
         cls.tokenizer = Tokenizer.load(cls.run_dir / "tokenizer.model")
         cls.export_dir = export_run(cls.run_dir, root / "exports" / "toy", max_beam_size=MAX_BEAM_SIZE,
-                                    params=DecodingParams(beam_size=BEAM_SIZE))
+                                    params=DecodingParams(beam_size=BEAM_SIZE), quantization="auto")
         cls.ids_export_dir = export_translator(cls.model, cls.tokenizer, root / "exports" / "ids", max_beam_size=1,
                                                text_signatures=False, params=DecodingParams(beam_size=1))
         cls.cli = Background([str(pathlib.Path(sys.executable).with_name("saved_model_cli")), "show", "--all",
@@ -170,6 +170,10 @@ class ExportTest(TestCase):
         self.assertEqual(record["steps"], [150])
         self.assertTrue(record["checkpoint"].endswith("ckpt-150"), record)
         self.assertEqual(record["run"], str(self.run_dir))
+        # quantization="auto", the command's default, keeps a model this small in float32 and says why
+        self.assertEqual(record["quantization"], "float32")
+        self.assertIn("under the 5,000,000", record["quantization_reason"])
+        self.assertEqual({w.dtype.name for w in tf.saved_model.load(str(self.export_dir)).variables}, {"float32"})
 
     def test_an_export_without_constraints_says_how_to_get_them(self):
         from t2t_keras.errors import T2TError

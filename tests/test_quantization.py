@@ -8,7 +8,7 @@ import numpy as np
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.export.loaded import SavedModelTranslator
-from t2t_keras.export.quantization import quantized_copy
+from t2t_keras.export.quantization import INT8_AUTO_MIN_PARAMS, choose_quantization, quantized_copy
 from t2t_keras.export.saved_model import export_translator
 from tests.helpers import TestCase, random_ids, tiny_transformer, toy_pairs
 
@@ -49,3 +49,29 @@ class QuantizationTest(TestCase):
                 translations = SavedModelTranslator(out).translate(["the cat", "a man eats bread", ""])
                 self.assertEqual(len(translations), 3)
                 self.assertEqual(translations[2], "")
+
+
+class AutoQuantizationTest(TestCase):
+    """`export --quantization auto`: int8 where it measured faster than float32 on a CPU (docs/results.md)."""
+
+    def test_int8_for_a_large_model_on_a_cpu_with_int8_dot_products(self):
+        for flags in ({"avx512_vnni"}, {"avx_vnni", "avx2"}, {"amx_int8"}, {"asimddp"}):
+            with self.subTest(flags=flags):
+                chosen, reason = choose_quantization(60_000_000, flags)
+                self.assertEqual(chosen, "int8")
+                self.assertIn("60,000,000 parameters", reason)
+
+    def test_float32_for_a_small_model(self):
+        chosen, reason = choose_quantization(1_901_056, {"avx512_vnni", "amx_int8"})
+        self.assertIsNone(chosen)
+        self.assertIn("1,901,056 parameters, under", reason)
+        self.assertIn("--quantization int8", reason)  # how to force it
+
+    def test_float32_on_a_cpu_without_int8_dot_products(self):
+        chosen, reason = choose_quantization(INT8_AUTO_MIN_PARAMS, {"avx2", "fma"})
+        self.assertIsNone(chosen)
+        self.assertIn("no int8 dot-product instructions", reason)
+
+    def test_the_threshold_is_inclusive(self):
+        self.assertEqual(choose_quantization(INT8_AUTO_MIN_PARAMS, {"avx512_vnni"})[0], "int8")
+        self.assertIsNone(choose_quantization(INT8_AUTO_MIN_PARAMS - 1, {"avx512_vnni"})[0])

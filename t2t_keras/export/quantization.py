@@ -11,8 +11,9 @@ when it is tied to the pre-softmax projection, the projection is an int8
 matmul, as Keras' Dense does. LayerNorm, the positions and an untied source
 embedding stay float32.
 
-It is off by default: whether it is faster than float32 depends on the CPU's
-int8 kernels; see `bench/bench_deployment.py`.
+Whether it is faster than float32 depends on the model's size and the CPU's
+int8 kernels (`bench/bench_deployment.py`): `choose_quantization` makes the
+choice of `export --quantization auto`, the command's default.
 """
 
 import math
@@ -25,6 +26,29 @@ from t2t_keras.errors import T2TError
 from t2t_keras.keras_compat import one_garbage_collection, replace_layer
 
 SAVED_MODEL_QUANTIZATIONS = (None, "int8")
+# docs/results.md, "Deployment engines on CPU" (2-core Xeon with AVX-512 VNNI and AMX): int8 was slower than
+# float32 at batch 1 for the 1.9M-parameter main job model and faster with beam 4 at batch 1 and 32 for `small`
+# (7.6M) and at every point for `base`; the threshold lies between.
+INT8_AUTO_MIN_PARAMS = 5_000_000
+INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm")  # int8 dot products: x86, Arm
+
+
+def choose_quantization(num_params, flags):
+    """`(quantization, reason)` for `export --quantization auto`: "int8" where it measured faster, else None.
+
+    Args:
+        num_params: the model's parameter count.
+        flags: the exporting CPU's feature flags (`fast_path.cpu_flags()`); int8 needs dot-product instructions.
+    """
+    if num_params < INT8_AUTO_MIN_PARAMS:
+        return None, (f"float32: {num_params:,} parameters, under the {INT8_AUTO_MIN_PARAMS:,} where int8 Dense "
+                      "weights begin to pay on a CPU (slower at batch 1 below); --quantization int8 forces them")
+    found = sorted(set(INT8_CPU_FLAGS) & set(flags))
+    if not found:
+        return None, (f"float32: this CPU has no int8 dot-product instructions ({', '.join(INT8_CPU_FLAGS)}), "
+                      "where int8 was measured faster; --quantization int8 forces int8 weights")
+    return "int8", (f"int8: {num_params:,} parameters, at least {INT8_AUTO_MIN_PARAMS:,}, and the CPU has "
+                    f"{', '.join(found)}; --quantization float32 keeps float32 weights")
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")

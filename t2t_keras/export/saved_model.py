@@ -23,10 +23,11 @@ import tensorflow as tf
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
 from t2t_keras.errors import T2TError
+from t2t_keras.fast_path import cpu_flags
 from t2t_keras.export.constrained_module import ConstrainedTranslatorModule
 from t2t_keras.export.continuer_module import ContinuerModule
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
-from t2t_keras.export.quantization import quantized_copy
+from t2t_keras.export.quantization import choose_quantization, quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
 from t2t_keras.files import check_can_write, staged_directory
 from t2t_keras.runs import open_run, weights_to_export, write_inspection_files
@@ -48,7 +49,8 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
         max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
         temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces).
         **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
-            `quantization`, `precision`, `constraints`; `shortlist=True` holds the run's vocabulary shortlist,
+            `quantization`, `precision`, `constraints`; `quantization="auto"` picks int8 or float32 by
+            `export.quantization.choose_quantization`; `shortlist=True` holds the run's vocabulary shortlist,
             RUN/shortlist.npz); an lm export takes `overwrite` only.
 
     Returns:
@@ -65,12 +67,26 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
     if options.pop("shortlist", None):
         options["shortlist"] = run.load_shortlist()  # before the weights: a bad file fails before any work
     model, options["weights"] = weights_to_export(run, source, average_last)
+    if options.get("quantization") == "auto":
+        options["quantization"] = _auto_quantization(model, options)
     tokenizer = run.load_tokenizer()
     if config.task == "lm":
         return export_continuer(model, tokenizer, out_dir, params.max_extra_length, temperature or 0.0, top_k or 0,
                                 **options)
     return export_translator(model, tokenizer, out_dir, config.decoding.max_beam_size if max_beam_size is None
                              else max_beam_size, params, **options)
+
+
+def _auto_quantization(model, options):
+    """`quantization="auto"`: what `choose_quantization` picks (float32 beside `precision="bfloat16"`), logged
+    and recorded in assets.extra/weights.json."""
+    if check_precision(options.get("precision") or "float32") == "bfloat16":
+        chosen, reason = None, "float32 weights beside precision bfloat16"
+    else:
+        chosen, reason = choose_quantization(model.count_params(), cpu_flags())
+    logger.info("--quantization auto: %s", reason)
+    options["weights"] = dict(options["weights"], quantization=chosen or "float32", quantization_reason=reason)
+    return chosen
 
 
 def _check_task_options(task, translation_options, lm_options):
