@@ -1,6 +1,9 @@
 """Decoding with bfloat16 weights: the copy holds the model's weights rounded to bfloat16, predicts what the model
 predicts, and a trained model translates with it as with float32 weights."""
 
+import pathlib
+import tempfile
+
 import numpy as np
 import tensorflow as tf
 
@@ -79,7 +82,9 @@ class Bfloat16TranslationTest(TestCase):
         from t2t_keras.export.saved_model import export_translator
 
         params = DecodingParams(max_extra_length=10)
-        out = pathlib.Path(self.tmp.name) / "bf16-export"
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        out = pathlib.Path(tmp.name) / "bf16-export"
         with self.assertRaisesRegex(T2TError, "exclude each other"):
             export_translator(self.model, self.tokenizer, out, params=params, precision="bfloat16",
                               quantization="int8")
