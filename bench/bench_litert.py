@@ -141,7 +141,8 @@ def report(rows, args, run_dir):
 
     prose = (f"`python bench/bench_litert.py {' '.join(sys.argv[1:])}`, {time.strftime('%Y-%m-%d')}, run "
              f"`{run_dir}`. Batch 1: the first {args.sentences} test sentences one at a time, {args.threads} "
-             "threads per engine; BLEU on the whole test split with beam 4, alpha 0.6. See the docstring of "
+             "threads per engine, beam 4 with alpha 0.6 and greedy; BLEU on the whole test split with the run's "
+             "decoding defaults. See the docstring of "
              "`bench/bench_litert.py` for what each column measures.")
     versions = (f"TensorFlow {tf.__version__}, CTranslate2 {ctranslate2.__version__}, ai-edge-litert "
                 f"{LITERT_VERSION}")
