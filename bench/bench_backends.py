@@ -50,6 +50,8 @@ def parse_args(argv=None):
     parser.add_argument("--source-length", type=int, default=32)
     parser.add_argument("--target-length", type=int, default=32)
     parser.add_argument("--gen-length", type=int, default=32, help="tokens each decoded sentence gets")
+    parser.add_argument("--max-batch-tokens", type=int,
+                        help="cap on the training batch's target tokens (base's 25,000 take ~24 GB on TensorFlow)")
     parser.add_argument("--repeats", type=int, default=5, help="timed decoding calls")
     parser.add_argument("--quiet-wait", type=float, default=float(os.environ.get("QUIET_WAIT", 600)))
     parser.add_argument("--output", default=str(RESULTS / "backends"), help="writes OUTPUT.md and OUTPUT.json")
@@ -86,7 +88,7 @@ def main(argv=None):
 
 def settings(args):
     return {name: getattr(args, name) for name in ("train_steps", "warmup_steps", "source_length", "target_length",
-                                                    "gen_length", "repeats")}
+                                                    "gen_length", "repeats", "max_batch_tokens")}
 
 
 def run_in_process(args, backend, size, precision, decode=True):
@@ -107,6 +109,8 @@ def child_flags(args, decode):
     flags = ["--train-steps", str(args.train_steps), "--warmup-steps", str(args.warmup_steps), "--source-length",
              str(args.source_length), "--target-length", str(args.target_length), "--gen-length",
              str(args.gen_length), "--repeats", str(0 if not decode else args.repeats)]
+    if args.max_batch_tokens:
+        flags += ["--max-batch-tokens", str(args.max_batch_tokens)]
     return flags + (["--quick"] if args.quick else [])
 
 
@@ -211,7 +215,8 @@ def train_speed(model, config, args):
     """Target tokens/s of `model.fit` over the timed steps, after the warmup steps."""
     import keras
 
-    rows = max(1, config.data.batch_tokens // max(args.source_length, args.target_length))
+    batch_tokens = min(config.data.batch_tokens, args.max_batch_tokens or config.data.batch_tokens)
+    rows = max(1, batch_tokens // max(args.source_length, args.target_length))
     steps = args.warmup_steps + args.train_steps
     source, target_in, target_out = synthetic_pairs(rows * steps, args.source_length, args.target_length,
                                                     config.model.vocab_size)
