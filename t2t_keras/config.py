@@ -8,6 +8,7 @@ field, the value received and what is allowed.
 
 import dataclasses
 import difflib
+import logging
 import os
 import pathlib
 import typing
@@ -23,6 +24,8 @@ from t2t_keras.architecture import (
     head_dims,
 )
 from t2t_keras.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 # The presets ship inside the package (`configs/` at the top of the repository links here), so an
 # installed wheel finds them too; T2T_KERAS_CONFIGS points to another directory of presets.
@@ -442,8 +445,18 @@ def _read_yaml(path, seen=()):
     return _merge(_read_yaml(_resolve(parent), seen + (path,)), raw)
 
 
+# Naming the corpus to read replaces an inherited mixture: `--config mini --set data.source=text --set
+# data.train_files=[...]` trains on those files, not on mini's `data.sources`.
+CORPUS_KEYS = ("source", "train_files", "dev_files", "test_files", "tfds_name")
+
+
 def _merge(base, update):
     merged = {name: dict(values or {}) for name, values in base.items()}
+    data = update.get("data") or {}
+    if "sources" not in data and any(key in data for key in CORPUS_KEYS) and merged.get("data", {}).get("sources"):
+        logger.info("data.%s is set, so the inherited data.sources mixture is dropped.",
+                    next(key for key in CORPUS_KEYS if key in data))
+        merged["data"]["sources"] = None
     for name, values in update.items():
         merged.setdefault(name, {}).update(values or {})
     return merged

@@ -13,6 +13,7 @@ import time
 import tensorflow as tf
 
 from t2t_keras import config as config_lib
+from t2t_keras.data import sources
 from t2t_keras.evaluation.evaluate_run import evaluate_baseline, evaluate_run
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_run
@@ -46,6 +47,33 @@ def _baseline(run, split="test"):
     return result
 
 
+def _other_corpora_tests(run):
+    """`{corpus: {bleu, chrf}}` on the test split of each corpus of `data.sources` after the first.
+
+    The main test set is the first corpus's; a mixture's other domains are scored too, so the report shows
+    what mixing them in bought. A corpus named twice (two text sources) is keyed by its test file.
+    """
+    scores = {}
+    for part, _ in sources.components(run.load_config().data)[1:]:
+        if not sources.has_split(part, "test") or part.source == "tfds":
+            continue
+        kind, files = sources.split_files(part, "test")
+        if kind != "text":
+            continue
+        name = part.source if part.source in sources.PREPARED_SOURCES else files[0]
+        result = evaluate_run(run, "test", source=files[0], reference=files[1])
+        scores[name] = {"bleu": result["bleu"], "chrf": result["chrf"], "sentences": result["sentences"]}
+    return scores
+
+
+def _pairs(info):
+    """Sentence pairs of one split in data.json: its own count, or the sum over a mixture's corpora."""
+    info = info or {}
+    if "sources" in info:
+        return sum(part.get("pairs") or 0 for part in info["sources"])
+    return info.get("pairs")
+
+
 def _speed(run):
     """Mean target tokens/s over the last logged steps of the run (from TensorBoard scalars)."""
     values = []
@@ -69,18 +97,20 @@ def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(),
     result = _train(config_lib.load_config(config, overrides), run, minutes)
     averaged = average_run(run)
     scores = evaluate_run(run, "test")
+    other_tests = _other_corpora_tests(run)
     baseline = _baseline(run)
     export_dir = export_run(run, run.export_dir, overwrite=True)
     translations = SavedModelTranslator(export_dir).translate(examples)
     data = run.read_json(run.data_path) or {}
     report = {
         "run_dir": str(run.path),
-        "data": {split: (info or {}).get("pairs") for split, info in data.items()} | {"test": scores["sentences"]},
+        "data": {split: _pairs(info) for split, info in data.items()} | {"test": scores["sentences"]},
         "steps": checkpoint_step(run.checkpoint_paths()[-1]),
         "steps_this_session": None if result is None else result.final_step - result.start_step,
         "train_minutes_this_session": None if result is None else round(result.seconds / 60, 1),
         "target_tokens_per_second": _speed(run),
         "test": {k: scores[k] for k in ("bleu", "chrf", "signature", "tokenized_bleu") if k in scores},
+        "test_other_corpora": other_tests,
         "retrieval_baseline": {k: baseline[k] for k in ("bleu", "chrf")},
         "averaged_model": str(averaged),
         "export": str(export_dir),
@@ -101,6 +131,10 @@ def format_report(report):
            if report["steps_this_session"] is not None else ""),
         f"speed: {report['target_tokens_per_second']} target tokens/s",
         f"test: sacreBLEU {report['test']['bleu']}, chrF {report['test']['chrf']} ({report['test']['signature']})",
+    ]
+    lines += [f"test on {name}: sacreBLEU {scores['bleu']}, chrF {scores['chrf']}"
+              for name, scores in (report.get("test_other_corpora") or {}).items()]
+    lines += [
         f"retrieval baseline: sacreBLEU {report['retrieval_baseline']['bleu']}, "
         f"chrF {report['retrieval_baseline']['chrf']}",
         "examples (translated by the exported SavedModel):",

@@ -51,6 +51,15 @@ class MixedSourcesTest(TestCase):
         other, _, _ = self.shares(self.config((1, 3)), seed=1)
         self.assertAllClose([other["a"], other["b"]], [0.25, 0.75], atol=0.03)
 
+    def test_the_vocabulary_of_a_mixture_is_learned_on_one_pass_drawn_by_weight(self):
+        mixed, provenance = sources.training_pairs(self.config().data, seed=1)
+        self.assertEqual(sources.mixture_pairs(provenance), 550)
+        sentences = list(sources.sentences_for_vocabulary(mixed, pairs_per_pass=550))
+        self.assertEqual(len(sentences), 2 * 550)  # not the 2,000,000 of the limit from the endless stream
+        shares = collections.Counter(sentence.split()[0] for sentence in sentences[::2])
+        self.assertAllClose(shares["a"] / 550, 0.7, atol=0.06)
+        self.assertIsNone(sources.mixture_pairs({"source": "text", "pairs": 50}))
+
     def test_deterministic_for_a_seed(self):
         _, _, first = self.shares(self.config(), seed=5, count=300)
         _, _, again = self.shares(self.config(), seed=5, count=300)

@@ -1,4 +1,5 @@
-"""The main job (`t2t-keras main`) end to end on a toy corpus: train, average, evaluate, export, report, resume."""
+"""The main job (`t2t-keras main`) end to end on a mixture of two toy corpora (the default is a mixture too):
+train, average, evaluate on each corpus's test split, export, report, resume."""
 
 import json
 import pathlib
@@ -17,10 +18,13 @@ class MainJobTest(TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data", train=600)
+        cls.other = write_toy_corpus(pathlib.Path(cls.tmp.name) / "other", train=200, test=30)
         cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
+        corpora = [{"source": "text", "train_files": f["train"], "dev_files": f["dev"], "test_files": f["test"],
+                    "weight": 0.5} for f in (files, cls.other)]
         cls.settings = [
             "data.source=text", f"data.train_files={files['train']!r}", f"data.dev_files={files['dev']!r}",
-            f"data.test_files={files['test']!r}", "data.vocab_size=100", "data.max_length=24",
+            f"data.test_files={files['test']!r}", f"data.sources={json.dumps(corpora)}", "data.vocab_size=100", "data.max_length=24",
             "data.batch_tokens=384", "data.shuffle_buffer=100", "training.steps_per_epoch=10",
             "training.checkpoint_every_steps=10", "training.warmup_steps=20", "training.jit_compile=False",
             "training.attention_every_steps=10", "training.average_last=2",
@@ -58,7 +62,7 @@ class MainJobTest(TestCase):
     def test_report_has_data_sizes_and_paths(self):
         report = self.second_report
         self.assertEqual(report["data"]["test"], 40)
-        self.assertEqual(report["data"]["train"], 600)
+        self.assertEqual(report["data"]["train"], 800)  # both corpora's training pairs
         self.assertIn("tok:13a", report["test"]["signature"])
         self.assertTrue((pathlib.Path(report["export"]) / "saved_model.pb").exists())
         self.assertTrue(pathlib.Path(report["averaged_model"]).exists())
@@ -72,6 +76,17 @@ class MainJobTest(TestCase):
         for name in ("bleu", "chrf"):
             self.assertEqual(report["test"][name], test[name])
             self.assertEqual(report["retrieval_baseline"][name], baseline[name])
+
+    def test_the_other_corpus_of_the_mixture_is_scored_on_its_own_test_split(self):
+        from t2t_keras.evaluation.evaluate_run import evaluate_run
+
+        source, reference = self.other["test"]
+        other = self.second_report["test_other_corpora"]
+        self.assertEqual(list(other), [source])
+        scores = evaluate_run(self.run_dir, "test", source=source, reference=reference)
+        self.assertEqual(other[source], {"bleu": scores["bleu"], "chrf": scores["chrf"], "sentences": 30})
+        self.assertIn(f"test on {source}: sacreBLEU {scores['bleu']}, chrF {scores['chrf']}",
+                      self.second.stdout.decode())
 
     def test_reported_speed_is_the_logged_one(self):
         import tensorflow as tf

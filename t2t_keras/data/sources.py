@@ -172,16 +172,19 @@ def as_dataset(pairs):
     return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
 
 
-def sentences_for_vocabulary(pairs, limit=2_000_000, seed=0):
+def sentences_for_vocabulary(pairs, limit=2_000_000, seed=0, pairs_per_pass=None):
     """Source and target sentences (interleaved) of a uniform sample of at most `limit / 2` pairs.
 
     The sample is drawn from the whole split, not its first lines, so a corpus
     sorted by origin or date gives a representative vocabulary; it is the same
     for the same seed. A dataset of unknown size is read once; an infinite one
-    (a weighted mixture, itself random) gives its first pairs.
+    (a weighted mixture, itself random) gives its first `pairs_per_pass` pairs
+    (as many as its corpora hold together, `mixture_pairs`), at most `limit / 2`.
     """
     count = limit // 2
     if isinstance(pairs, tf.data.Dataset):
+        if pairs_per_pass and int(pairs.cardinality()) == tf.data.INFINITE_CARDINALITY:
+            count = min(count, pairs_per_pass)
         chosen = _uniform_dataset_sample(pairs, count, seed)
         for source, target in chosen.as_numpy_iterator():
             yield source.decode("utf-8")
@@ -193,6 +196,15 @@ def sentences_for_vocabulary(pairs, limit=2_000_000, seed=0):
     for i in indices:
         yield pairs[i][0]
         yield pairs[i][1]
+
+
+def mixture_pairs(provenance):
+    """The pairs the corpora of a mixture hold together (from `training_pairs`' provenance); None if not a
+    mixture or a corpus's size is not known (TFDS)."""
+    parts = (provenance or {}).get("sources")
+    if not parts or any(not isinstance(part.get("pairs"), int) for part in parts):
+        return None
+    return sum(part["pairs"] for part in parts)
 
 
 def _uniform_dataset_sample(pairs, count, seed):

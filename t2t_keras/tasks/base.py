@@ -74,14 +74,18 @@ class _Training(NamedTuple):
     provenance: dict
 
 
-def prepare_tokenizer(run, config, train_examples):
-    """The run's tokenizer: loaded from the run directory, or trained on the training examples and saved."""
+def prepare_tokenizer(run, config, train_examples, provenance=None):
+    """The run's tokenizer: loaded from the run directory, or trained on the training examples and saved.
+
+    `provenance`: the examples' (`Task.examples`); a mixture's vocabulary is learned on as many of its pairs as
+    its corpora hold together, not on `sentences_for_vocabulary`'s limit of an endless stream."""
     kind, path = config.data.tokenizer, run.tokenizer_file(config.data.tokenizer)
     if path.exists():
         tokenizer = load_tokenizer(path, kind)
     else:
         logger.info("Training a %d-piece shared %s vocabulary on the training split.", config.data.vocab_size, kind)
-        sentences = sources.sentences_for_vocabulary(train_examples, seed=config.training.seed)
+        sentences = sources.sentences_for_vocabulary(train_examples, seed=config.training.seed,
+                                                     pairs_per_pass=sources.mixture_pairs(provenance))
         tokenizer = train_tokenizer(kind, sentences, path, config.data.vocab_size, seed=config.training.seed)
     check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
     return tokenizer
@@ -139,7 +143,7 @@ class Task:
         once (`data_route.memory_training`), or tokenized as they stream (`data_route.plans_in_memory`)."""
         data, seed = config.data, config.training.seed
         examples, provenance = self.examples(data, "train", seed)
-        tokenizer = prepare_tokenizer(run, config, examples)
+        tokenizer = prepare_tokenizer(run, config, examples, provenance)
         if plans_in_memory(run, self.name, examples):
             memory = memory_training(examples, tokenizer, config, num_replicas, num_workers)
 
