@@ -4,6 +4,7 @@
     python -m tests.runner tests.test_model     # named modules
     python -m tests.runner --workers 1          # one process (default: one per CPU core, at most 4)
     python -m tests.runner --record-durations   # also rewrite tests/durations.json from this run
+    python -m tests.runner --profile DIR        # also DIR/<module>.prof (cProfile) and DIR/seconds.json per test
 
 Test modules run in parallel worker processes, longest first (by `tests/durations.json`; a module not listed
 there counts as average), and each module's output is printed in one piece when it ends. Before the final
@@ -77,15 +78,26 @@ def cpu_seconds():
                for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
-def run_module(name):
-    """Runs one module in this (worker) process; never raises, an import error counts as a failure."""
+def run_module(name, profile_dir=None):
+    """Runs one module in this (worker) process; never raises, an import error counts as a failure.
+
+    `profile_dir`: the run is profiled (cProfile) into `profile_dir/<name>.prof`."""
     stream = io.StringIO()
     start, cpu_start = time.monotonic(), cpu_seconds()
+    profile = None
+    if profile_dir:
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
     try:
         run, failed, skipped, class_seconds, test_seconds = run_tests(name, stream)
     except Exception:  # noqa: BLE001 - reported as the module's failure
         stream.write(traceback.format_exc())
         run, failed, skipped, class_seconds, test_seconds = 0, 1, 0, {}, {}
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(str(pathlib.Path(profile_dir) / f"{name}.prof"))
     return ModuleReport(name, stream.getvalue(), run, failed, skipped, time.monotonic() - start,
                         cpu_seconds() - cpu_start, class_seconds, test_seconds)
 
@@ -117,7 +129,7 @@ def _initialize_worker(threads):
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # CTranslate2's threads
 
 
-def run_parallel(names, workers, on_report):
+def run_parallel(names, workers, on_report, profile_dir=None):
     """Runs `names` in `workers` processes; a crashed worker fails the modules it held, the rest go on."""
     pending = list(names)
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is forked
@@ -125,7 +137,7 @@ def run_parallel(names, workers, on_report):
         threads = max(1, (os.cpu_count() or 1) // workers)
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_initialize_worker,
                                                     initargs=(threads,)) as pool:
-            futures = {pool.submit(run_module, name): name for name in pending}
+            futures = {pool.submit(run_module, name, profile_dir): name for name in pending}
             for future in concurrent.futures.as_completed(futures):
                 name = futures[future]
                 try:
@@ -146,7 +158,11 @@ def main(argv):
     parser.add_argument("--workers", type=int, default=int(os.environ.get("T2T_TEST_WORKERS", 0)) or
                         default_workers(), help="parallel processes (env T2T_TEST_WORKERS)")
     parser.add_argument("--record-durations", action="store_true", help="rewrite tests/durations.json")
+    parser.add_argument("--profile", metavar="DIR", help="profile each module into DIR/<module>.prof, and write "
+                        "every test's seconds to DIR/seconds.json")
     args = parser.parse_args(argv)
+    if args.profile:
+        pathlib.Path(args.profile).mkdir(parents=True, exist_ok=True)
     names = args.names or discover_modules()
     durations = load_durations()
     start = time.time()
@@ -162,9 +178,9 @@ def main(argv):
     print(f"running {len(names)} test module(s) in {workers} process(es)", flush=True)
     if workers <= 1:
         for name in names:
-            on_report(run_module(name))
+            on_report(run_module(name, args.profile))
     else:
-        run_parallel(longest_first(names, durations), workers, on_report)
+        run_parallel(longest_first(names, durations), workers, on_report, args.profile)
     failed = sum(r.failed for r in reports)
     skipped = sum(r.skipped for r in reports)
     passed = max(sum(r.run for r in reports) - failed - skipped, 0)  # a failed setUpClass is an error but no test
@@ -177,6 +193,11 @@ def main(argv):
     if args.record_durations:
         durations.update({r.name: round(r.seconds, 1) for r in reports})
         DURATIONS.write_text(json.dumps(dict(sorted(durations.items())), indent=1) + "\n")
+    if args.profile:
+        seconds = {"modules": {r.name: round(r.seconds, 1) for r in reports},
+                   "classes": {n: round(s, 1) for n, s in class_seconds.most_common()},
+                   "tests": {n: round(s, 1) for n, s in test_seconds.most_common()}}
+        (pathlib.Path(args.profile) / "seconds.json").write_text(json.dumps(seconds, indent=1) + "\n")
     print(f"ran in {time.time() - start:.0f} s")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 0 if failed == 0 and passed > 0 else 1
