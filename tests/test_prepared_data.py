@@ -195,6 +195,32 @@ class PreparedDataTest(TestCase):
             for got, want in zip(resumed[0], uninterrupted[position]):
                 np.testing.assert_array_equal(got, want)
 
+    def test_a_weighted_mixture_in_memory_gives_the_batches_of_its_preparation(self):
+        from t2t_keras.data import sources
+        from t2t_keras.tasks.data_route import memory_training, plans_in_memory
+
+        (self.root / "other-memory").mkdir()
+        other = write_pairs(self.root / "other-memory", [(f"more {i} words", f"mehr {i} Worte") for i in range(90)])
+        entries = [dict(source="text", train_files=self.config.data.train_files, weight=1.0),
+                   dict(source="text", train_files=other, weight=3.0)]
+        data = dataclasses.replace(self.config.data, sources=entries, **BATCHING)
+        config = dataclasses.replace(self.config, data=data)
+        examples, _ = sources.training_examples(data, seed=1)
+        self.assertIsInstance(examples, sources.Mixture)
+        self.assertTrue(plans_in_memory(mock.Mock(read_json=lambda path: None), "translation", examples))
+        out = self.root / "mixture-for-memory"
+        prepare_corpus(config, out, tokenizer_path=self.out / "tokenizer.model", progress=False, seed=1)
+        memory = memory_training(examples, self.tokenizer, dataclasses.replace(
+            config, training=dataclasses.replace(config.training, seed=1)))
+        self.assertEqual(memory.stream["shares"], [0.25, 0.75])
+        prepared = take(prepared_training_dataset(out, seed=1, shares=[1.0, 3.0], **BATCHING), 30)
+        for got, want in zip(take(memory.seek(0), 30), prepared):
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a, b)
+        resumed = take(memory.seek(23), 1)[0]
+        for a, b in zip(resumed, prepared[23]):
+            np.testing.assert_array_equal(a, b)
+
     def test_an_unfinished_preparation_is_not_read(self):
         out = self.root / "unfinished"
         with mock.patch.object(prepare, "write_shard", side_effect=KeyboardInterrupt):

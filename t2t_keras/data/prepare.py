@@ -234,21 +234,25 @@ def _write_window(manifest, out_dir, tokenizer, window, bar, part):
 
 
 def tokenized_shards(pairs, tokenizer, *, max_length, seed, pairs_per_shard=PAIRS_PER_SHARD,
-                     window_shards=WINDOW_SHARDS, progress=False) -> tuple[list, dict]:
+                     window_shards=WINDOW_SHARDS, progress=False, first_window=0) -> tuple[list, dict]:
     """`(shards, counts)`: `pairs` tokenized, filtered and dealt out into `shards.Shard`s held in memory.
 
     The shards are the ones `prepare_corpus` writes for the same pairs, tokenizer, max_length, seed and shard
     sizes (windows of `pairs_per_shard * window_shards` pairs, each shuffled and dealt out alike), so the same
-    batches come from either (`prepared.memory_training_dataset`). `counts` as the manifest's "pairs".
+    batches come from either (`prepared.memory_training_dataset`). `counts` as the manifest's "pairs", with
+    "windows". `first_window`: the windows of the corpora before this one in a mixture (their shuffles are
+    numbered on, as `prepare_corpus` numbers them).
     """
     settings = dict(max_length=max_length, seed=seed, pairs_per_shard=pairs_per_shard)
     window_size = pairs_per_shard * window_shards
-    counts = dict(read=0, empty=0, overlong=0, kept=0)
+    counts = dict(read=0, empty=0, overlong=0, kept=0, windows=0)
     held = []
     with tqdm(total=len(pairs), desc="Tokenizing", unit=" pairs", unit_scale=True,
               disable=not progress or None) as bar:
         for index, start in enumerate(range(0, len(pairs), window_size)):
-            window_counts, parts = _window_shards(pairs[start:start + window_size], tokenizer, settings, index, bar)
+            window_counts, parts = _window_shards(pairs[start:start + window_size], tokenizer, settings,
+                                                  first_window + index, bar)
+            counts["windows"] += 1
             dtype = ids_dtype(tokenizer.vocab_size)
             held += [memory_shard(source_ids, target_ids, dtype) for source_ids, target_ids in parts]
             for key, value in window_counts.items():

@@ -72,14 +72,16 @@ def prepared_training_dataset(out_dir, *, seed, batch_tokens, max_length, num_re
 
 
 def memory_training_dataset(shards, *, seed, batch_tokens, max_length, num_replicas=1, position=0,
-                            bucket_boundaries=None, group_shards=GROUP_SHARDS) -> tf.data.Dataset:
+                            bucket_boundaries=None, group_shards=GROUP_SHARDS, parts=None,
+                            shares=None) -> tf.data.Dataset:
     """`prepared_training_dataset` over `shards.Shard`s held in memory (`prepare.tokenized_shards`).
 
-    The same shards and arguments give the same batches as their prepared directory does.
+    The same shards and arguments give the same batches as their prepared directory does. A weighted mixture:
+    `parts` names each shard's corpus (0, 1, ... in data.sources order) and `shares` their weights.
     """
-    return _dataset(_MemoryShards(shards, max_length), seed=seed, max_length=max_length, batch_tokens=batch_tokens,
-                    num_replicas=num_replicas, worker_index=0, num_workers=1, position=position,
-                    bucket_boundaries=bucket_boundaries, group_shards=group_shards)
+    return _dataset(_MemoryShards(shards, max_length, parts), seed=seed, max_length=max_length,
+                    batch_tokens=batch_tokens, num_replicas=num_replicas, worker_index=0, num_workers=1,
+                    position=position, bucket_boundaries=bucket_boundaries, group_shards=group_shards, shares=shares)
 
 
 def _dataset(shards, *, seed, max_length, batch_tokens, num_replicas, worker_index, num_workers, position,
@@ -128,9 +130,10 @@ class _DirectoryShards:
 class _MemoryShards:
     """Shards held in memory, tokenized with `max_length`."""
 
-    def __init__(self, shards, max_length):
+    def __init__(self, shards, max_length, parts=None):
         self.held, self.max_length = list(shards), max_length
-        self.sizes, self.parts = [len(shard.lengths) for shard in self.held], [0] * len(self.held)
+        self.sizes = [len(shard.lengths) for shard in self.held]
+        self.parts = list(parts) if parts is not None else [0] * len(self.held)  # which corpus of a mixture
         self.where = f"the corpus tokenized in memory (max_length={max_length})"
 
     def __len__(self):

@@ -8,6 +8,7 @@ concatenation, and dev and test come from the first one listed.
 
 import dataclasses
 import logging
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -117,13 +118,30 @@ def load_pairs(data_config, split, seed=None):
     return dataset, {"sources": [provenance for _, provenance in loaded]}
 
 
-def training_pairs(data_config, seed):
-    """`(pairs, provenance)`: the training pairs, drawn from the corpora of `data.sources` by weight.
+class Mixture(typing.NamedTuple):
+    """The training pairs of a weighted mixture held in memory: one list of pairs per corpus of `data.sources`.
 
-    The mixture repeats each corpus and samples among them with the weights
-    (normalised), deterministically for `seed`; each corpus's share is logged.
-    A single corpus is returned as `load_pairs` gives it.
+    The in-memory road plans its batches over the corpora with their shares (`prepared.memory_training_dataset`
+    with `shares`); other readers take `stream()`, the endless draw by weight, or `pairs()`, all of them once.
     """
+
+    parts: list  # [[(source, target), ...], ...] in data.sources order
+    shares: list  # the weights, normalised
+    seed: typing.Optional[int]
+
+    def stream(self):
+        """The endless draw from the corpora by their shares (deterministic for the seed)."""
+        streams = [as_dataset(pairs).repeat() for pairs in self.parts]
+        return tf.data.Dataset.sample_from_datasets(streams, weights=list(self.shares), seed=self.seed)
+
+    def pairs(self):
+        """Every corpus's pairs once, in data.sources order."""
+        return [pair for part in self.parts for pair in part]
+
+
+def training_examples(data_config, seed):
+    """`(examples, provenance)` of the training split: a `Mixture` for a mixture of corpora read into memory,
+    the endless draw for one with a TFDS corpus, and for one corpus what `load_pairs` gives."""
     parts = components(data_config)
     if len(parts) == 1:
         return load_pairs(data_config, "train", seed)
@@ -132,10 +150,22 @@ def training_pairs(data_config, seed):
     for (config, _), (_, provenance), share in zip(parts, loaded, shares):
         logger.info("Training mixture: %.1f%% from %s (%s pairs).", 100 * share, config.source,
                     provenance.get("pairs", "unknown"))
-    streams = [as_dataset(pairs).repeat() for pairs, _ in loaded]
-    mixed = tf.data.Dataset.sample_from_datasets(streams, weights=shares.tolist(), seed=seed)
-    sources = [dict(provenance, share=float(share)) for (_, provenance), share in zip(loaded, shares)]
-    return mixed, {"sources": sources}
+    provenance = {"sources": [dict(provenance, share=float(share)) for (_, provenance), share in zip(loaded, shares)]}
+    mixture = Mixture([pairs for pairs, _ in loaded], shares.tolist(), seed)
+    if any(isinstance(pairs, tf.data.Dataset) for pairs in mixture.parts):  # TFDS: streamed only
+        return mixture.stream(), provenance
+    return mixture, provenance
+
+
+def training_pairs(data_config, seed):
+    """`(pairs, provenance)`: the training pairs, drawn from the corpora of `data.sources` by weight.
+
+    The mixture repeats each corpus and samples among them with the weights
+    (normalised), deterministically for `seed`; each corpus's share is logged.
+    A single corpus is returned as `load_pairs` gives it.
+    """
+    examples, provenance = training_examples(data_config, seed)
+    return (examples.stream() if isinstance(examples, Mixture) else examples), provenance
 
 
 def _load_single(data_config, split, seed=None):
@@ -165,9 +195,12 @@ def _load_single(data_config, split, seed=None):
 
 
 def as_dataset(pairs):
-    """A tf.data.Dataset of scalar string pairs from a list of pairs (or the dataset itself)."""
+    """A tf.data.Dataset of scalar string pairs from a list of pairs, a `Mixture` (its endless draw by weight)
+    or the dataset itself."""
     if isinstance(pairs, tf.data.Dataset):
         return pairs
+    if isinstance(pairs, Mixture):
+        return pairs.stream()
     sources, targets = zip(*pairs) if pairs else ((), ())
     return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
 
@@ -182,6 +215,8 @@ def sentences_for_vocabulary(pairs, limit=2_000_000, seed=0, pairs_per_pass=None
     (as many as its corpora hold together, `mixture_pairs`), at most `limit / 2`.
     """
     count = limit // 2
+    if isinstance(pairs, Mixture):  # every corpus once, as the prepared road learns a mixture's vocabulary
+        pairs = pairs.pairs()
     if isinstance(pairs, tf.data.Dataset):
         if pairs_per_pass and int(pairs.cardinality()) == tf.data.INFINITE_CARDINALITY:
             count = min(count, pairs_per_pass)

@@ -243,11 +243,12 @@ class MemoryTraining(NamedTuple):
 def plans_in_memory(run, task_name, examples) -> bool:
     """Whether the in-memory road tokenizes `examples` once and plans its batches as the prepared road does.
 
-    It does for a translation corpus held as a list of pairs. A TFDS dataset, a weighted mixture (an endless
-    draw), the language-model tasks and a run that started on the streamed batches of earlier versions (its
-    positions count those) stream through `batching.make_training_dataset`, as before.
+    It does for a translation corpus held as a list of pairs, and for a weighted mixture of such corpora
+    (`sources.Mixture`, drawn by weight each epoch). A TFDS dataset (alone or in a mixture), the language-model
+    tasks and a run that started on the streamed batches of earlier versions (its positions count those) stream
+    through `batching.make_training_dataset`, as before.
     """
-    if task_name != "translation" or not isinstance(examples, list):
+    if task_name != "translation" or not isinstance(examples, (list, sources.Mixture)):
         return False
     recorded = run.read_json(run.input_stream_path)
     return recorded.get("batches") == PLANNED if recorded and run.checkpoint_paths() else True
@@ -265,7 +266,7 @@ def memory_training(examples, tokenizer, config, num_replicas=1, num_workers=1) 
       DataError: no pair fits data.max_length.
     """
     data, seed = config.data, config.training.seed
-    shards, counts = tokenized_shards(examples, tokenizer, max_length=data.max_length, seed=seed, progress=True)
+    shards, parts, counts = _tokenized_parts(examples, tokenizer, data.max_length, seed)
     if not shards:
         raise DataError(f"No training pair fits data.max_length={data.max_length} ({counts}): check the corpus "
                         "files, or raise data.max_length.")
@@ -273,9 +274,11 @@ def memory_training(examples, tokenizer, config, num_replicas=1, num_workers=1) 
         logger.warning("Dropping %d of %d pairs longer than max_length=%d tokens.", counts["overlong"],
                        counts["read"], data.max_length)
     options = dict(seed=seed, batch_tokens=data.batch_tokens, max_length=data.max_length, num_replicas=num_replicas)
+    if isinstance(examples, sources.Mixture):
+        options["shares"] = list(examples.shares)
 
     def seek(position):
-        dataset = memory_training_dataset(shards, position=position, **options)
+        dataset = memory_training_dataset(shards, position=position, parts=parts, **options)
         if num_workers > 1:
             sharding = tf.data.Options()
             sharding.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
@@ -285,6 +288,19 @@ def memory_training(examples, tokenizer, config, num_replicas=1, num_workers=1) 
     stream = dict(options, pipeline=MEMORY, batches=PLANNED, num_workers=num_workers, bucket_boundaries=None,
                   group_shards=GROUP_SHARDS, corpus=shards_digest(shards))
     return MemoryTraining(seek, stream, counts)
+
+
+def _tokenized_parts(examples, tokenizer, max_length, seed):
+    """`(shards, parts, counts)`: the pairs tokenized into shards in memory, the corpus of each shard (a
+    mixture's are tokenized corpus by corpus, so each shard holds one corpus), and the pairs counted."""
+    lists = examples.parts if isinstance(examples, sources.Mixture) else [examples]
+    shards, parts, counts = [], [], {}
+    for index, pairs in enumerate(lists):
+        held, part_counts = tokenized_shards(pairs, tokenizer, max_length=max_length, seed=seed, progress=True,
+                                             first_window=counts.get("windows", 0))
+        shards, parts = shards + held, parts + [index] * len(held)
+        counts = {key: counts.get(key, 0) + value for key, value in part_counts.items()}
+    return shards, parts, counts
 
 
 def shards_digest(shards) -> str:

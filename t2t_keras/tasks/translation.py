@@ -13,7 +13,7 @@ class TranslationTask(Task):
 
     def examples(self, data_config, split, seed=None):
         if split == "train":
-            return sources.training_pairs(data_config, seed=seed)
+            return sources.training_examples(data_config, seed=seed)  # a Mixture: planned in memory by weight
         return sources.load_pairs(data_config, split)
 
     def example_inputs(self, ids):
