@@ -33,25 +33,27 @@ class PresetTest(TestCase):
         self.assertEqual(config.model.hidden_dim, 128)
         self.assertEqual(config.training.label_smoothing, 0.2)
 
-    def test_the_main_job_preset_mixes_the_two_packaged_corpora(self):
+    def test_the_main_job_preset_trains_on_the_libreoffice_help_alone(self):
         data = load_config("mini").data
-        self.assertEqual(data.sources, [{"source": "libreoffice", "weight": 0.5},
-                                        {"source": "debian_descriptions", "weight": 0.5}])
-        self.assertEqual(data.source, "libreoffice")  # dev and test: the LibreOffice help's
-        self.assertEqual(load_config("lm-mini").data.sources, data.sources)
+        self.assertEqual((data.source, data.sources), ("libreoffice", None))
 
     def test_naming_a_corpus_replaces_the_inherited_mixture(self):
-        for override in ("data.source=debian_descriptions", "data.train_files=[a.en, a.de]"):
-            self.assertIsNone(load_config("mini", [override]).data.sources, override)
-        kept = load_config("mini", ["data.vocab_size=8000", "data.source_lang=de", "data.target_lang=en"])
-        self.assertEqual(len(kept.data.sources), 2)
-        both = load_config("mini", ["data.source=text", "data.train_files=[a.en, a.de]",
-                                    "data.sources=[{source: libreoffice}, {source: text, train_files: [a.en, a.de]}]"])
-        self.assertEqual([entry["source"] for entry in both.data.sources], ["libreoffice", "text"])
         with tempfile.TemporaryDirectory() as tmp:
-            path = pathlib.Path(tmp) / "mine.yaml"
-            path.write_text("extends: mini\ndata:\n  source: text\n  train_files: [a.en, a.de]\n")
-            self.assertIsNone(load_config(str(path)).data.sources)
+            mixed = pathlib.Path(tmp) / "mixed.yaml"
+            mixed.write_text("extends: mini\ndata:\n  sources:\n    - {source: libreoffice, weight: 0.5}\n"
+                             "    - {source: debian_descriptions, weight: 0.5}\n")
+            self.assertEqual(len(load_config(str(mixed)).data.sources), 2)
+            for override in ("data.source=debian_descriptions", "data.train_files=[a.en, a.de]"):
+                self.assertIsNone(load_config(str(mixed), [override]).data.sources, override)
+            kept = load_config(str(mixed), ["data.vocab_size=8000", "data.source_lang=de", "data.target_lang=en"])
+            self.assertEqual(len(kept.data.sources), 2)
+            both = load_config(str(mixed), ["data.source=text", "data.train_files=[a.en, a.de]",
+                                            "data.sources=[{source: libreoffice}, {source: text, train_files: "
+                                            "[a.en, a.de]}]"])
+            self.assertEqual([entry["source"] for entry in both.data.sources], ["libreoffice", "text"])
+            child = pathlib.Path(tmp) / "mine.yaml"
+            child.write_text(f"extends: {mixed}\ndata:\n  source: text\n  train_files: [a.en, a.de]\n")
+            self.assertIsNone(load_config(str(child)).data.sources)
 
     def test_model_vocabulary_defaults_to_the_data_vocabulary(self):
         self.assertEqual(load_config("tiny").model.vocab_size, load_config("tiny").data.vocab_size)
