@@ -81,15 +81,15 @@ class Bfloat16TranslationTest(TestCase):
         from t2t_keras.export.loaded import SavedModelTranslator
         from t2t_keras.export.saved_model import export_translator
 
-        params = DecodingParams(max_extra_length=10)
+        params = DecodingParams(beam_size=2, max_extra_length=10)  # beam search; 3 traced searches, not 15
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         out = pathlib.Path(tmp.name) / "bf16-export"
         with self.assertRaisesRegex(T2TError, "exclude each other"):
             export_translator(self.model, self.tokenizer, out, params=params, precision="bfloat16",
-                              quantization="int8")
+                              quantization="int8", max_beam_size=2)
         self.assertFalse(out.exists())
-        export_translator(self.model, self.tokenizer, out, params=params, precision="bfloat16")
+        export_translator(self.model, self.tokenizer, out, params=params, precision="bfloat16", max_beam_size=2)
         exported = SavedModelTranslator(out)
         reader = tf.train.load_checkpoint(str(out / "variables" / "variables"))
         shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
