@@ -101,6 +101,8 @@ def train_toy_model(pieces, pairs, epochs=15, seed=1, **overrides):
     """
     import keras
 
+    from t2t_keras.training.optimizer import FusedAdam
+
     keras.utils.set_random_seed(seed)
     kwargs = dict(vocab_size=pieces.get_piece_size(), max_length=64, hidden_dim=32, intermediate_dim=64)
     kwargs.update(overrides)
@@ -109,9 +111,12 @@ def train_toy_model(pieces, pairs, epochs=15, seed=1, **overrides):
     targets = [pieces.encode(t) for _, t in pairs]
     width = max(len(r) for r in sources + targets) + 1
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
-    model.compile(keras.optimizers.Adam(3e-3), loss, jit_compile=False)
-    model.fit((padded_ids(sources, width), padded_ids([[2] + t for t in targets], width)),
-              padded_ids([t + [3] for t in targets], width), batch_size=32, epochs=epochs, verbose=0)
+    model.compile(FusedAdam(3e-3), loss, jit_compile=False)  # Keras' Adam's update, one op per weight to trace
+    examples = ((padded_ids(sources, width), padded_ids([[2] + t for t in targets], width)),
+                padded_ids([t + [3] for t in targets], width))
+    # Whole batches only: a last, smaller batch would trace the training step a second time.
+    batches = tf.data.Dataset.from_tensor_slices(examples).shuffle(len(sources), seed=seed)
+    model.fit(batches.batch(32, drop_remainder=True), epochs=epochs, verbose=0)
     return model
 
 

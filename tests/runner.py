@@ -2,11 +2,12 @@
 
     python -m tests.runner                      # discover everything under tests/
     python -m tests.runner tests.test_model     # named modules
-    python -m tests.runner --workers 1          # one process (default: one per CPU core, at most 4)
+    python -m tests.runner --workers 1          # one process (default: one more than the CPU cores, at most 4)
     python -m tests.runner --record-durations   # also rewrite tests/durations.json from this run
     python -m tests.runner --profile DIR        # also DIR/<module>.prof (cProfile) and DIR/seconds.json per test
 
-Test modules run in parallel worker processes, longest first (by `tests/durations.json`; a module not listed
+Test modules run in parallel worker processes (one more than the CPU cores: a module that waits on a process
+it started, a server or the disk leaves its core to another), longest first (by `tests/durations.json`; a module not listed
 there counts as average), and each module's output is printed in one piece when it ends. Before the final
 line the runner lists the slowest test classes and tests (set-up included), to keep the suite's time in view.
 """
@@ -15,6 +16,7 @@ import argparse
 import collections
 import concurrent.futures
 import dataclasses
+import gc
 import io
 import json
 import multiprocessing
@@ -98,8 +100,20 @@ def run_module(name, profile_dir=None):
     if profile is not None:
         profile.disable()
         profile.dump_stats(str(pathlib.Path(profile_dir) / f"{name}.prof"))
+    settle_garbage()
     return ModuleReport(name, stream.getvalue(), run, failed, skipped, time.monotonic() - start,
                         cpu_seconds() - cpu_start, class_seconds, test_seconds)
+
+
+def settle_garbage():
+    """Frees this module's garbage, then exempts what survives from later collections (`gc.freeze`).
+
+    Tracing TensorFlow functions allocates millions of Python objects, so the collector runs often, and every full
+    collection walks all of the hundreds of thousands of objects that TensorFlow, Keras and the earlier modules
+    left alive: a large share of a tracing-heavy test's time. A worker collects rarely while a module runs (see
+    `_initialize_worker`) and once after it."""
+    gc.collect()
+    gc.freeze()
 
 
 def discover_modules():
@@ -127,6 +141,8 @@ def _initialize_worker(threads):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(threads))
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # CTranslate2's threads
+    gc.set_threshold(10_000, 20, 20)  # Python's default is (700, 10, 10); see `settle_garbage`
+    gc.freeze()  # the interpreter's start-up objects
 
 
 def run_parallel(names, workers, on_report, profile_dir=None):
@@ -149,7 +165,9 @@ def run_parallel(names, workers, on_report, profile_dir=None):
 
 
 def default_workers():
-    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+    """One more than the CPU cores, at most `MAX_WORKERS`: on 2 cores two workers left a fifth of the cores idle
+    (their modules waiting on processes they start, servers, the disk), three fill it."""
+    return max(1, min(MAX_WORKERS, (os.cpu_count() or 1) + 1))
 
 
 def main(argv):

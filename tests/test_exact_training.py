@@ -1,8 +1,8 @@
 """Exact training (issue 14): gradient accumulation equals one large batch; `train` counts updates.
 
 Logical CPUs must be configured before TensorFlow initialises its devices, so the
-one- and two-replica comparisons run in a subprocess
-(`python -m tests.test_exact_training --child REPLICAS`) that prints JSON.
+one- and two-replica comparisons run in one subprocess
+(`python -m tests.test_exact_training --child`) that splits the CPU in two and prints JSON.
 """
 
 import json
@@ -85,33 +85,35 @@ def fit_one_update(strategy, initial, dataset, accumulate):
             "logs": {k: float(v[0]) for k, v in history.history.items()}}
 
 
-def child_main(replicas):
-    """One update from 4 accumulated micro-batches and one from a single batch, on `replicas` CPUs."""
+def child_main():
+    """For 1 and 2 replicas (on the CPU split in two): one update from 4 accumulated micro-batches and one from
+    a single batch, from the same initial weights."""
     import keras
 
     from t2t_keras.model import Transformer
     from t2t_keras.training.strategy import make_strategy, split_cpu_for_testing
 
-    split_cpu_for_testing(replicas)
-    strategy = make_strategy("mirrored")
+    devices = split_cpu_for_testing(2)
     keras.utils.set_random_seed(0)
     model = Transformer(**TINY, dropout=0.0)
     model.build()
     initial = model.get_weights()
     batches = micro_batches()
-    results = {
-        "replicas": strategy.num_replicas_in_sync,
-        "initial": [w.tolist() for w in initial],
-        "accumulated": fit_one_update(strategy, initial, as_dataset(batches), accumulate=True),
-        "single": fit_one_update(strategy, initial, tf.data.Dataset.from_tensors(one_batch(batches)), False),
-    }
+    results = {"initial": [w.tolist() for w in initial]}
+    for replicas in (1, 2):
+        strategy = make_strategy("mirrored", devices=devices[:replicas])
+        results[replicas] = {
+            "replicas": strategy.num_replicas_in_sync,
+            "accumulated": fit_one_update(strategy, initial, as_dataset(batches), accumulate=True),
+            "single": fit_one_update(strategy, initial, tf.data.Dataset.from_tensors(one_batch(batches)), False),
+        }
     print(json.dumps(results))
 
 
-def run_child(replicas):
+def run_child():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("TF_CONFIG", None)
-    completed = subprocess.run([sys.executable, "-m", "tests.test_exact_training", "--child", str(replicas)],
+    completed = subprocess.run([sys.executable, "-m", "tests.test_exact_training", "--child"],
                                cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     if completed.returncode != 0:
         raise AssertionError(f"child process failed:\n{completed.stderr[-3000:]}")
@@ -119,14 +121,18 @@ def run_child(replicas):
 
 
 class AccumulationEqualsOneBatchTest(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.results = run_child()
+
     def check(self, replicas):
-        results = run_child(replicas)
+        results = self.results[str(replicas)]
         self.assertEqual(results["replicas"], replicas)
         accumulated, single = results["accumulated"], results["single"]
         self.assertEqual((accumulated["iterations"], single["iterations"]), (1, 1))  # one update each
         flat = {name: np.concatenate([np.ravel(w) for w in results[name]["weights"]])
                 for name in ("accumulated", "single")}
-        start = np.concatenate([np.ravel(w) for w in results["initial"]])
+        start = np.concatenate([np.ravel(w) for w in self.results["initial"]])
         # Relative to the whole model: single tensors whose true gradient is 0 (key biases) carry only rounding.
         error = np.linalg.norm(flat["accumulated"] - flat["single"])
         self.assertLessEqual(error / np.linalg.norm(flat["single"]), 1e-5)
@@ -523,4 +529,4 @@ class MixedBfloat16ExportTest(TestCase):
 
 if __name__ == "__main__":
     if "--child" in sys.argv:
-        child_main(int(sys.argv[sys.argv.index("--child") + 1]))
+        child_main()

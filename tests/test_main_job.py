@@ -27,7 +27,7 @@ class MainJobTest(TestCase):
             f"data.test_files={files['test']!r}", f"data.sources={json.dumps(corpora)}", "data.vocab_size=100", "data.max_length=24",
             "data.batch_tokens=384", "data.shuffle_buffer=100", "training.steps_per_epoch=10",
             "training.checkpoint_every_steps=10", "training.warmup_steps=20", "training.jit_compile=False",
-            "training.attention_every_steps=10", "training.average_last=2",
+            "training.attention_every_steps=10", "training.attention_probes=1", "training.average_last=2",
             "decoding.beam_size=2", "decoding.max_beam_size=2",  # the export traces one search per beam size
         ]
         cls.first = cls.main(train_steps=20, in_process=True)
