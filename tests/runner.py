@@ -7,9 +7,10 @@
     python -m tests.runner --profile DIR        # also DIR/<module>.prof (cProfile) and DIR/seconds.json per test
 
 Test modules run in parallel worker processes (one more than the CPU cores: a module that waits on a process
-it started, a server or the disk leaves its core to another), longest first (by `tests/durations.json`; a module not listed
-there counts as average), and each module's output is printed in one piece when it ends. Before the final
-line the runner lists the slowest test classes and tests (set-up included), to keep the suite's time in view.
+it started, a server or the disk leaves its core to another), longest first (by `tests/durations.json`; a
+module not listed there counts as average), and each module's output is printed in one piece when it ends.
+Before the final line the runner lists the slowest test classes and tests (set-up included), to keep the
+suite's time in view.
 """
 
 import argparse
@@ -165,8 +166,9 @@ def run_parallel(names, workers, on_report, profile_dir=None):
 
 
 def default_workers():
-    """One more than the CPU cores, at most `MAX_WORKERS`: on 2 cores two workers left a fifth of the cores idle
-    (their modules waiting on processes they start, servers, the disk), three fill it."""
+    """One more than the CPU cores, at most `MAX_WORKERS`. A module often waits (on a process it started, a
+    server, the disk): on 2 cores, two workers kept the cores 82% busy (2,597 CPU seconds in 1,589 s), three 95%
+    (2,110 in 1,108 s, with the garbage collection of `settle_garbage`)."""
     return max(1, min(MAX_WORKERS, (os.cpu_count() or 1) + 1))
 
 
