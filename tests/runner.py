@@ -106,13 +106,20 @@ def run_module(name, profile_dir=None):
                         cpu_seconds() - cpu_start, class_seconds, test_seconds)
 
 
+def collect_rarely():
+    """Collects garbage less often than Python's default (700, 10, 10) while a module runs; `settle_garbage`
+    collects after it. The objects alive so far (the interpreter's, the imports') are frozen first."""
+    gc.set_threshold(10_000, 20, 20)
+    gc.freeze()
+
+
 def settle_garbage():
     """Frees this module's garbage, then exempts what survives from later collections (`gc.freeze`).
 
     Tracing TensorFlow functions allocates millions of Python objects, so the collector runs often, and every full
     collection walks all of the hundreds of thousands of objects that TensorFlow, Keras and the earlier modules
-    left alive: a large share of a tracing-heavy test's time. A worker collects rarely while a module runs (see
-    `_initialize_worker`) and once after it."""
+    left alive: a large share of a tracing-heavy test's time. The runner collects rarely while a module runs
+    (`collect_rarely`) and once after it."""
     gc.collect()
     gc.freeze()
 
@@ -142,8 +149,7 @@ def _initialize_worker(threads):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(threads))
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # CTranslate2's threads
-    gc.set_threshold(10_000, 20, 20)  # Python's default is (700, 10, 10); see `settle_garbage`
-    gc.freeze()  # the interpreter's start-up objects
+    collect_rarely()
 
 
 def run_parallel(names, workers, on_report, profile_dir=None):
@@ -197,6 +203,7 @@ def main(argv):
     workers = min(args.workers, len(names))
     print(f"running {len(names)} test module(s) in {workers} process(es)", flush=True)
     if workers <= 1:
+        collect_rarely()
         for name in names:
             on_report(run_module(name, args.profile))
     else:

@@ -102,7 +102,7 @@ def child_main():
     results = {"initial": [w.tolist() for w in initial]}
     for replicas in (1, 2):
         strategy = make_strategy("mirrored", devices=devices[:replicas])
-        results[replicas] = {
+        results[str(replicas)] = {  # JSON keys are strings
             "replicas": strategy.num_replicas_in_sync,
             "accumulated": fit_one_update(strategy, initial, as_dataset(batches), accumulate=True),
             "single": fit_one_update(strategy, initial, tf.data.Dataset.from_tensors(one_batch(batches)), False),
