@@ -19,6 +19,7 @@ from t2t_keras.layers import (
 )
 from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.block import BLOCK_ARGUMENTS
+from t2t_keras.layers.dense import Dense, project
 from t2t_keras.layers.dropout import Dropout
 
 
@@ -109,7 +110,7 @@ class Transformer(keras.Model):
             self.output_projection = AdaptiveSoftmax(self.vocab_size, self.adaptive_cutoffs or (), dtype=policy,
                                                      name="adaptive_softmax")
         elif self.tie_embeddings == "none":
-            self.output_projection = keras.layers.Dense(
+            self.output_projection = Dense(
                 self.vocab_size, use_bias=False, dtype=policy, name="output_projection"
             )
         if self.position_encoding == "learned":
@@ -175,7 +176,7 @@ class Transformer(keras.Model):
         elif output_ids is not None and isinstance(projection, keras.layers.Dense) \
                 and projection.quantization_mode is None:
             kernel = ops.take(ops.cast(projection.kernel, hidden.dtype), output_ids, axis=1)  # (hidden, S)
-            logits = ops.matmul(hidden, kernel)
+            logits = project(hidden, kernel)
         else:
             logits = projection(hidden)
             if output_ids is not None:

@@ -202,7 +202,7 @@ class _ResumeTest:
         cls.tmp = tempfile.TemporaryDirectory()
         tmp = pathlib.Path(cls.tmp.name)
         files = write_toy_corpus(tmp / "data", train=200)
-        config = toy_config(files, train_steps=cls.STEPS, steps_per_epoch=10, checkpoint_every_steps=2,
+        config = toy_config(files, train_steps=cls.STEPS, steps_per_epoch=10, checkpoint_every_steps=8,
                             mixed_precision=cls.PRECISION)
         assert config.model.dropout > 0, "exact resume must be shown with dropout on"
         cls.config_path = tmp / "toy.yaml"

@@ -17,6 +17,7 @@ def _x(*shape, seed=0):
 # (layer, positional inputs, keyword inputs)
 CASES = [
     (layers.AdaptiveSoftmax(vocab_size=20, cutoffs=[5, 12]), (_x(2, 3, 8),), {}),
+    (layers.Dense(6, activation="relu"), (_x(2, 3, 8),), {}),
     (layers.Dropout(rate=0.25), (_x(2, 3, 8),), {}),
     (layers.SinusoidalPositionEncoding(), (_x(2, 3, 8),), {}),
     (layers.LearnedPositionEmbedding(max_length=6), (_x(2, 3, 8),), {}),

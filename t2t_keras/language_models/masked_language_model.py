@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_keras.language_models.single_stack import SingleStackModel
+from t2t_keras.layers.dense import Dense
 from t2t_keras.layers import Encoder
 
 
@@ -31,11 +32,11 @@ class MaskedLanguageModel(SingleStackModel):
         super().__init__(vocab_size, **kwargs)
         policy = self.dtype_policy
         self.encoder = Encoder(self.num_layers, self.block_config(), dtype=policy, name="encoder")
-        self.head_transform = keras.layers.Dense(self.hidden_dim, activation=self.activation, dtype=policy,
+        self.head_transform = Dense(self.hidden_dim, activation=self.activation, dtype=policy,
                                                  name="head_transform")
         self.head_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=policy,
                                                          name="head_norm")
-        self.pooler = keras.layers.Dense(self.hidden_dim, activation="tanh", dtype=policy, name="pooler")
+        self.pooler = Dense(self.hidden_dim, activation="tanh", dtype=policy, name="pooler")
 
     def build(self, input_shape=None):
         """Creates every weight; the shapes of the inputs do not matter."""

@@ -7,6 +7,7 @@ from t2t_keras.architecture import POSITION_CHOICES, check_choice
 from t2t_keras.layers import LearnedPositionEmbedding, SinusoidalPositionEncoding, TokenEmbedding, masks
 from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.block import BLOCK_ARGUMENTS
+from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.dropout import Dropout
 
 
@@ -38,7 +39,7 @@ class SingleStackModel(keras.Model):
         self.embedding_dropout = Dropout(dropout, dtype=policy, name="embedding_dropout")
         self.output_projection = None
         if not tie_embeddings:
-            self.output_projection = keras.layers.Dense(vocab_size, use_bias=False, dtype=policy,
+            self.output_projection = Dense(vocab_size, use_bias=False, dtype=policy,
                                                         name="output_projection")
 
     def block_config(self):

@@ -3,6 +3,7 @@
 from t2t_keras.layers.adaptive_softmax import AdaptiveSoftmax
 from t2t_keras.layers.decoder import Decoder
 from t2t_keras.layers.decoder_block import DecoderBlock
+from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.dropout import Dropout
 from t2t_keras.layers.encoder import Encoder
 from t2t_keras.layers.encoder_block import EncoderBlock
@@ -18,6 +19,7 @@ __all__ = [
     "AdaptiveSoftmax",
     "Decoder",
     "DecoderBlock",
+    "Dense",
     "Dropout",
     "Encoder",
     "EncoderBlock",

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from t2t_keras.layers.dense import Dense
+
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class AdaptiveSoftmax(keras.layers.Layer):
@@ -50,7 +52,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
         self.tail_factor = tail_factor
 
     def _dense(self, units, name):
-        return keras.layers.Dense(units, use_bias=False, dtype=self.dtype_policy, name=name)
+        return Dense(units, use_bias=False, dtype=self.dtype_policy, name=name)
 
     def build(self, input_shape):
         hidden_dim = input_shape[-1]

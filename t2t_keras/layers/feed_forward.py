@@ -2,6 +2,7 @@
 
 import keras
 
+from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.dropout import Dropout
 
 
@@ -35,12 +36,12 @@ class FeedForward(keras.layers.Layer):
         self.dropout = dropout
 
     def build(self, input_shape):
-        self.inner = keras.layers.Dense(
+        self.inner = Dense(
             self.intermediate_dim, activation=self.activation, dtype=self.dtype_policy, name="inner"
         )
         self.inner.build(input_shape)
         self.inner_dropout = Dropout(self.dropout, dtype=self.dtype_policy, name="dropout")
-        self.outer = keras.layers.Dense(input_shape[-1], dtype=self.dtype_policy, name="outer")
+        self.outer = Dense(input_shape[-1], dtype=self.dtype_policy, name="outer")
         self.outer.build(tuple(input_shape[:-1]) + (self.intermediate_dim,))
 
     def call(self, inputs, training=None):

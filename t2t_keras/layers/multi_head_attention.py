@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from t2t_keras.layers.arguments import constructor_arguments, store_arguments
+from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.scaled_dot_product_attention import ScaledDotProductAttention
 
 
@@ -75,7 +76,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.attention = ScaledDotProductAttention(dropout, dtype=self.dtype_policy, name="attention")
 
     def _dense(self, units, name):
-        return keras.layers.Dense(
+        return Dense(
             units, use_bias=self.use_bias, kernel_initializer=self.kernel_initializer,
             bias_initializer=self.bias_initializer, dtype=self.dtype_policy, name=name,
         )

@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from t2t_keras.layers.dense import project
+
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class TokenEmbedding(keras.layers.Layer):
@@ -70,7 +72,7 @@ class TokenEmbedding(keras.layers.Layer):
             # are transposed, which keeps oneDNN's kernels in graph mode.
             rows = ops.transpose(ops.squeeze(hidden, axis=1))  # (hidden_dim, batch)
             return ops.expand_dims(ops.transpose(ops.matmul(embeddings, rows)), axis=1)
-        return ops.matmul(hidden, ops.transpose(embeddings))
+        return project(hidden, ops.transpose(embeddings))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape) + (self.hidden_dim,)
