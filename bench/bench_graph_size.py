@@ -1,14 +1,12 @@
-"""Graph size and tracing time of the model's functions: its projections as one matrix product and its head
-reshapes from one slice of the shape (`layers.Dense`, `layers.shapes`), against Keras' `Dense` (`tf.tensordot`
-for rank > 2 inputs) and shapes from `ops.shape`.
+"""Graph size and tracing time of the model's functions, with `layers.Dense` (one matrix product) against Keras'
+`Dense` (`tf.tensordot` for rank > 2 inputs).
 
     PYTHONPATH=$PWD python bench/bench_graph_size.py [--repeats 7] [--output bench/results/graph_size.md]
 
 For `tiny` (d_model 64, N=2) and `mini`: the ops of the traced forward pass, of a training step's graph (forward,
 loss and gradients) and of one greedy search (`decoding.greedy`, cached), and the CPU seconds each trace takes
 (median of `--repeats`, the two projections alternating in one process, so that both see the same machine).
-The "Keras" arm is the same model with `layers.Dense.call` set back to `keras.layers.Dense.call` and
-`shapes.reshape_trailing` taking its `ops.shape` branch on TensorFlow too.
+The "tensordot" arm is the same model with `layers.Dense.call` set back to `keras.layers.Dense.call`.
 """
 
 import argparse
@@ -24,23 +22,10 @@ import tensorflow as tf
 from t2t_keras.build import build_model
 from t2t_keras.config import load_config
 from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.layers import dense, multi_head_attention, shapes
+from t2t_keras.layers import dense
 
-OURS = (dense.Dense.call, shapes.reshape_trailing)
-
-
-def keras_reshape_trailing(x, count, dims, like=None):
-    like = x if like is None else like
-    return keras.ops.reshape(x, (*keras.ops.shape(like)[:-count], *dims))
-
-
-ARMS = {"ours": OURS, "Keras": (keras.layers.Dense.call, keras_reshape_trailing)}
-
-
-def use(arm):
-    dense.Dense.call, reshape = ARMS[arm]
-    for module in (dense, multi_head_attention):
-        module.reshape_trailing = reshape
+OURS_CALL = dense.Dense.call
+ARMS = {"one matmul": OURS_CALL, "tensordot": keras.layers.Dense.call}
 
 
 def build(preset):
@@ -82,10 +67,10 @@ def measure(presets, repeats):
         for name, (function, specs) in functions(model).items():
             results = {arm: [] for arm in ARMS}
             for _ in range(repeats):
-                for arm in ARMS:
-                    use(arm)
+                for arm, call in ARMS.items():
+                    dense.Dense.call = call
                     results[arm].append(trace(function, specs))
-            use("ours")
+            dense.Dense.call = OURS_CALL
             row = {"preset": preset, "function": name}
             for arm, values in results.items():
                 row[arm] = (values[0][0], statistics.median(s for _, s in values))
@@ -98,22 +83,21 @@ def markdown(rows, repeats):
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())
     lines = [
-        "# Graph size: the model's projections as one matrix product, its head reshapes from one shape slice",
+        "# Graph size: the model's projections as one matrix product",
         "",
         f"Machine: {cpu}, {len(__import__('os').sched_getaffinity(0))} cores; tf {tf.__version__}, keras "
         f"{keras.__version__}; {datetime.date.today()}. `python bench/bench_graph_size.py --repeats {repeats}`.",
         "",
         "Ops: nodes of the traced graph and of the functions it holds (a search's loop body). CPU: seconds to "
-        f"trace, median of {repeats}, both arms alternating in one process. \"Keras\": Keras' `Dense`, which "
-        "multiplies rank-3 inputs with `tf.tensordot`, and head reshapes to shapes from `ops.shape` (a slice and "
-        "three constants per dynamic dimension); \"ours\": `layers.Dense` (reshape, MatMul, reshape: the same "
-        "kernel on the same numbers) and `layers.shapes.reshape_trailing` (one Shape, one slice, one concat).",
+        f"trace, median of {repeats}, both arms alternating in one process. \"tensordot\": Keras' `Dense`, which "
+        "multiplies rank-3 inputs with `tf.tensordot`; \"one matmul\": `layers.Dense` (reshape, MatMul, reshape: "
+        "the same kernel on the same numbers).",
         "",
-        "| preset | function | ops, Keras | ops, ours | fewer | CPU s, Keras | CPU s, ours |",
+        "| preset | function | ops, tensordot | ops, one matmul | fewer | CPU s, tensordot | CPU s, one matmul |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
-        (ops_t, cpu_t), (ops_o, cpu_o) = row["Keras"], row["ours"]
+        (ops_t, cpu_t), (ops_o, cpu_o) = row["tensordot"], row["one matmul"]
         lines.append(f"| {row['preset']} | {row['function']} | {ops_t:,} | {ops_o:,} | {1 - ops_o / ops_t:.0%} | "
                      f"{cpu_t:.2f} | {cpu_o:.2f} |")
     return "\n".join(lines) + "\n"
