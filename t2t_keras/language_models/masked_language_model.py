@@ -4,8 +4,7 @@ import keras
 from keras import ops
 
 from t2t_keras.language_models.single_stack import SingleStackModel
-from t2t_keras.layers.dense import Dense
-from t2t_keras.layers import Encoder
+from t2t_keras.layers import Dense, Encoder
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -33,7 +32,7 @@ class MaskedLanguageModel(SingleStackModel):
         policy = self.dtype_policy
         self.encoder = Encoder(self.num_layers, self.block_config(), dtype=policy, name="encoder")
         self.head_transform = Dense(self.hidden_dim, activation=self.activation, dtype=policy,
-                                                 name="head_transform")
+                                    name="head_transform")
         self.head_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=policy,
                                                          name="head_norm")
         self.pooler = Dense(self.hidden_dim, activation="tanh", dtype=policy, name="pooler")

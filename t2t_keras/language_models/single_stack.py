@@ -39,8 +39,7 @@ class SingleStackModel(keras.Model):
         self.embedding_dropout = Dropout(dropout, dtype=policy, name="embedding_dropout")
         self.output_projection = None
         if not tie_embeddings:
-            self.output_projection = Dense(vocab_size, use_bias=False, dtype=policy,
-                                                        name="output_projection")
+            self.output_projection = Dense(vocab_size, use_bias=False, dtype=policy, name="output_projection")
 
     def block_config(self):
         """The keyword arguments of every block of the stack."""

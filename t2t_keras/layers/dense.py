@@ -18,7 +18,7 @@ def project(inputs, kernel):
         return ops.matmul(inputs, kernel)
     input_dim, units = kernel.shape
     if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf  # only under TensorFlow: the layers import it nowhere else (cf. layers/dropout.py)
+        import tensorflow as tf  # only under the TensorFlow backend, as layers/dropout.py does
 
         # One Shape op and one slice; ops.shape would slice every dynamic dimension and pack them again.
         leading = tf.shape(inputs)[:-1]
