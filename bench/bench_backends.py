@@ -20,7 +20,16 @@ from the step after `--warmup-steps` (compilation excluded). Decoding writes exa
 sentence (min_length = max_length) for batch 1 and 32, greedy and beam 4, from an untrained model (the speed does
 not depend on the weights when the length is fixed); the median of `--repeats` calls after one untimed call.
 
-On a machine with a GPU and JAX built for CUDA (no TensorFlow needed), `--backends jax` measures JAX alone there.
+On a machine with a GPU and JAX built for CUDA (no TensorFlow needed), `--backends jax` measures JAX alone there:
+
+    python bench/bench_backends.py --backends jax --sizes base --jax-precisions float32 mixed_bfloat16 \
+        --peak-tflops float32=494.7 mixed_bfloat16=989.4 --output OUT/backends-gpu
+
+Model FLOPs utilisation (MFU) is the model's training FLOPs per second over the peak the hardware lists for the
+precision (`--peak-tflops`; the H100/H200 SXM figures above are dense TF32, which JAX uses for float32 matrix
+products on such GPUs by default, and dense bfloat16). The model's FLOPs are those of its matrix products
+(`training_flops_per_pair`): projections, attention scores and weighted sums (causal attention counted in full, as
+PaLM's MFU does), the feed-forward networks and the output projection, forward once and backward twice.
 """
 
 import argparse
@@ -44,6 +53,10 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["small", "base"], help="config presets to measure")
     parser.add_argument("--backends", nargs="+", default=["tensorflow", "jax"], choices=["tensorflow", "jax"])
+    parser.add_argument("--jax-precisions", nargs="+",
+                        help="JAX's precisions (default: float32 and the TensorFlow fast path's choice)")
+    parser.add_argument("--peak-tflops", nargs="+", default=[], metavar="PRECISION=TFLOPS",
+                        help="the hardware's peak for a precision, e.g. mixed_bfloat16=989.4: adds MFU")
     parser.add_argument("--quick", action="store_true", help="tiny preset, few steps: a check that it runs")
     parser.add_argument("--train-steps", type=int, default=12, help="timed training steps")
     parser.add_argument("--warmup-steps", type=int, default=3, help="untimed steps first (compilation)")
@@ -76,9 +89,16 @@ def main(argv=None):
             runs.append(run_in_process(args, "tensorflow", size, "auto"))
             precisions.append(runs[-1]["training"]["precision"])  # JAX in the fast path's precision too
         if "jax" in args.backends:
-            for precision in dict.fromkeys(precisions):
+            for precision in dict.fromkeys(args.jax_precisions or precisions):
                 runs.append(run_in_process(args, "jax", size, precision, decode=precision == "float32"))
-    record = {"date": time.strftime("%Y-%m-%d"), "quick": args.quick, "settings": settings(args), "runs": runs}
+    peaks = dict(item.split("=") for item in args.peak_tflops)
+    for run in runs:
+        training = run["training"]
+        training["model_tflops_per_s"] = round(training["flops_per_pair"] * training["pairs_per_s"] / 1e12, 2)
+        if training["precision"] in peaks:
+            training["mfu"] = round(training["model_tflops_per_s"] / float(peaks[training["precision"]]), 4)
+    record = {"date": time.strftime("%Y-%m-%d"), "quick": args.quick, "settings": settings(args),
+              "peak_tflops": peaks, "runs": runs}
     pathlib.Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(args.output + ".json").write_text(json.dumps(record, indent=1) + "\n")
     text = report(record)
@@ -140,7 +160,9 @@ def versions(backend):
         return f"TensorFlow {tf.__version__}"
     import jax
 
-    return f"JAX {jax.__version__} on {jax.devices()[0].platform.upper()}"
+    device = jax.devices()[0]
+    kind = f" ({device.device_kind})" if device.platform != "cpu" else ""
+    return f"JAX {jax.__version__} on {device.platform.upper()}{kind}"
 
 
 def tensorflow_model(config):
@@ -227,8 +249,26 @@ def train_speed(model, config, args):
                         callbacks=[clock])
     seconds = stamps[-1] - stamps[args.warmup_steps - 1]
     return {"batch_pairs": rows, "target_tokens_per_s": round(rows * args.target_length * args.train_steps / seconds),
+            "pairs_per_s": rows * args.train_steps / seconds,
+            "flops_per_pair": training_flops_per_pair(config.model, args.source_length, args.target_length),
             "first_steps_s": round(stamps[args.warmup_steps - 1] - start, 2),  # compilation included
             "final_loss": history.history["loss"][-1]}
+
+
+def training_flops_per_pair(model, source_length, target_length):
+    """FLOPs of one training pair's matrix products: 3x the forward pass (backward = 2x forward), 2 FLOPs a MAC."""
+    d, ff, vocab = model.hidden_dim, model.intermediate_dim, model.vocab_size
+    keys, values = model.num_heads * model.head_key_dim, model.num_heads * model.head_value_dim
+    s, t = source_length, target_length
+
+    def attention(queries, memory):  # projections of queries and memory, scores, weighted sums, output
+        return queries * d * keys + memory * d * (keys + values) + queries * memory * (keys + values) + \
+            queries * values * d
+
+    encoder = attention(s, s) + 2 * s * d * ff
+    decoder = attention(t, t) + attention(t, s) + 2 * t * d * ff
+    macs = model.num_layers * encoder + model.decoder_layers * decoder + t * d * vocab
+    return 3 * 2 * macs
 
 
 def decode_speed(searches, config, args):
@@ -248,6 +288,10 @@ def decode_speed(searches, config, args):
     return results
 
 
+def mfu(training):
+    return f"{training['mfu']:.1%}" if "mfu" in training else "—"
+
+
 def report(record):
     """The markdown tables: training tokens/s, then decoding, per size and backend."""
     runs = record["runs"]
@@ -255,13 +299,14 @@ def report(record):
                 f"{'XLA' if r['training']['jit_compile'] else 'graph'}"
                 f"{' + fused elementwise' if r['training']['fused_elementwise'] else ''} | "
                 f"{r['training']['batch_pairs']} | {r['training']['target_tokens_per_s']:,} | "
-                f"{r['training']['first_steps_s']} | {r['busy_cores']} |" for r in runs]
+                f"{r['training']['first_steps_s']} | {r['training'].get('model_tflops_per_s', '')} | "
+                f"{mfu(r['training'])} | {r['busy_cores']} |" for r in runs]
     decoding = [f"| {r['size']} | {r['backend']} | {name} | {batch} | {d['sentences_per_s']:.2f} | "
                 f"{d['tokens_per_s']:.0f} | {d['first_s']:.1f} |"
                 for r in runs if "decoding" in r for name in SEARCHES for batch in DECODE_BATCHES
                 for d in [r["decoding"][f"{name}_batch{batch}"]]]
     header = ("| size | backend | precision | compiled | pairs/batch | target tokens/s | first steps (s) "
-              "| busy cores |\n|---|---|---|---|---|---|---|---|")
+              "| model TFLOP/s | MFU | busy cores |\n|---|---|---|---|---|---|---|---|---|---|")
     prose = (f"{'QUICK CHECK (tiny preset, few steps): not a measurement. ' if record['quick'] else ''}"
              f"Measured {record['date']} with bench/bench_backends.py, settings {json.dumps(record['settings'])}; "
              "each row a fresh process after waiting for a quiet machine ('busy cores': all cores busy during it, "
