@@ -1,12 +1,14 @@
-"""Graph size and tracing time of the model's functions, with `layers.Dense` (one matrix product) against Keras'
-`Dense` (`tf.tensordot` for rank > 2 inputs).
+"""Graph size and tracing time of the model's functions: its projections as one matrix product and its head
+reshapes from one slice of the shape (`layers.Dense`, `layers.shapes`), against Keras' `Dense` (`tf.tensordot`
+for rank > 2 inputs) and shapes from `ops.shape`.
 
     PYTHONPATH=$PWD python bench/bench_graph_size.py [--repeats 7] [--output bench/results/graph_size.md]
 
 For `tiny` (d_model 64, N=2) and `mini`: the ops of the traced forward pass, of a training step's graph (forward,
 loss and gradients) and of one greedy search (`decoding.greedy`, cached), and the CPU seconds each trace takes
 (median of `--repeats`, the two projections alternating in one process, so that both see the same machine).
-The "tensordot" arm is the same model with `layers.Dense.call` set back to `keras.layers.Dense.call`.
+The "Keras" arm is the same model with `layers.Dense.call` set back to `keras.layers.Dense.call` and
+`shapes.reshape_trailing` taking its `ops.shape` branch on TensorFlow too.
 """
 
 import argparse
@@ -22,10 +24,23 @@ import tensorflow as tf
 from t2t_keras.build import build_model
 from t2t_keras.config import load_config
 from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.layers import dense
+from t2t_keras.layers import dense, multi_head_attention, shapes
 
-OURS_CALL = dense.Dense.call
-ARMS = {"one matmul": OURS_CALL, "tensordot": keras.layers.Dense.call}
+OURS = (dense.Dense.call, shapes.reshape_trailing)
+
+
+def keras_reshape_trailing(x, count, dims, like=None):
+    like = x if like is None else like
+    return keras.ops.reshape(x, (*keras.ops.shape(like)[:-count], *dims))
+
+
+ARMS = {"ours": OURS, "Keras": (keras.layers.Dense.call, keras_reshape_trailing)}
+
+
+def use(arm):
+    dense.Dense.call, reshape = ARMS[arm]
+    for module in (dense, multi_head_attention):
+        module.reshape_trailing = reshape
 
 
 def build(preset):
@@ -67,10 +82,10 @@ def measure(presets, repeats):
         for name, (function, specs) in functions(model).items():
             results = {arm: [] for arm in ARMS}
             for _ in range(repeats):
-                for arm, call in ARMS.items():
-                    dense.Dense.call = call
+                for arm in ARMS:
+                    use(arm)
                     results[arm].append(trace(function, specs))
-            dense.Dense.call = OURS_CALL
+            use("ours")
             row = {"preset": preset, "function": name}
             for arm, values in results.items():
                 row[arm] = (values[0][0], statistics.median(s for _, s in values))
@@ -83,21 +98,22 @@ def markdown(rows, repeats):
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())
     lines = [
-        "# Graph size: the model's projections as one matrix product",
+        "# Graph size: the model's projections as one matrix product, its head reshapes from one shape slice",
         "",
         f"Machine: {cpu}, {len(__import__('os').sched_getaffinity(0))} cores; tf {tf.__version__}, keras "
         f"{keras.__version__}; {datetime.date.today()}. `python bench/bench_graph_size.py --repeats {repeats}`.",
         "",
         "Ops: nodes of the traced graph and of the functions it holds (a search's loop body). CPU: seconds to "
-        f"trace, median of {repeats}, both arms alternating in one process. \"tensordot\": Keras' `Dense`, which "
-        "multiplies rank-3 inputs with `tf.tensordot`; \"one matmul\": `layers.Dense` (reshape, MatMul, reshape: "
-        "the same kernel on the same numbers).",
+        f"trace, median of {repeats}, both arms alternating in one process. \"Keras\": Keras' `Dense`, which "
+        "multiplies rank-3 inputs with `tf.tensordot`, and head reshapes to shapes from `ops.shape` (a slice and "
+        "three constants per dynamic dimension); \"ours\": `layers.Dense` (reshape, MatMul, reshape: the same "
+        "kernel on the same numbers) and `layers.shapes.reshape_trailing` (one Shape, one slice, one concat).",
         "",
-        "| preset | function | ops, tensordot | ops, one matmul | fewer | CPU s, tensordot | CPU s, one matmul |",
+        "| preset | function | ops, Keras | ops, ours | fewer | CPU s, Keras | CPU s, ours |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
-        (ops_t, cpu_t), (ops_o, cpu_o) = row["tensordot"], row["one matmul"]
+        (ops_t, cpu_t), (ops_o, cpu_o) = row["Keras"], row["ours"]
         lines.append(f"| {row['preset']} | {row['function']} | {ops_t:,} | {ops_o:,} | {1 - ops_o / ops_t:.0%} | "
                      f"{cpu_t:.2f} | {cpu_o:.2f} |")
     return "\n".join(lines) + "\n"

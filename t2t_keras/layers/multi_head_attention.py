@@ -8,6 +8,7 @@ from keras import ops
 from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.scaled_dot_product_attention import ScaledDotProductAttention
+from t2t_keras.layers.shapes import reshape_trailing
 
 
 class AttentionOutput(NamedTuple):
@@ -95,8 +96,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.attention.build(None)  # weightless; marked built so the model counts as fully built
 
     def _split_heads(self, x, head_dim):
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.reshape(x, (batch, length, self.num_heads, head_dim))
+        return reshape_trailing(x, 1, (self.num_heads, head_dim))
 
     def compute_key_value(self, value, key=None):
         """Projects keys and values once, e.g. the encoder output for cross-attention."""
@@ -111,8 +111,7 @@ class MultiHeadAttention(keras.layers.Layer):
         heads, weights = self.attention(
             query, key_value["key"], key_value["value"], attention_mask=attention_mask, training=training
         )  # (batch, query_len, heads, value_dim)
-        batch, length = ops.shape(heads)[0], ops.shape(heads)[1]
-        output = self.output_dense(ops.reshape(heads, (batch, length, self.num_heads * self.value_dim)))
+        output = self.output_dense(reshape_trailing(heads, 2, (self.num_heads * self.value_dim,)))
         return AttentionOutput(output, weights)
 
     def call(self, query, value=None, key=None, attention_mask=None, training=None):
