@@ -1,14 +1,15 @@
-"""Graph size and tracing time of the model's functions: its projections as one matrix product and its head
-reshapes from one slice of the shape (`layers.Dense`, `layers.shapes`), against Keras' `Dense` (`tf.tensordot`
-for rank > 2 inputs) and shapes from `ops.shape`.
+"""Graph size and tracing time of the model's functions: its projections as one matrix product over the positions
+as rows and its reshapes from one slice of the shape (`layers.Dense`, `layers.shapes`), against Keras' `Dense`
+(`tf.tensordot` for rank > 2 inputs) on `(batch, length, width)` inputs and shapes from `ops.shape`.
 
     PYTHONPATH=$PWD python bench/bench_graph_size.py [--repeats 7] [--output bench/results/graph_size.md]
 
 For `tiny` (d_model 64, N=2) and `mini`: the ops of the traced forward pass, of a training step's graph (forward,
 loss and gradients) and of one greedy search (`decoding.greedy`, cached), and the CPU seconds each trace takes
 (median of `--repeats`, the two projections alternating in one process, so that both see the same machine).
-The "Keras" arm is the same model with `layers.Dense.call` set back to `keras.layers.Dense.call` and
-`shapes.reshape_trailing` taking its `ops.shape` branch on TensorFlow too.
+The "Keras" arm is the same model with `layers.Dense.call` set back to `keras.layers.Dense.call`,
+`shapes.reshape_trailing` taking its `ops.shape` branch on TensorFlow too, and `shapes.rows` leaving the
+`(batch, length)` axes in place (the attention's heads merged to `(batch, length, heads * dim)` by a reshape).
 """
 
 import argparse
@@ -24,9 +25,9 @@ import tensorflow as tf
 from t2t_keras.build import build_model
 from t2t_keras.config import load_config
 from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.layers import dense, multi_head_attention, shapes
+from t2t_keras.layers import dense, feed_forward, multi_head_attention, shapes
 
-OURS = (dense.Dense.call, shapes.reshape_trailing)
+OURS = (dense.Dense.call, shapes.reshape_trailing, shapes.rows)
 
 
 def keras_reshape_trailing(x, count, dims, like=None):
@@ -34,13 +35,20 @@ def keras_reshape_trailing(x, count, dims, like=None):
     return keras.ops.reshape(x, (*keras.ops.shape(like)[:-count], *dims))
 
 
-ARMS = {"ours": OURS, "Keras": (keras.layers.Dense.call, keras_reshape_trailing)}
+def keras_rows(x, width=None):
+    """The layers as they were before `rows`: positions kept as (batch, length) axes, heads merged by a reshape."""
+    return x if width is None else keras_reshape_trailing(x, 2, (width,))
+
+
+ARMS = {"ours": OURS, "Keras": (keras.layers.Dense.call, keras_reshape_trailing, keras_rows)}
 
 
 def use(arm):
-    dense.Dense.call, reshape = ARMS[arm]
-    for module in (dense, multi_head_attention):
+    dense.Dense.call, reshape, rows = ARMS[arm]
+    for module in (dense, feed_forward, multi_head_attention):
         module.reshape_trailing = reshape
+        if hasattr(module, "rows"):
+            module.rows = rows
 
 
 def build(preset):
@@ -98,7 +106,7 @@ def markdown(rows, repeats):
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor())
     lines = [
-        "# Graph size: the model's projections as one matrix product, its head reshapes from one shape slice",
+        "# Graph size: the model's projections as one matrix product over rows, its reshapes from one shape slice",
         "",
         f"Machine: {cpu}, {len(__import__('os').sched_getaffinity(0))} cores; tf {tf.__version__}, keras "
         f"{keras.__version__}; {datetime.date.today()}. `python bench/bench_graph_size.py --repeats {repeats}`.",
@@ -107,7 +115,9 @@ def markdown(rows, repeats):
         f"trace, median of {repeats}, both arms alternating in one process. \"Keras\": Keras' `Dense`, which "
         "multiplies rank-3 inputs with `tf.tensordot`, and head reshapes to shapes from `ops.shape` (a slice and "
         "three constants per dynamic dimension); \"ours\": `layers.Dense` (reshape, MatMul, reshape: the same "
-        "kernel on the same numbers) and `layers.shapes.reshape_trailing` (one Shape, one slice, one concat).",
+        "kernel on the same numbers), `layers.shapes.reshape_trailing` (one Shape, one slice, one concat) and "
+        "`layers.shapes.rows`: the attention's and the feed-forward network's products on the positions as rows "
+        "of one matrix, one reshape in and one out (the heads split and merged in the same reshapes).",
         "",
         "| preset | function | ops, Keras | ops, ours | fewer | CPU s, Keras | CPU s, ours |",
         "|---|---|---:|---:|---:|---:|---:|",

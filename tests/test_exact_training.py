@@ -418,14 +418,15 @@ def tearDownModule():
 class PrecisionLossTest(TestCase):
     """A tiny model trained 300 updates on the same data reaches the float32 loss in each mixed precision.
 
-    Tolerance: the mean training loss of the last 50 updates is within 0.05 nats of float32's (about 0.96
+    Tolerance: the mean training loss of the last 50 updates is within 0.1 nats of float32's (about 0.96
     nats there, from about 2.8 over the first 50). Rounding in bf16/fp16 changes the trajectory the way
-    another seed does: on this setup three float32 runs with seeds 1234-1236 ended within 0.015 nats, and
-    bf16/fp16 within 0.023 of float32 (2026-11-27). At half eq. (3)'s learning rate: at the full rate the run
-    is chaotic (a float32 rounding difference of 5e-7 at the first update grew to 0.12 nats by the 50th, and
-    runs ended 0.07-0.15 apart, at a worse loss, 1.5). A broken path (fp16 without loss scaling,
-    low-precision master weights, a wrong loss cast) stalls far above that. The first 50 updates agree within
-    0.02 nats (measured: under 0.003).
+    another seed does: on this setup (2026-11-27) float32 runs with seeds 1234-1236 ended between 0.953 and
+    0.974 nats, bf16 and fp16 runs between 0.951 and 1.007, the same seed's float32 and bf16 at most 0.054
+    apart, also when the layers only reshaped their tensors differently (which moves float32 gradients by 1e-9).
+    At half eq. (3)'s learning rate: at the full rate the run is chaotic (a float32 rounding difference of 5e-7
+    at the first update grew to 0.12 nats by the 50th) and learns less (about 1.5). A broken path (fp16
+    without loss scaling, low-precision master weights, a wrong loss cast) stalls far above that. The first 50
+    updates agree within 0.02 nats (measured: under 0.003).
     """
 
     @classmethod
@@ -443,7 +444,7 @@ class PrecisionLossTest(TestCase):
         self.assertLess(self.float32[-1], 0.7 * self.float32[0])  # both runs learned: a meaningful comparison
         self.assertLess(losses[-1], 0.7 * losses[0])
         self.assertLessEqual(abs(losses[0] - self.float32[0]), 0.02)
-        self.assertLessEqual(abs(losses[-1] - self.float32[-1]), 0.05, (precision, losses, self.float32))
+        self.assertLessEqual(abs(losses[-1] - self.float32[-1]), 0.1, (precision, losses, self.float32))
 
     def test_mixed_bfloat16_reaches_the_float32_loss(self):
         self.check("mixed_bfloat16")

@@ -4,6 +4,7 @@ import keras
 
 from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.dropout import Dropout
+from t2t_keras.layers.shapes import reshape_trailing, rows
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -45,7 +46,9 @@ class FeedForward(keras.layers.Layer):
         self.outer.build(tuple(input_shape[:-1]) + (self.intermediate_dim,))
 
     def call(self, inputs, training=None):
-        return self.outer(self.inner_dropout(self.inner(inputs), training=training))
+        # Both products on the positions as rows of one matrix: one reshape in, one out.
+        hidden = self.inner_dropout(self.inner(rows(inputs)), training=training)  # (positions, d_ff)
+        return reshape_trailing(self.outer(hidden), 1, (self.outer.units,), like=inputs)
 
     def compute_output_shape(self, input_shape):
         return input_shape

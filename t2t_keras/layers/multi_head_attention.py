@@ -8,7 +8,7 @@ from keras import ops
 from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.dense import Dense
 from t2t_keras.layers.scaled_dot_product_attention import ScaledDotProductAttention
-from t2t_keras.layers.shapes import reshape_trailing
+from t2t_keras.layers.shapes import reshape_trailing, rows
 
 
 class AttentionOutput(NamedTuple):
@@ -95,15 +95,17 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
         self.attention.build(None)  # weightless; marked built so the model counts as fully built
 
-    def _split_heads(self, x, head_dim):
-        return reshape_trailing(x, 1, (self.num_heads, head_dim))
+    def _heads(self, dense, x, head_dim):
+        """`dense(x)` split into heads, `(batch, length, heads, head_dim)`: the projection multiplies the rows of
+        `x` as one matrix, and one reshape both restores `(batch, length)` and splits the heads."""
+        return reshape_trailing(dense(rows(x)), 1, (self.num_heads, head_dim), like=x)
 
     def compute_key_value(self, value, key=None):
         """Projects keys and values once, e.g. the encoder output for cross-attention."""
         key = value if key is None else key
         return {
-            "key": self._split_heads(self.key_dense(key), self.key_dim),
-            "value": self._split_heads(self.value_dense(value), self.value_dim),
+            "key": self._heads(self.key_dense, key, self.key_dim),
+            "value": self._heads(self.value_dense, value, self.value_dim),
         }
 
     def _attend(self, query, key_value, attention_mask, training):
@@ -111,17 +113,17 @@ class MultiHeadAttention(keras.layers.Layer):
         heads, weights = self.attention(
             query, key_value["key"], key_value["value"], attention_mask=attention_mask, training=training
         )  # (batch, query_len, heads, value_dim)
-        output = self.output_dense(reshape_trailing(heads, 2, (self.num_heads * self.value_dim,)))
-        return AttentionOutput(output, weights)
+        output = self.output_dense(rows(heads, self.num_heads * self.value_dim))  # heads merged, one product
+        return AttentionOutput(reshape_trailing(output, 2, (output.shape[-1],), like=heads), weights)
 
     def call(self, query, value=None, key=None, attention_mask=None, training=None):
         value = query if value is None else value
-        q = self._split_heads(self.query_dense(query), self.key_dim)  # (batch, query_len, heads, key_dim)
+        q = self._heads(self.query_dense, query, self.key_dim)  # (batch, query_len, heads, key_dim)
         return self._attend(q, self.compute_key_value(value, key), attention_mask, training)
 
     def attend_precomputed(self, query, key_value, attention_mask=None, training=None):
         """Attention over keys/values from `compute_key_value`; returns `AttentionOutput`."""
-        q = self._split_heads(self.query_dense(query), self.key_dim)
+        q = self._heads(self.query_dense, query, self.key_dim)
         return self._attend(q, key_value, attention_mask, training)
 
     def attend_cached(self, query, cache, cache_index, attention_mask=None, training=None):
@@ -133,7 +135,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
             `CachedAttentionOutput(output, weights, cache)` with the updated cache.
         """
-        q = self._split_heads(self.query_dense(query), self.key_dim)
+        q = self._heads(self.query_dense, query, self.key_dim)
         new = self.compute_key_value(query)
         start = [0, cache_index, 0, 0]
         cache = {name: ops.slice_update(cache[name], start, ops.cast(new[name], cache[name].dtype))

@@ -20,3 +20,17 @@ def reshape_trailing(x, count, dims, like=None):
 
         return tf.reshape(x, tf.concat([tf.shape(like)[:-count], list(dims)], axis=0))
     return ops.reshape(x, (*ops.shape(like)[:-count], *dims))
+
+
+def rows(x, width=None):
+    """`x` `(..., width)` as one `(rows, width)` matrix; `width` (default: the last axis, which must be static)
+    may span several trailing axes, e.g. `rows(heads, num_heads * head_dim)` merges the heads.
+
+    A projection of `rows(x)` is a plain matrix product, and `reshape_trailing(out, count, dims, like=x)` gives
+    it back its leading axes: one Const and one Reshape in, one shape slice and one Reshape out, instead of a
+    reshape on each side of every projection and another to split or merge heads.
+    """
+    width = x.shape[-1] if width is None else width
+    if width is None:
+        raise ValueError(f"rows(x) needs a static last axis; got shape {x.shape}. Pass `width`.")
+    return ops.reshape(x, (-1, width))
