@@ -8,8 +8,9 @@ For `tiny` (d_model 64, N=2) and `mini`: the ops of the traced forward pass, of 
 loss and gradients) and of one greedy search (`decoding.greedy`, cached), and the CPU seconds each trace takes
 (median of `--repeats`, the two projections alternating in one process, so that both see the same machine).
 The "Keras" arm is the same model with `layers.Dense.call` set back to `keras.layers.Dense.call`,
-`shapes.reshape_trailing` taking its `ops.shape` branch on TensorFlow too, and `shapes.rows` leaving the
-`(batch, length)` axes in place (the attention's heads merged to `(batch, length, heads * dim)` by a reshape).
+`shapes.reshape_trailing` taking its `ops.shape` branch on TensorFlow too, `shapes.rows` leaving the
+`(batch, length)` axes in place (the attention's heads merged to `(batch, length, heads * dim)` by a reshape), and
+`layers.LayerNormalization.call` set back to Keras' (which reshapes gamma and beta on every call).
 """
 
 import argparse
@@ -25,9 +26,9 @@ import tensorflow as tf
 from t2t_keras.build import build_model
 from t2t_keras.config import load_config
 from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.layers import dense, feed_forward, multi_head_attention, shapes
+from t2t_keras.layers import dense, feed_forward, layer_normalization, multi_head_attention, shapes
 
-OURS = (dense.Dense.call, shapes.reshape_trailing, shapes.rows)
+OURS = (dense.Dense.call, shapes.reshape_trailing, shapes.rows, layer_normalization.LayerNormalization.call)
 
 
 def keras_reshape_trailing(x, count, dims, like=None):
@@ -40,11 +41,12 @@ def keras_rows(x, width=None):
     return x if width is None else keras_reshape_trailing(x, 2, (width,))
 
 
-ARMS = {"ours": OURS, "Keras": (keras.layers.Dense.call, keras_reshape_trailing, keras_rows)}
+ARMS = {"ours": OURS, "Keras": (keras.layers.Dense.call, keras_reshape_trailing, keras_rows,
+                               keras.layers.LayerNormalization.call)}
 
 
 def use(arm):
-    dense.Dense.call, reshape, rows = ARMS[arm]
+    dense.Dense.call, reshape, rows, layer_normalization.LayerNormalization.call = ARMS[arm]
     for module in (dense, feed_forward, multi_head_attention):
         module.reshape_trailing = reshape
         if hasattr(module, "rows"):
@@ -117,7 +119,8 @@ def markdown(rows, repeats):
         "three constants per dynamic dimension); \"ours\": `layers.Dense` (reshape, MatMul, reshape: the same "
         "kernel on the same numbers), `layers.shapes.reshape_trailing` (one Shape, one slice, one concat) and "
         "`layers.shapes.rows`: the attention's and the feed-forward network's products on the positions as rows "
-        "of one matrix, one reshape in and one out (the heads split and merged in the same reshapes).",
+        "of one matrix, one reshape in and one out (the heads split and merged in the same reshapes); "
+        "`layers.LayerNormalization` (Keras' without reshaping gamma and beta on every call).",
         "",
         "| preset | function | ops, Keras | ops, ours | fewer | CPU s, Keras | CPU s, ours |",
         "|---|---|---:|---:|---:|---:|---:|",

@@ -25,6 +25,7 @@ CASES = [
     (layers.ScaledDotProductAttention(), (_x(1, 3, 2, 4), _x(1, 5, 2, 4, seed=1), _x(1, 5, 2, 4, seed=2)), {}),
     (layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5), (_x(1, 3, 8), _x(1, 4, 8, seed=1)), {}),
     (layers.FeedForward(intermediate_dim=16), (_x(2, 3, 8),), {}),
+    (layers.LayerNormalization(epsilon=1e-6), (_x(2, 3, 8),), {}),
     (layers.SublayerConnection(dropout=0.0, normalize_first=True), (_x(2, 3, 8), _x(2, 3, 8, seed=1)), {}),
     (layers.EncoderBlock(**BLOCK), (_x(2, 3, 8),), {}),
     (layers.DecoderBlock(**BLOCK), (_x(2, 3, 8), _x(2, 4, 8, seed=1)), {}),

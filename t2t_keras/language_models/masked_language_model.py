@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from t2t_keras.language_models.single_stack import SingleStackModel
-from t2t_keras.layers import Dense, Encoder
+from t2t_keras.layers import Dense, Encoder, LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -33,7 +33,7 @@ class MaskedLanguageModel(SingleStackModel):
         self.encoder = Encoder(self.num_layers, self.block_config(), dtype=policy, name="encoder")
         self.head_transform = Dense(self.hidden_dim, activation=self.activation, dtype=policy,
                                     name="head_transform")
-        self.head_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=policy,
+        self.head_norm = LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=policy,
                                                          name="head_norm")
         self.pooler = Dense(self.hidden_dim, activation="tanh", dtype=policy, name="pooler")
 

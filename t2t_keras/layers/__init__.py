@@ -8,6 +8,7 @@ from t2t_keras.layers.dropout import Dropout
 from t2t_keras.layers.encoder import Encoder
 from t2t_keras.layers.encoder_block import EncoderBlock
 from t2t_keras.layers.feed_forward import FeedForward
+from t2t_keras.layers.layer_normalization import LayerNormalization
 from t2t_keras.layers.multi_head_attention import MultiHeadAttention
 from t2t_keras.layers.position_embedding import LearnedPositionEmbedding
 from t2t_keras.layers.positional_encoding import SinusoidalPositionEncoding
@@ -24,6 +25,7 @@ __all__ = [
     "Encoder",
     "EncoderBlock",
     "FeedForward",
+    "LayerNormalization",
     "LearnedPositionEmbedding",
     "MultiHeadAttention",
     "ScaledDotProductAttention",

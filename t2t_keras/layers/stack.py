@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_keras.layers.layer_normalization import LayerNormalization
+
 
 class TransformerStack(keras.layers.Layer):
     """Base of `Encoder` and `Decoder` (§3.1): `num_layers` blocks of one kind.
@@ -28,7 +30,7 @@ class TransformerStack(keras.layers.Layer):
         self.normalize_first = self.block_config.get("normalize_first", False)
         self.final_norm = None
         if self.normalize_first:
-            self.final_norm = keras.layers.LayerNormalization(
+            self.final_norm = LayerNormalization(
                 epsilon=self.block_config.get("layer_norm_epsilon", 1e-6), dtype=self.dtype_policy,
                 name="final_norm",
             )

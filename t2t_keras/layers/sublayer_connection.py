@@ -3,6 +3,7 @@
 import keras
 
 from t2t_keras.layers.dropout import Dropout
+from t2t_keras.layers.layer_normalization import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -42,7 +43,7 @@ class SublayerConnection(keras.layers.Layer):
         self.normalize_first = normalize_first
         self.epsilon = epsilon
         self.output_dropout = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm")
+        self.layer_norm = LayerNormalization(epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm")
 
     def build(self, residual_shape, output_shape=None):
         self.layer_norm.build(residual_shape)
