@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from t2t_keras.layers.shapes import reshape_trailing
+from t2t_keras.layers.shapes import reshape_trailing, rows
 
 
 def project(inputs, kernel):
@@ -19,8 +19,8 @@ def project(inputs, kernel):
     if len(inputs.shape) <= 2:
         return ops.matmul(inputs, kernel)
     input_dim, units = kernel.shape
-    rows = ops.matmul(ops.reshape(inputs, (-1, input_dim)), kernel)  # (rows, units)
-    return reshape_trailing(rows, 1, (units,), like=inputs)
+    product = ops.matmul(rows(inputs, input_dim), kernel)  # (rows, units)
+    return reshape_trailing(product, 1, (units,), like=inputs)
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
