@@ -73,8 +73,9 @@ def compiled_search(search, jit_compile, shards, input_signature=None):
 
     The searches of `Translator` and of the benchmarks are built here, so they compile and shard alike.
     """
-    compiled = tf.function(search, jit_compile=jit_compile, input_signature=input_signature)
-    return tf.function(sharded(compiled, shards), input_signature=input_signature) if shards > 1 else compiled
+    compiled = tf.function(search, jit_compile=jit_compile, input_signature=input_signature, autograph=False)
+    return tf.function(sharded(compiled, shards), input_signature=input_signature,
+                       autograph=False) if shards > 1 else compiled
 
 
 def _in_shards(search, source, args, shards):

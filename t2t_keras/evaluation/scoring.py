@@ -132,7 +132,8 @@ class RunScorer:
         self.model, self.tokenizer = load_run(run_dir, source)
         self.max_length = self.model.max_length
         spec = tf.TensorSpec([None, None], tf.int32)
-        self._nll = tf.function(lambda s, ti, to: token_nll(self.model, s, ti, to), input_signature=[spec] * 3)
+        self._nll = tf.function(lambda s, ti, to: token_nll(self.model, s, ti, to), input_signature=[spec] * 3,
+                                autograph=False)
 
     def piece_lengths(self, sentences):
         """Piece counts of `sentences` (no EOS)."""

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding.constrained import constrained_beam_search
 from t2t_keras.errors import T2TError
+from t2t_keras.export.signature_functions import function
 from t2t_keras.export.translator_module import PARAMETER_SPECS, STRINGS_SPEC, TranslatorModule, prepare_source
 from t2t_keras.special_ids import PAD_ID, UNK_ID
 
@@ -67,8 +68,8 @@ class ConstrainedTranslatorModule(TranslatorModule):
     def _make_functions(self):
         super()._make_functions()
         if self.tokenizer is not None:
-            self.functions.translate_constrained = tf.function(
-                self._translate_constrained, input_signature=(STRINGS_SPEC, CONSTRAINTS_SPEC) + PARAMETER_SPECS[:3])
+            self.functions.translate_constrained = function(
+                self._translate_constrained, (STRINGS_SPEC, CONSTRAINTS_SPEC) + PARAMETER_SPECS[:3])
 
     def _translate_constrained(self, inputs, constraints, beam_size, alpha, max_extra_length):
         """The best translation of each sentence that holds its terms; see the module docstring."""
@@ -101,5 +102,4 @@ class ConstrainedTranslatorModule(TranslatorModule):
         scalar = tf.TensorSpec([], tf.int32)
         signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None, None], tf.int32),
                      tf.TensorSpec([], tf.float32), scalar, scalar)
-        return tf.function(search, input_signature=signature, jit_compile=self._jit_compile,
-                           experimental_attributes={"_noinline": True})
+        return function(search, signature, jit_compile=self._jit_compile, experimental_attributes={"_noinline": True})

@@ -20,7 +20,7 @@ import tensorflow as tf
 from t2t_keras.decoding.parameters import DEFAULTS
 from t2t_keras.decoding.prompting import continue_prompts
 from t2t_keras.decoding.sampling import random_seed
-from t2t_keras.export.signature_functions import SignatureFunctions
+from t2t_keras.export.signature_functions import SignatureFunctions, function
 from t2t_keras.special_ids import PAD_ID
 
 PARAMETER_SPECS = (
@@ -55,8 +55,8 @@ class ContinuerModule(tf.Module):
         self.default_temperature = tf.Variable(float(temperature), trainable=False, name="default_temperature")
         self.default_top_k = tf.Variable(top_k, trainable=False, name="default_top_k")
         self.functions = SignatureFunctions()  # saved only as signatures (`export.signature_functions`)
-        self.functions.continue_text = tf.function(self._continue, input_signature=(STRINGS_SPEC,) + PARAMETER_SPECS)
-        self.functions.serve = tf.function(self._serve, input_signature=(STRINGS_SPEC,))
+        self.functions.continue_text = function(self._continue, (STRINGS_SPEC,) + PARAMETER_SPECS)
+        self.functions.serve = function(self._serve, (STRINGS_SPEC,))
 
     def signatures(self):
         return {"serving_default": self.functions.serve.get_concrete_function(),

@@ -7,7 +7,17 @@ memory grows with them (a translation export of the main job's model: 105,607 no
 loading; docs/results.md, "Memory of a loaded SavedModel"). Kept in a `SignatureFunctions`, a plain object
 that saving does not track, only the signatures' concrete functions are saved; a module reaches them as
 `module.functions.NAME`.
+
+`function` makes them without AutoGraph: their loops and branches are `tf.while_loop` and `tf.cond` already,
+and AutoGraph's conversion of every Python function they call only adds to the time an export takes to trace.
 """
+
+import tensorflow as tf
+
+
+def function(python_function, input_signature, **options):
+    """`tf.function(python_function, input_signature=..., autograph=False, **options)`."""
+    return tf.function(python_function, input_signature=input_signature, autograph=False, **options)
 
 
 class SignatureFunctions:

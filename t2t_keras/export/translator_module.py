@@ -67,7 +67,7 @@ from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_integer, check_length_penalty
 from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.decoding.shortlist import ShortlistTable, batch_vocabulary
-from t2t_keras.export.signature_functions import SignatureFunctions
+from t2t_keras.export.signature_functions import SignatureFunctions, function
 from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 MAX_BEAM_SIZE = DecodingConfig.max_beam_size  # the config's default, written down once
@@ -157,13 +157,13 @@ class TranslatorModule(tf.Module):
         finds once more (`export.signature_functions`).
         """
         functions = self.functions
-        functions.translate_ids = tf.function(self._translate_ids, input_signature=(IDS_SPEC,) + PARAMETER_SPECS)
+        functions.translate_ids = function(self._translate_ids, (IDS_SPEC,) + PARAMETER_SPECS)
         if self.tokenizer is None:
-            functions.serve = tf.function(self._serve_ids, input_signature=(IDS_SPEC,))
+            functions.serve = function(self._serve_ids, (IDS_SPEC,))
             return
-        functions.translate = tf.function(self._translate, input_signature=(STRINGS_SPEC,) + PARAMETER_SPECS)
-        functions.serve = tf.function(self._serve_text, input_signature=(STRINGS_SPEC,))
-        functions.score = tf.function(self._score, input_signature=(STRINGS_SPEC, TARGETS_SPEC))
+        functions.translate = function(self._translate, (STRINGS_SPEC,) + PARAMETER_SPECS)
+        functions.serve = function(self._serve_text, (STRINGS_SPEC,))
+        functions.score = function(self._score, (STRINGS_SPEC, TARGETS_SPEC))
 
     def _translate_ids(self, source_ids, beam_size, alpha, max_extra_length, num_return):
         """n-best output ids of source piece ids; see the module docstring."""
@@ -276,8 +276,7 @@ class TranslatorModule(tf.Module):
         signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.float32), scalar, scalar)
         if self._shortlisted:
             signature += (tf.TensorSpec([None], tf.int32),)
-        return tf.function(search, input_signature=signature, jit_compile=self._jit_compile,
-                           experimental_attributes={"_noinline": True})
+        return function(search, signature, jit_compile=self._jit_compile, experimental_attributes={"_noinline": True})
 
     def _pad_nbest(self, tokens, scores):
         """n-best lists padded to `max_beam_size` entries, so every branch has one output shape."""

@@ -87,7 +87,7 @@ class DevEvaluator:
         self.dataset, self.steps, self.loss_fn = dataset, steps, loss_fn
         self.translator = Translator(model, tokenizer, params, jit_compile=jit_compile, progress=False)
         self.model = model
-        self._loss_sums = tf.function(self._batch_loss_sums)
+        self._loss_sums = tf.function(self._batch_loss_sums, autograph=False)
 
     def _batch_loss_sums(self, x, y, sample_weight):
         logits = self.model(x, training=False)
