@@ -55,5 +55,5 @@ def _tfds_pairs(config, split):
     from t2t_keras.data.tfds_source import load_tfds_pairs
 
     dataset = load_tfds_pairs(config.tfds_name, split, config.source_lang, config.target_lang)
-    for source, target in dataset.as_numpy_iterator():
-        yield source.decode("utf-8").strip(), target.decode("utf-8").strip()
+    for source, target in sources.decoded_pairs(dataset):
+        yield source.strip(), target.strip()

@@ -191,8 +191,10 @@ def corpus_id_pairs(pairs, tokenizer, chunk=CHUNK_PAIRS):
     """`(source_ids, target_ids)` int32 arrays of `(source, target)` strings (a list or a tf.data.Dataset)."""
     import tensorflow as tf
 
+    from t2t_keras.data.sources import decoded_pairs
+
     if isinstance(pairs, tf.data.Dataset):
-        pairs = ((s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs.as_numpy_iterator())
+        pairs = decoded_pairs(pairs)
     batch = []
     for pair in pairs:
         batch.append(pair)
