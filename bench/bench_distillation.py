@@ -7,9 +7,10 @@
 Each `--system NAME=RUN` (a trained translation run; averaged already, as `export` takes `--model auto` weights)
 is exported by `t2t-keras` subprocesses into every engine:
 
-- SavedModel: `export` (float32), `export --precision bfloat16` (where the CPU has bfloat16 units: avx512_bf16
-  or amx_bf16 in /proc/cpuinfo), `export --quantization int8`, and each of them with `--shortlist` (the run's
-  RUN/shortlist.npz, made by `t2t-keras shortlist --run-dir RUN` with its defaults when missing);
+- SavedModel: `export --quantization float32` (not `auto`, which picks int8 by size and CPU), the same with
+  `--precision bfloat16` (where the CPU has bfloat16 units: avx512_bf16 or amx_bf16 in /proc/cpuinfo),
+  `export --quantization int8`, and each of them with `--shortlist` (the run's RUN/shortlist.npz, made by
+  `t2t-keras shortlist --run-dir RUN` with its defaults when missing);
 - CTranslate2: `export --format ctranslate2 --quantization float32`, `int8`, and `int8` with `--shortlist`
   (its vmap.txt, `use_vmap`).
 
@@ -67,8 +68,7 @@ def export_flags(engine):
         return flags + (["--shortlist"] if engine.endswith("vmap") else [])
     if "bfloat16" in engine:
         flags += ["--precision", "bfloat16"]
-    if "int8" in engine:
-        flags += ["--quantization", "int8"]
+    flags += ["--quantization", "int8" if "int8" in engine else "float32"]
     return flags + (["--shortlist"] if engine.endswith("shortlist") else [])
 
 
