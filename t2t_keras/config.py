@@ -59,6 +59,7 @@ def check_shards(value, prefix=""):
 
 DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
 ALIGNMENT_ROWS = ("predicts", "reads")  # decoding.alignment_rows (decoding.alignment)
+STOPPING_RULES = ("beam", "exact")  # decoding.stopping: when a beam search is done with a sentence (decoding.stopping)
 MODEL_SOURCES = ("auto", "averaged", "latest", "best")  # which weights of a run a command uses (runs.run_weights)
 # The task each architecture trains (`training.task`).
 TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
@@ -287,6 +288,9 @@ class DecodingConfig:
     max_beam_size: int = 8  # largest beam size an export accepts (each size is a traced search in the SavedModel)
     precision: str = "float32"  # translate/evaluate of a run: "bfloat16" rounds the weights (decoding.weight_precision)
     shards: typing.Union[int, str] = "auto"  # translate/evaluate of a run: concurrent searches (decoding.sharding)
+    # when a beam search is done with a sentence (decoding.stopping): "beam" once 2 * beam_size hypotheses have
+    # ended (the fast rule), "exact" once none can still beat the n-best list
+    stopping: str = "beam"
     # translate --alignments / --markup: the decoder layer (negative: from the last) whose cross-attention,
     # averaged over these heads (null: all), gives the word alignments (decoding.alignment)
     alignment_layer: int = -1  # measured: docs/results.md, "Word alignments and markup"
@@ -298,6 +302,7 @@ class DecodingConfig:
         _check_alignment_choice(self.alignment_layer, self.alignment_heads)
         _check_choice("decoding", self, "alignment_rows", ALIGNMENT_ROWS)
         _check_choice("decoding", self, "precision", DECODING_PRECISIONS)
+        _check_choice("decoding", self, "stopping", STOPPING_RULES)
         check_shards(self.shards, prefix="decoding.")
         if self.beam_size > self.max_beam_size:
             raise ConfigError(f"decoding.beam_size={self.beam_size} is larger than decoding.max_beam_size="

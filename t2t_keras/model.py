@@ -195,18 +195,26 @@ class Transformer(keras.Model):
         return self.decode_with_attention(target_in, memory, source_mask, training=training).output
 
     def init_cache(self, memory, max_length):
-        """Decoder cache for up to `max_length` steps: self-attention slots and cross-attention keys/values."""
+        """Decoder cache for up to `max_length` steps: self-attention slots and cross-attention keys/values.
+
+        `max_length` None: a growing cache, whose self-attention keys/values each step appends
+        (`decode_step(..., growing=True)`); its shape changes from step to step, so a loop over it needs relaxed
+        shape invariants (`decoding.common.search_loop`) and cannot be compiled with XLA, but a step reads and
+        writes only the positions decoded so far.
+        """
         return self.decoder.init_cache(memory, max_length)
 
-    def decode_step(self, tokens, cache, step, source_mask=None, training=False, output_ids=None):
+    def decode_step(self, tokens, cache, step, source_mask=None, training=False, output_ids=None, growing=False):
         """Incremental decoding: logits for `tokens` `(batch, step_len)` at positions `step ...`.
 
         `cache` comes from `init_cache` (or the previous step) and already
-        holds the encoder output's keys/values. Returns a `StepOutput` with the
-        updated cache. `output_ids` `(S,)` restricts the logits to those ids (see `project`).
+        holds the encoder output's keys/values; `growing` for a cache from `init_cache(memory, None)`.
+        Returns a `StepOutput` with the updated cache. `output_ids` `(S,)` restricts the logits to those ids
+        (see `project`).
         """
         x = self._embed(tokens, self.target_embedding, self.target_position, step, training)
-        hidden, _, cross_weights, cache = self.decoder.decode_step(x, cache, step, source_mask, training=training)
+        hidden, _, cross_weights, cache = self.decoder.decode_step(x, cache, None if growing else step, source_mask,
+                                                                   training=training)
         logits = self.project(hidden) if output_ids is None else self.project(hidden, output_ids)
         return StepOutput(logits, cache, cross_weights)
 

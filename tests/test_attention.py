@@ -90,9 +90,10 @@ class MultiHeadAttentionTest(TestCase):
         x, memory = np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32")
         out = layer(x, memory)
         self.assertEqual((out.output.shape, out.weights.shape), ((1, 3, 8), (1, 2, 3, 5)))
-        cached = layer.attend_cached(x[:, :1], {"key": tf.zeros((1, 4, 2, 4)), "value": tf.zeros((1, 4, 2, 4))}, 0)
-        self.assertEqual((cached.output.shape, cached.weights.shape), ((1, 1, 8), (1, 2, 1, 4)))
-        self.assertEqual(cached.cache["key"].shape, (1, 4, 2, 4))
+        slots = tf.zeros((1, 2, 5, 4))  # (batch, heads, slots, key_dim): decoding caches hold heads first
+        cached = layer.attend_cached(x[:, :1], {"key": slots, "value": slots}, 0)
+        self.assertEqual((cached.output.shape, cached.weights.shape), ((1, 1, 8), (1, 2, 1, 5)))
+        self.assertEqual(cached.cache["key"].shape, (1, 2, 5, 4))
 
     def test_independent_key_and_value_dims(self):
         layer = MultiHeadAttention(1, key_dim=16, value_dim=8)
@@ -105,7 +106,7 @@ class MultiHeadAttentionTest(TestCase):
         layer = MultiHeadAttention(2, key_dim=4)
         x = np.random.default_rng(2).normal(size=(2, 5, 8)).astype("float32")
         full = layer(x, attention_mask=masks.attention_mask(causal=masks.causal_mask(5))).output
-        cache = {"key": tf.zeros((2, 5, 2, 4)), "value": tf.zeros((2, 5, 2, 4))}
+        cache = {"key": tf.zeros((2, 2, 5, 4)), "value": tf.zeros((2, 2, 5, 4))}  # (batch, heads, slots, dim)
         steps = []
         for t in range(5):
             mask = masks.attention_mask(causal=masks.causal_mask(1, 5, offset=t))
@@ -113,11 +114,23 @@ class MultiHeadAttentionTest(TestCase):
             steps.append(out)
         self.assertAllClose(tf.concat(steps, 1), full, atol=1e-5)
 
+    def test_a_growing_cache_equals_full_causal_attention(self):
+        layer = MultiHeadAttention(2, key_dim=4)
+        x = np.random.default_rng(3).normal(size=(2, 5, 8)).astype("float32")
+        full = layer(x, attention_mask=masks.attention_mask(causal=masks.causal_mask(5))).output
+        cache = {"key": tf.zeros((2, 2, 0, 4)), "value": tf.zeros((2, 2, 0, 4))}  # no slots: each step appends
+        steps = []
+        for t in range(5):
+            out, weights, cache = layer.attend_cached(x[:, t:t + 1], cache, None)
+            self.assertEqual((cache["key"].shape, weights.shape), ((2, 2, t + 1, 4), (2, 2, 1, t + 1)))
+            steps.append(out)
+        self.assertAllClose(tf.concat(steps, 1), full, atol=1e-5)
+
     def test_precomputed_keys_and_values(self):
         layer = MultiHeadAttention(2, key_dim=4)
         x, memory = np.ones((1, 2, 8), "float32"), np.arange(24, dtype="float32").reshape(1, 3, 8) / 24
         direct = layer(x, memory)
-        precomputed = layer.attend_precomputed(x, layer.compute_key_value(memory))
+        precomputed = layer.attend_precomputed(x, layer.cache_key_value(memory))
         self.assertAllClose(precomputed.output, direct.output)
         self.assertAllClose(precomputed.weights, direct.weights)
 

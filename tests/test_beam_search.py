@@ -1,4 +1,4 @@
-"""Beam search (§6.1): cached equals uncached, n-best lists, length penalty, limits, early stop, XLA."""
+"""Beam search (§6.1): cached equals uncached, n-best lists, length penalty, limits, both stopping rules, XLA."""
 
 import numpy as np
 import tensorflow as tf
@@ -23,24 +23,50 @@ def numpy_length_penalty(length, alpha, kind):
 
 
 class BeamSearchTest(DecodingTestCase):
-    def test_cached_equals_uncached_reference_for_every_length_penalty(self):
+    def test_cached_equals_uncached_reference_for_every_length_penalty_and_stopping_rule(self):
         model = decoding_model()
         for kind in ("gnmt", "average", "none"):
-            options = dict(beam_size=4, alpha=0.6, length_penalty=kind, max_extra_length=EXTRA, num_return=4)
-            cached = beam_search(model, SOURCE, **options)
-            reference = reference_beam_search(model, SOURCE, **options)
-            self.assertAllEqual(cached["tokens"], reference["tokens"], msg=kind)
-            self.assertAllClose(cached["scores"], reference["scores"], atol=1e-4, msg=kind)
-            self.assertAllClose(cached["log_probs"], reference["log_probs"], atol=1e-4, msg=kind)
+            for stopping in ("beam", "exact"):
+                options = dict(beam_size=4, alpha=0.6, length_penalty=kind, max_extra_length=EXTRA, num_return=4,
+                               stopping=stopping)
+                cached = beam_search(model, SOURCE, **options)
+                reference = reference_beam_search(model, SOURCE, **options)
+                self.assertAllEqual(cached["tokens"], reference["tokens"], msg=(kind, stopping))
+                self.assertAllClose(cached["scores"], reference["scores"], atol=1e-4, msg=(kind, stopping))
+                self.assertAllClose(cached["log_probs"], reference["log_probs"], atol=1e-4, msg=(kind, stopping))
 
-    def test_early_stop_changes_nothing(self):
+    def test_beam_rule_stops_once_twice_beam_size_hypotheses_have_finished(self):
+        # Under "average" the exact bound never settles before the limit (below); the beam rule stops a sentence
+        # once 2 x 4 hypotheses have ended, so the search makes fewer steps, and its n-best list holds 4 of them.
+        model = decoding_model(eos_bias=2.0)
+        options = dict(length_penalty="average", max_extra_length=EXTRA, num_return=4)
+        exact = beam_search(model, SOURCE, stopping="exact", **options)
+        exact_steps, model.decode_calls = model.decode_calls, 0
+        fast = beam_search(model, SOURCE, stopping="beam", **options)
+        self.assertLess(model.decode_calls, exact_steps)
+        self.assertTrue(np.all(np.isfinite(fast["scores"])))
+        self.assertTrue(np.all(np.diff(fast["scores"], axis=1) <= 0))
+        # where the two lists differ, the exact one found a better hypothesis after the beam rule stopped
+        self.assertTrue(np.all(exact["scores"][:, 0] >= fast["scores"][:, 0] - 1e-6))
+
+    def test_a_sentence_done_early_does_not_depend_on_its_batch(self):
+        # A sentence that the beam rule settles early keeps its finished set while longer ones go on.
+        model = decoding_model(eos_bias=2.0)
+        options = dict(length_penalty="average", max_extra_length=EXTRA, num_return=2, stopping="beam")
+        together = beam_search(model, SOURCE, **options)
+        for row in range(len(SOURCE)):
+            alone = beam_search(model, SOURCE[row:row + 1], **options)
+            self.assertAllEqual(alone["tokens"][0], together["tokens"][row], msg=row)
+            self.assertAllClose(alone["scores"][0], together["scores"][row], atol=1e-5, msg=row)
+
+    def test_exact_early_stop_changes_nothing(self):
         # The reference runs every sentence to its limit. With EOS likelier, the cached search
         # stops early under "gnmt"; under "average" a stop on the first finished hypotheses
         # (or on a bound that ignores the longest length) would miss better, longer ones.
         bound = SOURCE.shape[1] + EXTRA
         for kind, num_return, stops_early in (("gnmt", 4, True), ("gnmt", 1, True), ("average", 2, False)):
             model = decoding_model(eos_bias=2.0)  # hypotheses end after 1 to 8 tokens
-            options = dict(length_penalty=kind, max_extra_length=EXTRA, num_return=num_return)
+            options = dict(length_penalty=kind, max_extra_length=EXTRA, num_return=num_return, stopping="exact")
             cached = beam_search(model, SOURCE, **options)
             self.assertEqual(model.decode_calls < bound, stops_early, msg=kind)
             reference = reference_beam_search(model, SOURCE, **options)
@@ -74,11 +100,22 @@ class BeamSearchTest(DecodingTestCase):
         self.assertAllEqual(output_lengths(capped["tokens"][:, 0]), np.minimum(SOURCE_LENGTHS + EXTRA, 9))
 
     def test_stops_after_one_step_when_eos_dominates(self):
-        model = decoding_model(eos_bias=20.0)
-        out = beam_search(model, SOURCE, max_extra_length=EXTRA)
-        self.assertAllEqual(out["tokens"][:, 0, 0], [EOS_ID] * 4)
-        self.assertAllEqual(output_lengths(out["tokens"][:, 0]), [1] * 4)
-        self.assertEqual(model.decode_calls, 1)
+        for stopping in ("beam", "exact"):  # the beam rule stops when the exact bound does, if that is sooner
+            model = decoding_model(eos_bias=20.0)
+            out = beam_search(model, SOURCE, max_extra_length=EXTRA, stopping=stopping)
+            self.assertAllEqual(out["tokens"][:, 0, 0], [EOS_ID] * 4)
+            self.assertAllEqual(output_lengths(out["tokens"][:, 0]), [1] * 4)
+            self.assertEqual(model.decode_calls, 1, msg=stopping)
+
+    def test_a_growing_cache_gives_the_tokens_of_preallocated_slots(self):
+        model = decoding_model()
+        for stopping in ("beam", "exact"):
+            options = dict(max_extra_length=EXTRA, num_return=2, stopping=stopping)
+            fixed = beam_search(model, SOURCE, **options)
+            graph = tf.function(lambda source: beam_search(model, source, growing_cache=True, **options))
+            grown = graph(tf.constant(SOURCE))  # in graph mode, where its length axis is left open
+            self.assertAllEqual(grown["tokens"], fixed["tokens"], msg=stopping)
+            self.assertAllClose(grown["scores"], fixed["scores"], atol=1e-5, msg=stopping)
 
     def test_compiled_equals_eager_with_alpha_as_a_tensor(self):
         model = decoding_model()
@@ -95,7 +132,7 @@ class BeamSearchTest(DecodingTestCase):
 
     def test_rejects_bad_options(self):
         model = decoding_model()
-        for options in ({"beam_size": 0}, {"num_return": 5}, {"length_penalty": "wu"}):
+        for options in ({"beam_size": 0}, {"num_return": 5}, {"length_penalty": "wu"}, {"stopping": "early"}):
             with self.assertRaisesRegex(ValueError, "Received"):
                 beam_search(model, SOURCE, **options)
 

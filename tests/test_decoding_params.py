@@ -33,6 +33,14 @@ class DecodingParamsTest(TestCase):
         with self.assertRaisesRegex(DecodingParameterError, r"Unknown decoding parameters \['beam'\]"):
             DEFAULTS.updated(beam=2)
 
+    def test_the_stopping_rule_is_a_config_choice(self):
+        self.assertEqual(DecodingConfig().stopping, "beam")  # the fast rule, by default
+        self.assertEqual(load_config("tiny", ["decoding.stopping=exact"]).decoding.stopping, "exact")
+        with self.assertRaisesRegex(ConfigError, r"stopping.*'beam', 'exact'"):
+            load_config("tiny", ["decoding.stopping=early"])
+        with self.assertRaisesRegex(ValueError, "stopping must be one of"):
+            Translator(tiny_transformer(), tokenizer=None, stopping="early")
+
     def test_one_name_from_the_config_to_the_flag(self):
         self.assertEqual(load_config("tiny", ["decoding.max_extra_length=7"]).decoding.max_extra_length, 7)
         self.assertEqual(load_config("tiny", ["decoding.extra_length=7"]).decoding.max_extra_length, 7)  # old runs

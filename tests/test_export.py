@@ -16,6 +16,7 @@ from t2t_keras.config import replace
 from t2t_keras.data.tokenizer import Tokenizer
 from t2t_keras.decoding import Translator
 from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.evaluation.evaluate_run import run_translator
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_run, export_translator
 from t2t_keras.runs import load_run_model
@@ -237,6 +238,19 @@ class ExportTest(TestCase):
             self.translator.decoding_params(beam_size=8)
         with self.assertRaisesRegex(ValueError, "sentences\\[1\\] is a int"):
             self.translator.translate(["a", 1])
+
+    def test_the_stopping_rule_comes_from_the_run_and_is_fixed_in_the_export(self):
+        self.assertEqual(self.translator.saved_model.stopping.numpy(), b"beam")  # the run's decoding.stopping
+        self.assertEqual(run_translator(self.run_dir).stopping, "beam")
+        self.assertEqual(run_translator(self.run_dir, stopping="exact").stopping, "exact")
+        params = DecodingParams(beam_size=BEAM_SIZE)
+        out = pathlib.Path(self.tmp.name) / "exact"
+        exact = SavedModelTranslator(export_translator(self.model, self.tokenizer, out, max_beam_size=BEAM_SIZE,
+                                                       params=params, stopping="exact"))
+        self.assertEqual(exact.saved_model.stopping.numpy(), b"exact")
+        for export, stopping in ((exact, "exact"), (self.translator, "beam")):
+            expected = Translator(self.model, self.tokenizer, params, jit_compile=False, stopping=stopping)
+            self.assertEqual(export.translate(SENTENCES[:6]), expected.translate(SENTENCES[:6]), msg=stopping)
 
 
 class SmallExportTest(TestCase):

@@ -119,6 +119,13 @@ class GreedyDecodeTest(DecodingTestCase):
         self.assertAllClose(out["scores"], eager["scores"], atol=1e-5)
 
 
+    def test_a_growing_cache_gives_the_tokens_of_preallocated_slots(self):
+        model = decoding_model()
+        graph = tf.function(lambda source: greedy_decode(model, source, max_extra_length=EXTRA, growing_cache=True))
+        out, fixed = graph(tf.constant(SOURCE)), greedy_decode(model, SOURCE, max_extra_length=EXTRA)
+        self.assertAllEqual(out["tokens"], fixed["tokens"])
+        self.assertAllClose(out["scores"], fixed["scores"], atol=1e-5)
+
 class SamplingTest(DecodingTestCase):
     def test_top_1_sampling_is_argmax(self):
         model = decoding_model()

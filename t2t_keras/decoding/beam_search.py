@@ -17,81 +17,87 @@ among the first `beam_size` candidates, i.e. if it would have taken a beam
 slot (fairseq's rule): so `beam_size=1, length_penalty="none"` is exactly
 greedy decoding. The other candidates refill `alive`.
 
-A sentence is done when it reaches its length limit, or when the
-`num_return`-th best finished score beats the best score any alive hypothesis
-can still reach (log-probabilities only fall as a hypothesis grows, and lp(Y)
-is monotonic in |Y|), so stopping early never changes the returned n-best
-list. The loop stops when every sentence is done.
+A sentence is done when it reaches its length limit or when its `stopping`
+rule says so (`decoding.stopping`, see `stopping`): `"beam"` once twice
+`beam_size` hypotheses have finished (the default), `"exact"` once no alive
+hypothesis can still beat its n-best list. A done sentence's finished set
+no longer changes, so its translation does not depend on the sentences batched
+with it. The loop stops when every sentence is done.
 
 The whole search is one `tf.while_loop` over fixed-shape tensors and compiles
-with `tf.function(jit_compile=True)`. `beam_size`, `num_return` and
-`length_penalty` fix shapes or code paths, so they are Python values (one
-traced function per value); `alpha`, `min_length` and, with a static
-`max_length`, `max_extra_length` may be tensors.
+with `tf.function(jit_compile=True)`; with `growing_cache=True` the decoder cache
+grows step by step instead (faster in graph mode, not with XLA). `beam_size`,
+`num_return`, `length_penalty` and `stopping` fix shapes or code paths, so they
+are Python values (one traced function per value); `alpha`, `min_length` and,
+with a static `max_length`, `max_extra_length` may be tensors.
 """
 
 import functools
 
 import tensorflow as tf
 
+from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import common
 from t2t_keras.decoding.length_penalty import normalized_score
 from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_length_penalty, check_num_return
 from t2t_keras.decoding.shortlist import vocabulary_ids
+from t2t_keras.decoding.stopping import check_stopping, settled
 
 
 def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha, length_penalty="gnmt",
                 max_extra_length=DEFAULTS.max_extra_length,
-                max_length=None, min_length=0, num_return=1, forced_prefix=None, output_ids=None):
+                max_length=None, min_length=0, num_return=1, forced_prefix=None, output_ids=None,
+                stopping=DecodingConfig.stopping, growing_cache=False):
     """The `num_return` best translations of each source sentence.
 
     Args:
         model: a built `Transformer`.
         source: int `(batch, source_len)` ids, padded with 0, each row ending with EOS.
         beam_size: number of hypotheses kept per sentence (4 in the paper).
-        alpha: length-penalty exponent for `"gnmt"` (0.6 in the paper).
-        length_penalty: `"gnmt"`, `"average"` or `"none"`; see `length_penalty`.
-        max_extra_length: a sentence stops after `input length + max_extra_length`
-            tokens (§6.1).
-        max_length: static bound on the output length (and cache size); defaults
-            to the padded source width + `max_extra_length`.
+        alpha, length_penalty: the exponent of `"gnmt"` (0.6 in the paper); `"gnmt"`, `"average"` or `"none"`.
+        max_extra_length: a sentence stops after `input length + max_extra_length` tokens (§6.1).
+        max_length: static bound on the output length (and cache size); defaults to the padded source width +
+            `max_extra_length`.
         min_length: EOS is forbidden until this many tokens exist.
         num_return: size of the n-best list, at most `beam_size`.
-        forced_prefix: optional int `(batch, width)` ids, 0-padded, that every
-            hypothesis starts with (a language model's prompt; see
-            `common.force_prefix`).
-        output_ids: optional int32 `(S,)` shortlist vocabulary (`decoding.shortlist`); None: all ids.
+        forced_prefix: optional int `(batch, width)` ids, 0-padded, that every hypothesis starts with (a language
+            model's prompt; see `common.force_prefix`).
+        output_ids, stopping: int32 `(S,)` shortlist vocabulary (`decoding.shortlist`; None: all ids); `"beam"` or
+            `"exact"`, when a sentence is done (`decoding.stopping`).
+        growing_cache: a cache that each step extends (`common.new_cache`): faster in graph mode, not with XLA.
 
     Returns:
-        dict with `tokens`: int32 `(batch, num_return, bound)`, each ending with
-        EOS (unless cut at its length limit) followed by 0s; `scores`: float32
-        `(batch, num_return)` normalised scores, best first; `log_probs`: their
-        float32 log-probabilities.
+        dict with `tokens`: int32 `(batch, num_return, bound)`, each ending with EOS (unless cut at its length
+        limit) followed by 0s; `scores`: float32 `(batch, num_return)` normalised scores, best first;
+        `log_probs`: their float32 log-probabilities.
     """
-    _check_options(beam_size, num_return, length_penalty)
+    _check_options(beam_size, num_return, length_penalty, stopping)
     source = tf.convert_to_tensor(source, tf.int32)
     bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
     tile = functools.partial(tf.repeat, repeats=beam_size, axis=0)
-    source_mask, cache = _tiled_encoding(model, source, bound, tile)
+    source_mask, cache = _tiled_encoding(model, source, bound, tile, growing_cache)
     state = _initial_state(tf.shape(source)[0], beam_size, bound, cache)
     if forced_prefix is not None:
         forced_prefix = tile(tf.convert_to_tensor(forced_prefix, tf.int32))
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
     step = functools.partial(_beam_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
-                             scoring=scoring, num_return=num_return, forced_prefix=forced_prefix, output_ids=output_ids)
-    return _nbest(common.search_loop(step, state, "done", bound), num_return)
+                             scoring=scoring, num_return=num_return, forced_prefix=forced_prefix, output_ids=output_ids,
+                             stopping=stopping, growing=growing_cache)
+    return _nbest(common.search_loop(step, state, "done", bound, growing_cache), num_return)
 
 
-def _check_options(beam_size, num_return, length_penalty):
+def _check_options(beam_size, num_return, length_penalty, stopping):
     """`beam_size` and `num_return` fix shapes, so they must be Python ints."""
     check_num_return(num_return, check_beam_size(beam_size))
     check_length_penalty(length_penalty)
+    check_stopping(stopping)
 
 
-def _tiled_encoding(model, source, bound, tile):
-    """The source mask and the decoder's initial cache, each sentence's rows repeated for its beams by `tile`."""
+def _tiled_encoding(model, source, bound, tile, growing=False):
+    """The source mask and the decoder's initial cache (`common.new_cache`), each sentence's rows repeated for its
+    beams by `tile`."""
     source_mask = tile(model.source_mask(source))  # (batch * beam, source_len)
-    cache = tf.nest.map_structure(tile, model.init_cache(model.encode(source, training=False), bound))
+    cache = tf.nest.map_structure(tile, common.new_cache(model, model.encode(source, training=False), bound, growing))
     return source_mask, cache
 
 
@@ -116,17 +122,18 @@ def _initial_state(batch, beam_size, bound, cache):
         "finished_seq": sequences,
         "finished_scores": nothing,
         "finished_log_probs": nothing,
+        "finished_count": tf.zeros((batch,), tf.int32),
         "done": tf.zeros((batch,), tf.bool),
         "cache": cache,
     }
 
 
 def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return, forced_prefix=None,
-               output_ids=None):
+               output_ids=None, stopping=DecodingConfig.stopping, growing=False):
     """Extends the alive hypotheses by one token and updates both sets."""
     step = state["step"]
     inputs = tf.reshape(common.previous_tokens(state["alive_seq"], step), (-1,))  # (batch * beam,)
-    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, output_ids)
+    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, output_ids, growing)
     log_probs = common.mask_special_tokens(log_probs, step, min_length, output_ids)
     if forced_prefix is not None:
         log_probs = common.force_prefix(log_probs, step, forced_prefix, output_ids)
@@ -134,8 +141,8 @@ def _beam_step(model, state, source_mask, limits, min_length, scoring, num_retur
     ending = tf.equal(candidates["tokens"], common.EOS_ID) | (step + 1 >= limits[:, None])  # (batch, 2 * beam)
     alive = _next_alive(candidates, ending)
     finished = _next_finished(state, candidates, ending, scoring(candidates["log_probs"], step + 1))
-    reachable = _best_reachable(alive["log_probs"][:, 0], step, limits, scoring)
-    done = state["done"] | (step + 1 >= limits) | (finished["scores"][:, num_return - 1] > reachable)
+    done = state["done"] | (step + 1 >= limits) | settled(stopping, finished["count"], finished["scores"],
+                                                          alive["log_probs"][:, 0], step, limits, scoring, num_return)
     return {
         "step": step + 1,
         "alive_seq": alive["seq"],
@@ -143,6 +150,7 @@ def _beam_step(model, state, source_mask, limits, min_length, scoring, num_retur
         "finished_seq": finished["seq"],
         "finished_scores": finished["scores"],
         "finished_log_probs": finished["log_probs"],
+        "finished_count": finished["count"],
         "done": done,
         "cache": _reorder_cache(cache, alive["beams"]),
     }
@@ -180,10 +188,10 @@ def _next_alive(candidates, ending):
 
 
 def _next_finished(state, candidates, ending, scores):
-    """Merges the ending candidates that hold a beam slot into the finished set."""
+    """Merges the ending candidates that hold a beam slot into the finished set of each sentence not done yet."""
     beam_size = candidates["log_probs"].shape[1] // 2
     in_beam = tf.range(2 * beam_size) < beam_size
-    joins = ending & in_beam[None, :]
+    joins = ending & in_beam[None, :] & tf.logical_not(state["done"])[:, None]
     merged_scores = tf.concat([state["finished_scores"], tf.where(joins, scores, common.NEG_INF)], axis=1)
     top_scores, index = tf.math.top_k(merged_scores, k=beam_size)  # ties keep the older hypothesis
     joined_log_probs = tf.where(joins, candidates["log_probs"], common.NEG_INF)
@@ -193,19 +201,8 @@ def _next_finished(state, candidates, ending, scores):
         "seq": tf.gather(merged_seq, index, batch_dims=1),
         "scores": top_scores,
         "log_probs": tf.gather(merged_log_probs, index, batch_dims=1),
+        "count": state["finished_count"] + tf.reduce_sum(tf.cast(joins, tf.int32), axis=1),
     }
-
-
-def _best_reachable(best_alive_log_prob, step, limits, scoring):
-    """Upper bound on the score of any hypothesis grown from the alive set.
-
-    Log-probabilities only fall as tokens are added and lp(Y) is monotonic in
-    |Y|, so the bound is the best alive log-probability normalised at one of
-    the two extreme lengths.
-    """
-    shortest = scoring(best_alive_log_prob, step + 1)
-    longest = scoring(best_alive_log_prob, limits)
-    return tf.maximum(shortest, longest)
 
 
 def _reorder_cache(cache, beams):

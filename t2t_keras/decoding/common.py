@@ -99,26 +99,40 @@ def force_prefix(log_probs, step, prefix, output_ids=None):
     return tf.where(forced[:, None], tf.cast(only, log_probs.dtype), log_probs)
 
 
-def next_log_probs(model, tokens, source_mask, cache, step, output_ids=None):
+def next_log_probs(model, tokens, source_mask, cache, step, output_ids=None, growing=False):
     """One cached decoder step: float32 log-probabilities `(batch, vocab)` and the new cache.
 
     `tokens` `(batch,)` are the ids at position `step`. With a shortlist `output_ids` `(S,)`
     (`decoding.shortlist`) the log-probabilities `(batch, S)` cover those ids, normalised over them;
-    its padding slots are -inf.
+    its padding slots are -inf. `growing`: `cache` grows (`new_cache`).
     """
+    options = {"growing": True} if growing else {}  # models without growing caches take no such argument
     if output_ids is None:
-        out = model.decode_step(tokens[:, None], cache, step, source_mask)
+        out = model.decode_step(tokens[:, None], cache, step, source_mask, **options)
         return tf.nn.log_softmax(out.logits[:, 0]), out.cache
-    out = model.decode_step(tokens[:, None], cache, step, source_mask, output_ids=output_ids)
+    out = model.decode_step(tokens[:, None], cache, step, source_mask, output_ids=output_ids, **options)
     logits = tf.where(shortlist_slots(output_ids), out.logits[:, 0], NEG_INF)  # (batch, S)
     return tf.nn.log_softmax(logits), out.cache
 
 
-def search_loop(step, state, done, bound):
+def new_cache(model, memory, bound, growing=False):
+    """The decoder cache of a search: `bound` preallocated self-attention slots, or (`growing`) a cache that each
+    step extends.
+
+    Preallocated slots keep every shape fixed, which XLA needs; but each step then writes one slot by copying the
+    whole buffer, and attends to and reorders all `bound` slots. A growing cache reads and writes only the
+    positions decoded so far: the faster choice in graph mode (docs/results.md, "Beam search that stops when the
+    beam is spent"), not compilable with XLA.
+    """
+    return model.init_cache(memory, None if growing else bound)
+
+
+def search_loop(step, state, done, bound, growing=False):
     """Runs `state = step(state)` in one `tf.while_loop` until every sentence is done, at most `bound` times.
 
-    `state` is a dict of tensors whose shapes stay the same from step to step;
-    its bool `(batch,)` entry `state[done]` marks the sentences that are done.
+    `state` is a dict of tensors whose shapes stay the same from step to step, except, with `growing`, the
+    self-attention keys/values of `state["cache"]` (`new_cache`), whose length axis grows; its bool `(batch,)`
+    entry `state[done]` marks the sentences that are done.
     """
 
     def body(state):
@@ -127,5 +141,19 @@ def search_loop(step, state, done, bound):
     def not_done(state):
         return tf.logical_not(tf.reduce_all(state[done]))
 
-    (state,) = tf.while_loop(not_done, body, (state,), maximum_iterations=bound)
+    invariants = (_growing_invariants(state),) if growing else None
+    (state,) = tf.while_loop(not_done, body, (state,), maximum_iterations=bound, shape_invariants=invariants)
     return state
+
+
+def _growing_invariants(state):
+    """The shapes of `state`, with the length axis of each self-attention key/value `(batch, heads, length, dim)`
+    left open."""
+    shapes = tf.nest.map_structure(lambda tensor: tensor.shape, state)
+
+    def open_length(shape):
+        return tf.TensorShape([shape[0], shape[1], None, shape[3]])
+
+    shapes["cache"] = [{**layer, "self": tf.nest.map_structure(open_length, layer["self"])}
+                       for layer in shapes["cache"]]
+    return shapes

@@ -47,11 +47,13 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import common
-from t2t_keras.decoding.beam_search import (_best_reachable, _check_options, _initial_state, _nbest, _next_finished,
+from t2t_keras.decoding.beam_search import (_check_options, _initial_state, _nbest, _next_finished,
                                             _reorder_cache, _tiled_encoding, _top_candidates)
 from t2t_keras.decoding.length_penalty import normalized_score
 from t2t_keras.decoding.parameters import DEFAULTS
+from t2t_keras.decoding.stopping import settled
 from t2t_keras.special_ids import EOS_ID, PAD_ID
 
 
@@ -84,7 +86,7 @@ def constraint_room(lengths, source_lengths, max_extra_length, model_max_length)
 
 def constrained_beam_search(model, source, constraints, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha,
                             length_penalty="gnmt", max_extra_length=DEFAULTS.max_extra_length, max_length=None,
-                            min_length=0, num_return=1):
+                            min_length=0, num_return=1, stopping=DecodingConfig.stopping, growing_cache=False):
     """The `num_return` best translations of each source sentence that hold every one of its constraints.
 
     Args:
@@ -100,18 +102,19 @@ def constrained_beam_search(model, source, constraints, beam_size=DEFAULTS.beam_
         tokens are then not a translation, and its scores -inf. Scores of n-best entries beyond the complete
         hypotheses found are -inf as well.
     """
-    _check_options(beam_size, num_return, length_penalty)
+    _check_options(beam_size, num_return, length_penalty, stopping)
     source = tf.convert_to_tensor(source, tf.int32)
     terms = Constraints.of(constraints)
     bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
     tile = functools.partial(tf.repeat, repeats=beam_size, axis=0)
-    source_mask, cache = _tiled_encoding(model, source, bound, tile)
+    source_mask, cache = _tiled_encoding(model, source, bound, tile, growing_cache)
     state = _initial_state(tf.shape(source)[0], beam_size, bound, cache)
     state.update(_initial_progress(terms, beam_size))
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
     step = functools.partial(_constrained_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
-                             scoring=scoring, num_return=num_return, terms=terms)
-    final = common.search_loop(step, state, "done", bound)
+                             scoring=scoring, num_return=num_return, terms=terms, stopping=stopping,
+                             growing=growing_cache)
+    final = common.search_loop(step, state, "done", bound, growing_cache)
     return {**_nbest(final, num_return), "satisfied": final["finished_log_probs"][:, 0] > common.NEG_INF}
 
 
@@ -123,11 +126,12 @@ def _initial_progress(terms, beam_size):
     return {"met": met, "progress": zeros, "current": zeros}
 
 
-def _constrained_step(model, state, source_mask, limits, min_length, scoring, num_return, terms):
+def _constrained_step(model, state, source_mask, limits, min_length, scoring, num_return, terms, stopping,
+                      growing=False):
     """Extends the alive hypotheses by one token, constraint candidates included, and updates both sets."""
     step = state["step"]
     inputs = tf.reshape(common.previous_tokens(state["alive_seq"], step), (-1,))  # (batch * beam,)
-    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step)
+    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, growing=growing)
     log_probs = _forbid_incomplete_eos(common.mask_special_tokens(log_probs, step, min_length), state)
     candidates = _candidates(state, log_probs, terms, step)
     candidates["ending"] = tf.equal(candidates["tokens"], EOS_ID) | (step + 1 >= limits[:, None])
@@ -136,8 +140,9 @@ def _constrained_step(model, state, source_mask, limits, min_length, scoring, nu
     joins = selected["ending"] & complete & selected["valid"]
     finished = _next_finished(state, selected, joins, scoring(selected["log_probs"], step + 1))
     alive = _next_alive(selected)
-    reachable = _best_reachable(tf.reduce_max(alive["log_probs"], axis=1), step, limits, scoring)
-    done = state["done"] | (step + 1 >= limits) | (finished["scores"][:, num_return - 1] > reachable)
+    done = state["done"] | (step + 1 >= limits) | settled(stopping, finished["count"], finished["scores"],
+                                                          tf.reduce_max(alive["log_probs"], axis=1), step, limits,
+                                                          scoring, num_return)
     return {"step": step + 1, "done": done, "cache": _reorder_cache(cache, alive["beams"]),
             "alive_seq": alive["seq"], "alive_log_probs": alive["log_probs"],
             **{f"finished_{name}": value for name, value in finished.items()},  # seq, scores, log_probs

@@ -59,7 +59,8 @@ class ConstrainedTranslator(Translator):
         greedy = params.method == "greedy"
         out = constrained_beam_search(self.model, source, constraints, beam_size=params.beam_size,
                                       alpha=params.alpha, length_penalty="none" if greedy else self.length_penalty,
-                                      max_extra_length=params.max_extra_length)
+                                      max_extra_length=params.max_extra_length, stopping=self.stopping,
+                                      growing_cache=not self.jit_compile)
         return out["tokens"][:, 0], out["satisfied"]
 
     def translate(self, sentences, constraints=None):

@@ -57,13 +57,13 @@ class Ensemble:
         """The members' decoder caches (from `encode`'s tuple), one after the other in one list."""
         return [layer for model, own in zip(self.models, memory) for layer in model.init_cache(own, max_length)]
 
-    def decode_step(self, tokens, cache, step, source_mask=None, training=False):
+    def decode_step(self, tokens, cache, step, source_mask=None, training=False, growing=False):
         """Every member's step on the same `tokens`; `StepOutput` whose float32 logits `(batch, step_len, vocab)`
         are the mean of the members' log-probabilities, with the joint cache and every member's cross-attention
         weights (one entry per layer of each member, as the cache)."""
         log_probs, caches, cross_weights = [], [], []
         for model, own in zip(self.models, self._split(cache)):
-            out = model.decode_step(tokens, own, step, source_mask, training=training)
+            out = model.decode_step(tokens, own, step, source_mask, training=training, growing=growing)
             log_probs.append(tf.nn.log_softmax(out.logits))
             caches += out.cache
             cross_weights += out.cross_weights

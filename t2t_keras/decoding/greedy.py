@@ -1,7 +1,8 @@
 """Greedy (and sampled) incremental decoding with the key/value cache.
 
 The whole search is one `tf.while_loop` over fixed-shape buffers, so it runs
-eagerly, inside `tf.function`, and inside `tf.function(jit_compile=True)`:
+eagerly, inside `tf.function`, and inside `tf.function(jit_compile=True)`
+(with `growing_cache=True`, the one buffer that grows, not with XLA):
 
     decode = tf.function(lambda source: greedy_decode(model, source), jit_compile=True)
 """
@@ -16,7 +17,7 @@ from t2t_keras.decoding.shortlist import vocabulary_ids
 
 
 def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0,
-                  temperature=0.0, top_k=0, seed=None, forced_prefix=None, output_ids=None):
+                  temperature=0.0, top_k=0, seed=None, forced_prefix=None, output_ids=None, growing_cache=False):
     """Decodes `source` one token at a time, choosing the argmax (or a sample) at each step.
 
     Args:
@@ -28,16 +29,15 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
             to the padded source width + `max_extra_length`.
         min_length: EOS is forbidden until this many tokens exist (benchmarks use
             it to force a length). May be a tensor.
-        temperature: 0 (a Python number) means argmax. Otherwise tokens are
-            sampled from softmax(log p / temperature); a tensor value <= 0 still
-            means argmax.
+        temperature: 0 (a Python number) means argmax. Otherwise tokens are sampled from
+            softmax(log p / temperature); a tensor value <= 0 still means argmax.
         top_k: when sampling, only the k most likely tokens are candidates; 0 keeps all.
         seed: int seed of the stateless sampler; None draws one.
-        forced_prefix: optional int `(batch, width)` ids, 0-padded, emitted
-            first whatever the model prefers (a language model's prompt; see
-            `common.force_prefix`).
+        forced_prefix: optional int `(batch, width)` ids, 0-padded, emitted first whatever the model prefers (a
+            language model's prompt; see `common.force_prefix`).
         output_ids: optional int32 `(S,)` searched vocabulary of a shortlist
             (`decoding.shortlist.batch_vocabulary`); None searches the whole vocabulary.
+        growing_cache: a cache that each step extends (`common.new_cache`): faster in graph mode, not with XLA.
 
     Returns:
         dict with `tokens`: int32 `(batch, bound)`, each row ending with EOS
@@ -47,12 +47,12 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
     source = tf.convert_to_tensor(source, tf.int32)
     bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
     source_mask = model.source_mask(source)
-    cache = model.init_cache(model.encode(source, training=False), bound)
+    cache = common.new_cache(model, model.encode(source, training=False), bound, growing_cache)
     choose = _chooser(temperature, top_k, seed)
     state = _initial_state(tf.shape(source)[0], bound, cache)
     step = functools.partial(_greedy_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
-                             choose=choose, forced_prefix=forced_prefix, output_ids=output_ids)
-    state = common.search_loop(step, state, "finished", bound)
+                             choose=choose, forced_prefix=forced_prefix, output_ids=output_ids, growing=growing_cache)
+    state = common.search_loop(step, state, "finished", bound, growing_cache)
     return {"tokens": state["tokens"], "scores": state["scores"]}
 
 
@@ -79,11 +79,12 @@ def _chooser(temperature, top_k, seed):
     return choose
 
 
-def _greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix=None, output_ids=None):
+def _greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix=None, output_ids=None,
+                 growing=False):
     """Feeds the previous token, picks the next one and marks finished sentences."""
     step, finished = state["step"], state["finished"]
     inputs = common.previous_tokens(state["tokens"], step)
-    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, output_ids)
+    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, output_ids, growing)
     log_probs = common.mask_special_tokens(log_probs, step, min_length, output_ids)
     if forced_prefix is not None:
         log_probs = common.force_prefix(log_probs, step, forced_prefix, output_ids)

@@ -4,10 +4,9 @@ The algorithm of `beam_search.py`, step for step, so it returns the same tokens:
 `beam_size` best unfinished hypotheses and a `finished` set ranked by `log P(Y) / lp(Y)` with
 `lp(Y) = ((5 + |Y|) / 6) ** alpha` (`length_penalty.py`); each step keeps the `2 * beam_size` best one-token
 extensions, an ending candidate (EOS, or the length limit) joins `finished` only if it ranks among the first
-`beam_size`, and a sentence is done at its limit or when no alive hypothesis can still beat its `num_return`-th
-finished score. Beams are flattened into the batch (row `b * beam_size + k`) over fixed-shape buffers and the
-model's preallocated cache, in one `keras.ops.while_loop`. On JAX, `neutral_compile.compiled` compiles it
-with `jax.jit`.
+`beam_size`, and a sentence is done at its limit or when its `stopping` rule says so (`stopping.py`). Beams are
+flattened into the batch (row `b * beam_size + k`) over fixed-shape buffers and the model's preallocated cache, in
+one `keras.ops.while_loop`. On JAX, `neutral_compile.compiled` compiles it with `jax.jit`.
 """
 
 import functools
@@ -16,13 +15,16 @@ import keras
 from keras import ops
 
 from t2t_keras.decoding import neutral_steps as steps
+from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding.length_penalty import normalized_score
 from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_length_penalty, check_num_return
+from t2t_keras.decoding.stopping import check_stopping, settled
 from t2t_keras.special_ids import EOS_ID
 
 
 def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha, length_penalty="gnmt",
-                max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0, num_return=1):
+                max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0, num_return=1,
+                stopping=DecodingConfig.stopping):
     """The `num_return` best translations of each source sentence.
 
     Args:
@@ -33,6 +35,7 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
         length_penalty: `"gnmt"`, `"average"` or `"none"`.
         max_extra_length, max_length, min_length: as for `neutral_greedy.greedy_search`.
         num_return: size of the n-best list, at most `beam_size`.
+        stopping: `"beam"` or `"exact"`, when a sentence is done (`decoding.stopping`).
 
     Returns:
         dict with `tokens`: int32 `(batch, num_return, bound)`, each ending with EOS (unless cut at its length
@@ -41,13 +44,14 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
     """
     check_num_return(num_return, check_beam_size(beam_size))
     check_length_penalty(length_penalty)
+    check_stopping(stopping)
     source = ops.convert_to_tensor(source, "int32")
     bound, limits = steps.output_lengths(model, source, max_extra_length, max_length)
     source_mask, cache = steps.encode_for_search(model, source, bound, rows=beam_size)
     state = _initial_state(ops.shape(source)[0], beam_size, bound, cache)
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
     step = functools.partial(_beam_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
-                             scoring=scoring, num_return=num_return)
+                             scoring=scoring, num_return=num_return, stopping=stopping)
     state = steps.search_loop(step, state, "done", bound)
     return {name: state[f"finished_{name}"][:, :num_return] for name in ("tokens", "scores", "log_probs")}
 
@@ -64,12 +68,13 @@ def _initial_state(batch, beam_size, bound, cache):
         "finished_tokens": sequences,
         "finished_scores": nothing,
         "finished_log_probs": nothing,
+        "finished_count": ops.zeros((batch,), "int32"),
         "done": ops.zeros((batch,), "bool"),
         "cache": cache,
     }
 
 
-def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return):
+def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return, stopping):
     """Extends the alive hypotheses by one token and updates both sets."""
     step = state["step"]
     inputs = ops.reshape(steps.previous_tokens(state["alive_tokens"], step), (-1,))  # (batch * beam,)
@@ -79,8 +84,8 @@ def _beam_step(model, state, source_mask, limits, min_length, scoring, num_retur
     ending = ops.equal(candidates["tokens"], EOS_ID) | (step + 1 >= limits[:, None])  # (batch, 2 * beam)
     alive = _next_alive(candidates, ending)
     finished = _next_finished(state, candidates, ending, scoring(candidates["log_probs"], step + 1))
-    reachable = ops.maximum(scoring(alive["log_probs"][:, 0], step + 1), scoring(alive["log_probs"][:, 0], limits))
-    done = state["done"] | (step + 1 >= limits) | (finished["scores"][:, num_return - 1] > reachable)
+    done = state["done"] | (step + 1 >= limits) | settled(stopping, finished["count"], finished["scores"],
+                                                          alive["log_probs"][:, 0], step, limits, scoring, num_return)
     return {
         "step": step + 1,
         "alive_tokens": alive["tokens"],
@@ -88,6 +93,7 @@ def _beam_step(model, state, source_mask, limits, min_length, scoring, num_retur
         "finished_tokens": finished["tokens"],
         "finished_scores": finished["scores"],
         "finished_log_probs": finished["log_probs"],
+        "finished_count": finished["count"],
         "done": done,
         "cache": _reorder_cache(cache, alive["beams"]),
     }
@@ -127,9 +133,9 @@ def _next_alive(candidates, ending):
 
 
 def _next_finished(state, candidates, ending, scores):
-    """Merges the ending candidates that hold a beam slot into the finished set."""
+    """Merges the ending candidates that hold a beam slot into the finished set of each sentence not done yet."""
     beam_size = candidates["log_probs"].shape[1] // 2
-    joins = ending & (ops.arange(2 * beam_size) < beam_size)[None, :]
+    joins = ending & (ops.arange(2 * beam_size) < beam_size)[None, :] & ops.logical_not(state["done"])[:, None]
     merged_scores = ops.concatenate([state["finished_scores"], ops.where(joins, scores, steps.NEG_INF)], axis=1)
     top_scores, index = ops.top_k(merged_scores, k=beam_size)  # ties keep the older hypothesis
     joined_log_probs = ops.where(joins, candidates["log_probs"], steps.NEG_INF)
@@ -139,6 +145,7 @@ def _next_finished(state, candidates, ending, scores):
         "tokens": gather_rows(merged_tokens, index),
         "scores": top_scores,
         "log_probs": gather_rows(merged_log_probs, index),
+        "count": state["finished_count"] + ops.sum(ops.cast(joins, "int32"), axis=1),
     }
 
 

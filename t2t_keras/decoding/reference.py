@@ -4,13 +4,16 @@ Slow and plain (eager calls, Python loops over steps and hypotheses, NumPy
 bookkeeping), they spell out the algorithms that the cached, compiled decoders
 in `greedy` and `beam_search` must reproduce, with the same conventions
 (length limits, EOS, scores; see `common` and `beam_search`). The beam search
-here never stops early: it runs every sentence to its length limit, which
-checks that the early stop of the cached search changes nothing.
+here stops a sentence once `stopping.finished_enough(beam_size)` hypotheses have finished with `stopping="beam"`
+and otherwise ("exact") never stops early: it runs every sentence to its length limit, which
+checks that the exact early stop of the cached search changes nothing.
 """
 
 import numpy as np
 
+from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding.parameters import DEFAULTS
+from t2t_keras.decoding.stopping import finished_enough
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -38,7 +41,7 @@ def reference_greedy(model, source, max_extra_length=DEFAULTS.max_extra_length, 
 
 def reference_beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha, length_penalty="gnmt",
                           max_extra_length=DEFAULTS.max_extra_length,
-                          max_length=None, min_length=0, num_return=1):
+                          max_length=None, min_length=0, num_return=1, stopping=DecodingConfig.stopping):
     """Beam search without a cache, one sentence at a time; same arguments and results as `beam_search`."""
     source = np.asarray(source, np.int32)
     bound, limits = _limits(model, source, max_extra_length, max_length)
@@ -53,17 +56,19 @@ def reference_beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEF
     log_probs = np.full((batch, num_return), -np.inf, np.float32)
     for row in range(batch):
         finished = _search_sentence(model, memory[row:row + 1], mask[row:row + 1], int(limits[row]), beam_size,
-                                    score, min_length)
+                                    score, min_length, stopping)
         for rank, (hypothesis, log_prob, value) in enumerate(finished[:num_return]):
             tokens[row, rank, :len(hypothesis)] = hypothesis
             scores[row, rank], log_probs[row, rank] = value, log_prob
     return {"tokens": tokens, "scores": scores, "log_probs": log_probs}
 
 
-def _search_sentence(model, memory, mask, limit, beam_size, score, min_length):
+def _search_sentence(model, memory, mask, limit, beam_size, score, min_length, stopping):
     """Finished `(tokens, log_prob, score)` hypotheses of one sentence, best first."""
-    alive, finished = [((), 0.0)], []
+    alive, finished, ended = [((), 0.0)], [], 0
     for step in range(limit):
+        if stopping == "beam" and ended >= finished_enough(beam_size):
+            break
         count = len(alive)
         prefixes = np.array([(BOS_ID,) + hypothesis for hypothesis, _ in alive], np.int32)
         step_log_probs = _last_log_probs(model, prefixes, np.repeat(memory, count, 0), np.repeat(mask, count, 0),
@@ -78,6 +83,7 @@ def _search_sentence(model, memory, mask, limit, beam_size, score, min_length):
             if hypothesis[-1] == EOS_ID or step + 1 == limit:
                 if rank < beam_size:  # only a candidate that takes a beam slot may finish
                     finished.append((hypothesis, log_prob, score(log_prob, len(hypothesis))))
+                    ended += 1
             else:
                 next_alive.append((hypothesis, log_prob))
         finished = sorted(finished, key=lambda item: -item[2])[:beam_size]  # stable: older first on ties

@@ -4,12 +4,14 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
+from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, pad_batch, plan_batches
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.decoding.parameters import DEFAULTS, check_length_penalty
 from t2t_keras.decoding.sharding import choose_shards, compiled_search
 from t2t_keras.decoding.shortlist import ShortlistTable
+from t2t_keras.decoding.stopping import check_stopping
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.families import check_searchable
 from t2t_keras.fast_path import FastPath
@@ -38,6 +40,7 @@ class Translator:
         params: the search's `DecodingParams` (beam size, 1 for greedy search; alpha; max_extra_length:
             output limit = input length + this, §6.1); `num_return` is 1 here.
         length_penalty: `"gnmt"`, `"average"` or `"none"` (see `beam_search`).
+        stopping: `"beam"` or `"exact"`, when the beam search is done with a sentence (`decoding.stopping`).
         batch_tokens: source-token budget of one batch.
         length_multiple: batch widths are rounded up to a multiple of this.
         jit_compile: compile the search with XLA; None: with float32 weights only (bfloat16 products are
@@ -56,9 +59,10 @@ class Translator:
 
     def __init__(self, model, tokenizer, params=DEFAULTS, length_penalty="gnmt", batch_tokens=4096,
                  length_multiple=LENGTH_MULTIPLE, jit_compile=None, shards="auto", precision="float32", progress=None,
-                 progress_threshold=100, shortlist=None):
+                 progress_threshold=100, shortlist=None, stopping=DecodingConfig.stopping):
         self.precision = check_precision(precision)
         check_length_penalty(length_penalty)
+        self.stopping = check_stopping(stopping)
         if batch_tokens < length_multiple:
             raise ValueError(
                 f"batch_tokens must be at least length_multiple={length_multiple}. "
@@ -88,10 +92,10 @@ class Translator:
         params = self.params
         if params.method == "greedy":
             return greedy_decode(self.model, source, max_extra_length=params.max_extra_length,
-                                 output_ids=output_ids)["tokens"]
+                                 output_ids=output_ids, growing_cache=not self.jit_compile)["tokens"]
         out = beam_search(self.model, source, beam_size=params.beam_size, alpha=params.alpha,
                           length_penalty=self.length_penalty, max_extra_length=params.max_extra_length,
-                          output_ids=output_ids)
+                          output_ids=output_ids, stopping=self.stopping, growing_cache=not self.jit_compile)
         return out["tokens"][:, 0]
 
     def search(self, source):

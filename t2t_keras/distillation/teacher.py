@@ -101,6 +101,7 @@ def teacher_settings(teacher, sentences, beam_size, shard_sentences, jit_compile
                     "steps": list(weights.steps), "sha256": weights_sha256(weights)},
         "tokenizer": {"kind": teacher.config.data.tokenizer, "sha256": file_sha256(teacher.tokenizer_path)},
         "beam_size": params.beam_size, "alpha": params.alpha, "length_penalty": LENGTH_PENALTY,
+        "stopping": decoding.stopping,
         "max_extra_length": params.max_extra_length, "max_length": teacher.config.model.max_length,
         "precision": decoding.precision,
         "jit_compile": FastPath.decoding_jit(decoding.precision) if jit_compile is None else bool(jit_compile),
@@ -115,5 +116,6 @@ def teacher_translator(teacher, settings):
     model = load_run_model(teacher.run, teacher.weights.source)
     params = DecodingParams(settings["beam_size"], settings["alpha"], settings["max_extra_length"])
     return Translator(model, teacher.run.load_tokenizer(), params, length_penalty=settings["length_penalty"],
+                      stopping=settings["stopping"],
                       batch_tokens=settings["batch_tokens"], jit_compile=settings["jit_compile"],
                       shards=teacher.config.decoding.shards, precision=settings["precision"], progress=False)

@@ -22,11 +22,11 @@ def run_translator(run_dir, model_source="auto", params=None, precision=None, sh
 
     `run_dir`: a run directory, or an open `RunDirectory` (as every function here takes). `params`
     (`DecodingParams`), `precision` and `shards` left None come from the run's `decoding` section;
-    `options` go to `Translator`. `ensemble`: more translation runs of the same vocabulary
-    (`runs.ensemble_runs` checks them) whose models (the same `model_source` weights of each) decode with this
-    run's as one `decoding.ensemble.Ensemble`. `shortlist` true searches over the run's vocabulary shortlist
-    (RUN/shortlist.npz); not with an ensemble. `translator`: the class built, `Translator` or one taking its
-    arguments (`decoding.constrained_translator.ConstrainedTranslator`).
+    `options` go to `Translator` (`stopping` from the run's `decoding.stopping` unless given). `ensemble`: more
+    translation runs of the same vocabulary (`runs.ensemble_runs` checks them) whose models (the same
+    `model_source` weights of each) decode with this run's as one `decoding.ensemble.Ensemble`. `shortlist` true
+    searches over the run's vocabulary shortlist (RUN/shortlist.npz); not with an ensemble. `translator`: the class
+    built, `Translator` or one taking its arguments (`decoding.constrained_translator.ConstrainedTranslator`).
     """
     run = open_run(run_dir)
     others = ensemble_runs(run, ensemble)
@@ -35,6 +35,7 @@ def run_translator(run_dir, model_source="auto", params=None, precision=None, sh
                          "an ensemble: its members search their whole vocabulary; translate with one --run-dir")
         options["shortlist"] = run.load_shortlist()
     decoding = run.load_config().decoding
+    options.setdefault("stopping", decoding.stopping)
     model, tokenizer = load_run(run, model_source)
     if others:
         model = Ensemble([model] + [load_run_model(other, model_source) for other in others])

@@ -96,7 +96,8 @@ class ConstrainedTranslatorModule(TranslatorModule):
             greedy = beam_size == 1  # greedy search for the sentences without terms, as `translate`
             out = constrained_beam_search(self.model, source, constraints, beam_size=beam_size, alpha=alpha,
                                           length_penalty="none" if greedy else self.length_penalty,
-                                          max_extra_length=max_extra_length, max_length=bound)
+                                          max_extra_length=max_extra_length, max_length=bound,
+                                          stopping=self._stopping, growing_cache=not self._jit_compile)
             return out["tokens"][:, 0], out["scores"][:, 0], out["satisfied"]
 
         scalar = tf.TensorSpec([], tf.int32)

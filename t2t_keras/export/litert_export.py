@@ -79,11 +79,12 @@ def export_litert_run(run_dir, out_path, quantization="float32", average_last=No
     model, weights = weights_to_export(run, source, average_last)
     params = params or DecodingParams.from_config(config.decoding)
     max_beam_size = config.decoding.max_beam_size if max_beam_size is None else max_beam_size
-    return export_litert(model, tokenizer, out_path, quantization, params, max_beam_size, overwrite, weights)
+    return export_litert(model, tokenizer, out_path, quantization, params, max_beam_size, overwrite, weights,
+                         stopping=config.decoding.stopping)
 
 
 def export_litert(model, tokenizer, out_path, quantization="float32", params=DEFAULTS, max_beam_size=MAX_BEAM_SIZE,
-                  overwrite=False, weights=None, length_penalty="gnmt"):
+                  overwrite=False, weights=None, length_penalty="gnmt", stopping="beam"):
     """Writes `model` and `tokenizer` as one LiteRT file at `out_path` (see the module docstring).
 
     Raises:
@@ -96,9 +97,9 @@ def export_litert(model, tokenizer, out_path, quantization="float32", params=DEF
     check_litert_tokenizer(tokenizer)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     check_size(model, quantization)
-    module = LiteRTModule(model, tokenizer, max_beam_size, params, length_penalty)
+    module = LiteRTModule(model, tokenizer, max_beam_size, params, length_penalty, stopping)
     metadata = {"format": 1, "task": "translation", "max_length": int(model.max_length),
-                "max_beam_size": int(max_beam_size), "length_penalty": length_penalty,
+                "max_beam_size": int(max_beam_size), "length_penalty": length_penalty, "stopping": stopping,
                 "defaults": {"beam_size": params.beam_size, "alpha": params.alpha,
                              "max_extra_length": params.max_extra_length},
                 "tokenizer": tokenizer.kind, "vocab_size": int(tokenizer.vocab_size), "quantization": quantization,

@@ -41,7 +41,9 @@ the tokens are the same. What makes it convert to builtin ops only:
 import keras
 import tensorflow as tf
 
+from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.stopping import check_stopping
 from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_integer, check_length_penalty
 from t2t_keras.export.litert_tokenizer import LiteRTTokenizer
@@ -65,10 +67,11 @@ class LiteRTModule(tf.Module):
         max_beam_size: largest beam size; one search is traced per size from 1 to this.
         params: the default `DecodingParams` (asked for by value, see the module docstring).
         length_penalty: `"gnmt"`, `"average"` or `"none"`.
+        stopping: `"beam"` or `"exact"`, when the beam search is done with a sentence (`decoding.stopping`).
     """
 
     def __init__(self, model, tokenizer, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS, length_penalty="gnmt",
-                 name=None):
+                 stopping=DecodingConfig.stopping, name=None):
         super().__init__(name=name)
         check_beam_size(params.beam_size, check_integer("max_beam_size", max_beam_size))
         check_length_penalty(length_penalty)
@@ -76,6 +79,7 @@ class LiteRTModule(tf.Module):
         self.max_beam_size = max_beam_size
         self.params = params
         self.length_penalty = length_penalty
+        self.stopping = check_stopping(stopping)
         # The model stays out of the module's tracked state: the functions read its weights as constants.
         weights = [(variable, keras.ops.convert_to_numpy(variable)) for variable in model.variables]
 
@@ -122,7 +126,7 @@ class LiteRTModule(tf.Module):
                     out = greedy_decode(model, source, max_extra_length=max_extra_length, max_length=bound)
                     return out["tokens"], out["scores"]
                 out = beam_search(model, source, beam_size=size, alpha=alpha, length_penalty=self.length_penalty,
-                                  max_extra_length=max_extra_length, max_length=bound)
+                                  max_extra_length=max_extra_length, max_length=bound, stopping=self.stopping)
                 return out["tokens"][:, 0], out["scores"][:, 0]
 
             return run

@@ -20,6 +20,7 @@ import pathlib
 
 import tensorflow as tf
 
+from t2t_keras.config import DecodingConfig
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
 from t2t_keras.errors import T2TError
@@ -42,19 +43,18 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
     Args:
         run_dir: a training run directory (see `t2t_keras.runs`), or an open `RunDirectory`.
         out_dir: the export directory to create.
-        average_last, source: which weights (`runs.weights_to_export`); the export logs them and records
-            them in assets.extra/weights.json.
+        average_last, source: which weights (`runs.weights_to_export`), logged and in assets.extra/weights.json.
         params: the `DecodingParams` of `serving_default`; None takes the run config's `decoding` section.
             An lm export uses its `max_extra_length` (the new pieces).
         max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
         temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces).
         **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
-            `quantization`, `precision`, `constraints`; `quantization="auto"` picks int8 or float32 by
-            `export.quantization.choose_quantization`; `shortlist=True` holds the run's vocabulary shortlist,
-            RUN/shortlist.npz); an lm export takes `overwrite` only.
+            `quantization`, `precision`, `constraints`, `stopping` and `shards`, the last two by default the run's
+            `decoding.*`; `quantization="auto"` picks int8 or float32 by `export.quantization.choose_quantization`;
+            `shortlist=True` holds the run's vocabulary shortlist, RUN/shortlist.npz); an lm export takes
+            `overwrite` only.
 
-    Returns:
-        the export directory, a `pathlib.Path`.
+    Returns the export directory, a `pathlib.Path`.
     """
     run = open_run(run_dir)
     config = run.load_config()
@@ -73,6 +73,7 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
     if config.task == "lm":
         return export_continuer(model, tokenizer, out_dir, params.max_extra_length, temperature or 0.0, top_k or 0,
                                 **options)
+    options = {"stopping": config.decoding.stopping, "shards": config.decoding.shards, **options}
     return export_translator(model, tokenizer, out_dir, config.decoding.max_beam_size if max_beam_size is None
                              else max_beam_size, params, **options)
 
@@ -101,7 +102,7 @@ def _check_task_options(task, translation_options, lm_options):
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS,
                       length_penalty="gnmt", text_signatures=True, jit_compile=False,
                       overwrite=False, quantization=None, shards=1, weights=None, shortlist=None, constraints=False,
-                      precision="float32"):
+                      precision="float32", stopping=DecodingConfig.stopping):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -113,11 +114,11 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         length_penalty: `"gnmt"`, `"average"` or `"none"`.
         text_signatures: False writes an ids-only export (`serving_default` and `translate_ids` on token
             ids, no tokenizer), which loads without TF-Text, e.g. in stock TensorFlow Serving.
-        jit_compile: compile the searches with XLA (see `TranslatorModule`).
-        overwrite: replace an existing export at `out_dir`.
+        jit_compile, overwrite: compile the searches with XLA (see `TranslatorModule`); replace an existing export.
         quantization: None, or "int8" for int8 Dense weights (see `export.quantization`; the inspection
             files keep float32).
-        shards: concurrent searches per batch (see `TranslatorModule`).
+        shards, stopping: concurrent searches per batch, and when the beam search is done with a sentence (`"beam"`
+            or `"exact"`, `decoding.stopping`); see `TranslatorModule`.
         weights: what to record in assets.extra/weights.json (`runs.export_record`), or None.
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) the searches apply
             in-graph (see `TranslatorModule`).
@@ -134,7 +135,8 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     searched = _searched_model(model, quantization, precision)
     kind = ConstrainedTranslatorModule if constraints else TranslatorModule
     module = kind(searched, tokenizer if text_signatures else None, params=params, max_beam_size=max_beam_size,
-                  length_penalty=length_penalty, jit_compile=jit_compile, shards=shards, shortlist=shortlist)
+                  length_penalty=length_penalty, jit_compile=jit_compile, shards=shards, shortlist=shortlist,
+                  stopping=stopping)
     return _write(module, out_dir, overwrite, (model, tokenizer, weights) if text_signatures else None,
                   "a translation")
 

@@ -67,6 +67,7 @@ from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_integer, check_length_penalty
 from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.decoding.shortlist import ShortlistTable, batch_vocabulary
+from t2t_keras.decoding.stopping import check_stopping
 from t2t_keras.export.signature_functions import SignatureFunctions, function
 from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
@@ -94,13 +95,18 @@ class TranslatorModule(tf.Module):
             traced for every size from 1 to this.
         params: the `DecodingParams` of `serving_default` (beam_size, alpha, max_extra_length).
         length_penalty: `"gnmt"`, `"average"` or `"none"` (fixed at export).
-        jit_compile: compile each search with XLA. Several times faster per
-            call, but every new input shape (rows, width rounded to 8,
-            max_extra_length) is compiled on first use.
+        stopping: `"beam"` or `"exact"`, when the beam search is done with a sentence (`decoding.stopping`;
+            fixed at export, readable as the variable `stopping`).
+        jit_compile: compile each search with XLA. Faster per call once
+            compiled, but every new input shape (rows, width rounded to 8,
+            max_extra_length) is compiled on first use, and the compiled
+            programs stay in memory. Without XLA (the default) the searches
+            grow their decoder cache step by step (`decoding.common.new_cache`).
         shards: each search splits its batch into this many concurrent searches
             (`decoding.sharding`; "auto": one per CPU core of the exporting
-            machine, 1 with a GPU or TPU). Fixed in the export. Default 1: the
-            speed of sharded SavedModel searches has not been measured yet.
+            machine, 1 with a GPU or TPU). Fixed in the export. `export_run`
+            takes the run's `decoding.shards` ("auto" by default: 1.3x the
+            sentences/s of one shard at batch 32 on 2 cores, docs/results.md).
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) held in the
             export (variables `shortlist_entries`, `shortlist_frequent`): every search of
             `translate_ids` (and so of `translate` and `serving_default`) covers only the batch's
@@ -109,18 +115,20 @@ class TranslatorModule(tf.Module):
     """
 
     def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS, length_penalty="gnmt",
-                 jit_compile=False, shards=1, shortlist=None, name=None):
+                 jit_compile=False, shards=1, shortlist=None, stopping=DecodingConfig.stopping, name=None):
         super().__init__(name=name)
         check_beam_size(params.beam_size, check_integer("max_beam_size", max_beam_size))  # the rest checked in params
         check_length_penalty(length_penalty)
         self.model = model
         self.tokenizer = tokenizer
         self.length_penalty = length_penalty
+        self._stopping = check_stopping(stopping)
         self._max_beam_size = max_beam_size
         self._jit_compile = jit_compile
         self._shards = choose_shards(shards)
         # Variables, so that a client of the loaded SavedModel can read them.
         self.max_beam_size = tf.Variable(max_beam_size, trainable=False, name="max_beam_size")
+        self.stopping = tf.Variable(stopping, trainable=False, name="stopping")
         self.jit_compiled = tf.Variable(jit_compile, trainable=False, name="jit_compiled")
         self.decoding_shards = tf.Variable(self._shards, trainable=False, name="decoding_shards")
         self.max_source_length = tf.Variable(model.max_length - 1, trainable=False, name="max_source_length")
@@ -265,11 +273,12 @@ class TranslatorModule(tf.Module):
         def search(source, alpha, max_extra_length, bound, output_ids=None):
             if beam_size == 1:
                 out = greedy_decode(self.model, source, max_extra_length=max_extra_length, max_length=bound,
-                                    output_ids=output_ids)
+                                    output_ids=output_ids, growing_cache=not self._jit_compile)
                 return self._pad_nbest(out["tokens"][:, None], out["scores"][:, None])
             out = beam_search(self.model, source, beam_size=beam_size, alpha=alpha,
                               length_penalty=self.length_penalty, max_extra_length=max_extra_length,
-                              max_length=bound, num_return=num_return, output_ids=output_ids)
+                              max_length=bound, num_return=num_return, output_ids=output_ids, stopping=self._stopping,
+                              growing_cache=not self._jit_compile)
             return self._pad_nbest(out["tokens"], out["scores"])
 
         scalar = tf.TensorSpec([], tf.int32)

@@ -56,8 +56,10 @@ class CausalLanguageModel(SingleStackModel):
         """Empty self-attention slots for `max_length` steps, one row per prompt."""
         return self.decoder.init_cache(None, max_length, batch_size=ops.shape(prompt)[0])
 
-    def decode_step(self, tokens, cache, step, source_mask=None, training=False):
-        """Logits for `tokens` `(batch, step_len)` at positions `step ...`; returns a `StepOutput`."""
+    def decode_step(self, tokens, cache, step, source_mask=None, training=False, growing=False):
+        """Logits for `tokens` `(batch, step_len)` at positions `step ...`; returns a `StepOutput`. `growing`: a
+        cache from `init_cache(prompt, None)` (see `Transformer.decode_step`)."""
         x = self.embed(tokens, step, training)
-        hidden, _, cross_weights, cache = self.decoder.decode_step(x, cache, step, training=training)
+        hidden, _, cross_weights, cache = self.decoder.decode_step(x, cache, None if growing else step,
+                                                                   training=training)
         return StepOutput(self.project(hidden), cache, cross_weights)

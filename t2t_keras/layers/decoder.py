@@ -52,7 +52,7 @@ class Decoder(TransformerStack):
 
     def init_cache(self, memory, max_length, batch_size=None):
         """A cache for decoding up to `max_length` tokens against `memory` (or, without
-        cross-attention, for `batch_size` rows): one dict per block."""
+        cross-attention, for `batch_size` rows): one dict per block. `max_length` None: a growing cache."""
         return [block.init_cache(memory, max_length, batch_size) for block in self.blocks]
 
     def call(self, inputs, memory=None, memory_mask=None, training=None):
@@ -67,9 +67,18 @@ class Decoder(TransformerStack):
         return DecoderOutput(self._finish(x), self_weights, cross_weights)
 
     def decode_step(self, inputs, cache, cache_index, memory_mask=None, training=None):
-        """Positions `cache_index ...` of the target against the cache; returns a `DecoderStep`."""
-        slots = ops.shape(cache[0]["self"]["key"])[1]
-        causal = masks.causal_mask(ops.shape(inputs)[1], slots, offset=cache_index)  # empty slots stay hidden
+        """Positions `cache_index ...` of the target against the cache; returns a `DecoderStep`.
+
+        `cache_index` None: the cache grows (`init_cache(memory, None)`): it holds the earlier positions only,
+        and this step's keys/values are appended to it.
+        """
+        slots = ops.shape(cache[0]["self"]["key"])[2]  # (batch, heads, slots, key_dim)
+        queries = ops.shape(inputs)[1]
+        if cache_index is None:  # keys: the `slots` earlier positions, then the queries'
+            one = inputs.shape[1] == 1  # a single new position sees every key: no mask to apply
+            causal = None if one else masks.causal_mask(queries, slots + queries, offset=slots)
+        else:
+            causal = masks.causal_mask(queries, slots, offset=cache_index)  # empty slots stay hidden
         self_mask = masks.attention_mask(causal=causal)
         cross_mask = masks.attention_mask(key_padding=memory_mask)
         x, self_weights, cross_weights, new_cache = inputs, [], [], []

@@ -71,18 +71,20 @@ class DecoderBlock(TransformerBlock):
     def init_cache(self, memory, max_length, batch_size=None):
         """Empty self-attention slots for `max_length` steps and, with cross-attention, the projected `memory`.
 
-        Without cross-attention `memory` is None and `batch_size` gives the rows.
+        `max_length` None: a growing cache, without slots, that each step extends (`decode_step` with
+        `cache_index=None`). Without cross-attention `memory` is None and `batch_size` gives the rows.
         """
         self._check_memory(memory)
         batch = batch_size if memory is None else keras.ops.shape(memory)[0]
         attention = self.self_attention
 
         def empty(dim):
-            return keras.ops.zeros((batch, max_length, attention.num_heads, dim), dtype=self.compute_dtype)
+            slots = 0 if max_length is None else max_length
+            return keras.ops.zeros((batch, attention.num_heads, slots, dim), dtype=self.compute_dtype)
 
         cache = {"self": {"key": empty(attention.key_dim), "value": empty(attention.value_dim)}}
         if self.use_cross_attention:
-            cache["cross"] = self.cross_attention.compute_key_value(memory)
+            cache["cross"] = self.cross_attention.cache_key_value(memory)
         return cache
 
     def call(self, inputs, memory=None, self_attention_mask=None, cross_attention_mask=None, training=None):
@@ -102,7 +104,8 @@ class DecoderBlock(TransformerBlock):
 
     def decode_step(self, inputs, cache, cache_index, self_attention_mask=None, cross_attention_mask=None,
                     training=None):
-        """The layer on positions `cache_index ...` given the cache; returns a `DecoderBlockStep`."""
+        """The layer on positions `cache_index ...` given the cache (None: appended to a growing cache); returns a
+        `DecoderBlockStep`."""
         attended, self_weights, self_cache = self.self_attention.attend_cached(
             self.self_attention_connection.normalize(inputs), cache["self"], cache_index,
             attention_mask=self_attention_mask, training=training,

@@ -23,7 +23,7 @@ class CachedAttentionOutput(NamedTuple):
 
     output: Any  # (batch, query_len, output_dim)
     weights: Any  # (batch, heads, query_len, cache_slots)
-    cache: Any  # {"key": (batch, slots, heads, key_dim), "value": (batch, slots, heads, value_dim)}
+    cache: Any  # {"key": (batch, heads, slots, key_dim), "value": (batch, heads, slots, value_dim)}
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -56,9 +56,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Two more methods serve incremental decoding (`decoding/`), each with one
     return shape: `attend_precomputed` attends to keys/values projected once by
-    `compute_key_value` (cross-attention to a fixed encoder output), and
+    `cache_key_value` (cross-attention to a fixed encoder output), and
     `attend_cached` writes the step's keys/values into a cache and attends
-    over it (self-attention one position at a time).
+    over it (self-attention one position at a time). Decoding caches hold
+    keys/values heads first, `(batch, heads, length, dim)`: the layout both
+    attention products read without transposing the whole cache at every step.
 
     References:
         Vaswani et al., 2017, §3.2.2.
@@ -108,10 +110,16 @@ class MultiHeadAttention(keras.layers.Layer):
             "value": self._heads(self.value_dense, value, self.value_dim),
         }
 
-    def _attend(self, query, key_value, attention_mask, training):
+    def cache_key_value(self, value, key=None):
+        """`compute_key_value` in the layout of the decoding caches, heads first: `(batch, heads, length, dim)`."""
+        return {name: ops.transpose(tensor, (0, 2, 1, 3))
+                for name, tensor in self.compute_key_value(value, key).items()}
+
+    def _attend(self, query, key_value, attention_mask, training, heads_first=False):
         """Attention of the projected `query` heads over projected keys/values; `AttentionOutput`."""
         heads, weights = self.attention(
-            query, key_value["key"], key_value["value"], attention_mask=attention_mask, training=training
+            query, key_value["key"], key_value["value"], attention_mask=attention_mask, training=training,
+            heads_first=heads_first,
         )  # (batch, query_len, heads, value_dim)
         output = self.output_dense(rows(heads, self.num_heads * self.value_dim))  # heads merged, one product
         return AttentionOutput(reshape_trailing(output, 2, (output.shape[-1],), like=heads), weights)
@@ -122,25 +130,28 @@ class MultiHeadAttention(keras.layers.Layer):
         return self._attend(q, self.compute_key_value(value, key), attention_mask, training)
 
     def attend_precomputed(self, query, key_value, attention_mask=None, training=None):
-        """Attention over keys/values from `compute_key_value`; returns `AttentionOutput`."""
+        """Attention over keys/values from `cache_key_value` (heads first); returns `AttentionOutput`."""
         q = self._heads(self.query_dense, query, self.key_dim)
-        return self._attend(q, key_value, attention_mask, training)
+        return self._attend(q, key_value, attention_mask, training, heads_first=True)
 
     def attend_cached(self, query, cache, cache_index, attention_mask=None, training=None):
         """Self-attention of `query` (positions `cache_index ...`) over a key/value cache.
 
-        The keys/values of `query` are written into `cache` at `cache_index`
-        first; `attention_mask` must hide the slots not yet written.
+        The keys/values of `query` are written into `cache` (heads first, `(batch, heads, slots, dim)`) at
+        `cache_index` first; `attention_mask` must hide the slots not yet written. With `cache_index=None` the
+        cache grows instead: they are appended to it, and every key is one already computed.
 
         Returns:
             `CachedAttentionOutput(output, weights, cache)` with the updated cache.
         """
         q = self._heads(self.query_dense, query, self.key_dim)
-        new = self.compute_key_value(query)
-        start = [0, cache_index, 0, 0]
-        cache = {name: ops.slice_update(cache[name], start, ops.cast(new[name], cache[name].dtype))
-                 for name in ("key", "value")}
-        output, weights = self._attend(q, cache, attention_mask, training)
+        new = {name: ops.cast(value, cache[name].dtype) for name, value in self.cache_key_value(query).items()}
+        if cache_index is None:
+            cache = {name: ops.concatenate([cache[name], new[name]], axis=2) for name in ("key", "value")}
+        else:
+            start = [0, 0, cache_index, 0]
+            cache = {name: ops.slice_update(cache[name], start, new[name]) for name in ("key", "value")}
+        output, weights = self._attend(q, cache, attention_mask, training, heads_first=True)
         return CachedAttentionOutput(output, weights, cache)
 
     def get_config(self):

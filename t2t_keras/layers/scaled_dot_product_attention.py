@@ -24,6 +24,9 @@ class ScaledDotProductAttention(keras.layers.Layer):
         value: `(batch, key_len, heads, value_dim)`.
         attention_mask: boolean, broadcastable to `(batch, query_len, key_len)`; True = attend.
         training: whether dropout is active.
+        heads_first: `key` and `value` are `(batch, heads, key_len, dim)` instead, the layout of the decoding
+            caches: both products then read them as stored, where the default layout has every step transpose
+            the whole cache.
 
     Returns:
         `(output, weights)`: `(batch, query_len, heads, value_dim)` and
@@ -41,15 +44,16 @@ class ScaledDotProductAttention(keras.layers.Layer):
         self.softmax = keras.layers.Softmax(axis=-1, dtype=self.dtype_policy, name="softmax")
         self.weights_dropout = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
-    def call(self, query, key, value, attention_mask=None, training=None):
+    def call(self, query, key, value, attention_mask=None, training=None, heads_first=False):
         # Scale the queries rather than the scores: fewer multiplies, and
         # smaller intermediate values in float16.
         query = query * ops.cast(1.0 / math.sqrt(query.shape[-1]), query.dtype)
-        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)  # (batch, heads, query_len, key_len)
+        keys = "bhkd" if heads_first else "bkhd"
+        scores = ops.einsum(f"bqhd,{keys}->bhqk", query, key)  # (batch, heads, query_len, key_len)
         mask = None if attention_mask is None else ops.expand_dims(attention_mask, axis=1)  # broadcast over heads
         weights = self.softmax(scores, mask=mask)
         dropped = self.weights_dropout(weights, training=training)
-        output = ops.einsum("bhqk,bkhd->bqhd", dropped, value)  # (batch, query_len, heads, value_dim)
+        output = ops.einsum(f"bhqk,{keys}->bqhd", dropped, value)  # (batch, query_len, heads, value_dim)
         return output, weights
 
     def get_config(self):
