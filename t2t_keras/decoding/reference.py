@@ -4,7 +4,7 @@ Slow and plain (eager calls, Python loops over steps and hypotheses, NumPy
 bookkeeping), they spell out the algorithms that the cached, compiled decoders
 in `greedy` and `beam_search` must reproduce, with the same conventions
 (length limits, EOS, scores; see `common` and `beam_search`). The beam search
-here stops a sentence once `stopping.finished_enough(beam_size)` hypotheses have finished with `stopping="beam"`
+here stops a sentence once `stopping.finished_enough(beam_size)` hypotheses have finished (`stopping="beam"`)
 and otherwise ("exact") never stops early: it runs every sentence to its length limit, which
 checks that the exact early stop of the cached search changes nothing.
 """

@@ -34,6 +34,7 @@ import tensorflow as tf
 from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
 
+from t2t_keras.config import DecodingConfig
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
 from t2t_keras.errors import T2TError
@@ -84,7 +85,7 @@ def export_litert_run(run_dir, out_path, quantization="float32", average_last=No
 
 
 def export_litert(model, tokenizer, out_path, quantization="float32", params=DEFAULTS, max_beam_size=MAX_BEAM_SIZE,
-                  overwrite=False, weights=None, length_penalty="gnmt", stopping="beam"):
+                  overwrite=False, weights=None, length_penalty="gnmt", stopping=DecodingConfig.stopping):
     """Writes `model` and `tokenizer` as one LiteRT file at `out_path` (see the module docstring).
 
     Raises:
