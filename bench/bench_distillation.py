@@ -72,20 +72,22 @@ def export_flags(engine):
     return flags + (["--shortlist"] if engine.endswith("shortlist") else [])
 
 
-def engines():
-    return [e for e in SAVED_MODEL_ENGINES if has_bfloat16() or "bfloat16" not in e] + list(CT2_ENGINES)
+def engines(chosen=None):
+    """Every engine this CPU runs, or those of them in `chosen` (`--engines`)."""
+    every = [e for e in SAVED_MODEL_ENGINES if has_bfloat16() or "bfloat16" not in e] + list(CT2_ENGINES)
+    return [e for e in every if not chosen or e in chosen]
 
 
 def directory_bytes(path):
     return sum(p.stat().st_size for p in pathlib.Path(path).rglob("*") if p.is_file())
 
 
-def export_system(name, run, work):
+def export_system(name, run, work, chosen=None):
     """Every engine's export of `run` under `work/name`; returns {engine: (path, export seconds, bytes)}."""
-    if any("shortlist" in e or "vmap" in e for e in engines()) and not (pathlib.Path(run) / "shortlist.npz").exists():
+    if any("shortlist" in e or "vmap" in e for e in engines(chosen)) and not (pathlib.Path(run) / "shortlist.npz").exists():
         t2t("shortlist", "--run-dir", run)
     exports = {}
-    for engine in engines():
+    for engine in engines(chosen):
         out = work / name / engine
         began = time.monotonic()
         if not out.exists():
@@ -127,6 +129,9 @@ def timed_b1(translator, sources, params):
 
 def measure_engine(args):
     """Prints one JSON object: BLEU, chrF, speed and peak RSS of the engine at `args.measure`."""
+    from t2t_keras.export.kernel_choice import VARIABLE, choose_onednn  # noqa: PLC0415
+
+    choose_onednn(args.measure)  # as `t2t-keras translate --saved-model` does, before TensorFlow loads
     import sentencepiece  # noqa: PLC0415
 
     from t2t_keras.evaluation.bleu import score  # noqa: PLC0415
@@ -148,6 +153,7 @@ def measure_engine(args):
         tokens = sum(len(p) + 1 for p in pieces.encode(b1))
         result[method].update(b1_sentences_s=len(few) / seconds, b1_tokens_s=tokens / seconds)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["onednn"] = os.environ.get(VARIABLE, "default")
     print(json.dumps(result), flush=True)
 
 
@@ -187,7 +193,7 @@ def run_systems(args, work):
         info = describe(run)
         tokenizer = str(pathlib.Path(run) / "tokenizer.model")
         record = results.setdefault(name, {"run": run, "params": info.get("params"), "engines": {}})
-        for engine, (path, export_s, size) in export_system(name, run, work).items():
+        for engine, (path, export_s, size) in export_system(name, run, work, args.engines).items():
             if engine in record["engines"]:
                 continue  # measured in an earlier, interrupted run of the benchmark
             print(f"measuring {name} {engine}", flush=True)
@@ -266,6 +272,8 @@ def parse_args(argv):
     parser.add_argument("--teacher", help="the NAME of the teacher system")
     parser.add_argument("--work-dir", default="runs/distillation-bench")
     parser.add_argument("--b1-sentences", type=int, default=200)
+    parser.add_argument("--engines", nargs="+", choices=SAVED_MODEL_ENGINES + CT2_ENGINES,
+                        help="measure only these engines (default: every one this CPU runs)")
     parser.add_argument("--target-lang", default="de")
     parser.add_argument("--json", help="results file (also resumes an interrupted benchmark)")
     parser.add_argument("--output", help="markdown report")

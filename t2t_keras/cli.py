@@ -632,9 +632,19 @@ def build_parser():
     return parser
 
 
+def _choose_kernels(args):
+    """`--saved-model`: `kernel_choice.choose_onednn` before anything imports TensorFlow, which reads it once."""
+    if not getattr(args, "saved_model", None):
+        return None
+    from t2t_keras.export.kernel_choice import choose_onednn
+
+    return choose_onednn(args.saved_model)
+
+
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off the terminal
     args = build_parser().parse_args(argv)
+    kernels = _choose_kernels(args)
     try:  # the commands (data, training, the searches, export, serving) run on TensorFlow
         require_tensorflow_backend(f"t2t-keras {args.command}", requested_backend())
     except T2TError as error:
@@ -654,6 +664,9 @@ def main(argv=None):
     # Our progress at INFO; other libraries' (TensorFlow's and absl's export chatter) from WARNING up.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("t2t_keras").setLevel(logging.INFO)
+    if kernels is not None:
+        logging.getLogger(__name__).info("A float32 export: TensorFlow's own CPU kernels, not oneDNN's (TF_ENABLE_"
+                                         "ONEDNN_OPTS=%s; set TF_ENABLE_ONEDNN_OPTS=1 to keep them).", kernels)
     try:
         return args.handler(args)
     except (T2TError, FileNotFoundError, FileExistsError) as error:

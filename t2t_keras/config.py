@@ -285,7 +285,7 @@ class DecodingConfig:
     beam_size: int = 4
     alpha: float = 0.6  # length penalty ((5+|Y|)/6)^alpha
     max_extra_length: int = 50  # maximum output length = input length + max_extra_length (an lm: new pieces)
-    max_beam_size: int = 8  # largest beam size an export accepts (each size is a traced search in the SavedModel)
+    max_beam_size: int = 8  # largest beam an export accepts (with XLA each size is a search of its own in it)
     precision: str = "float32"  # translate/evaluate of a run: "bfloat16" rounds the weights (decoding.weight_precision)
     shards: typing.Union[int, str] = "auto"  # translate/evaluate of a run: concurrent searches (decoding.sharding)
     # when a beam search is done with a sentence (decoding.stopping): "beam" once 2 * beam_size hypotheses have

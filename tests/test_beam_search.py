@@ -117,6 +117,18 @@ class BeamSearchTest(DecodingTestCase):
             self.assertAllEqual(grown["tokens"], fixed["tokens"], msg=stopping)
             self.assertAllClose(grown["scores"], fixed["scores"], atol=1e-5, msg=stopping)
 
+    def test_one_graph_serves_every_beam_size_and_list_length(self):
+        # beam_size and num_return as tensors: one trace, the tokens of each Python-int search
+        model = decoding_model()
+        graph = tf.function(lambda source, beam, nbest: beam_search(
+            model, source, beam_size=beam, num_return=nbest, max_extra_length=EXTRA, growing_cache=True))
+        for beam_size, num_return in ((2, 1), (3, 3), (5, 2)):
+            fixed = beam_search(model, SOURCE, beam_size=beam_size, num_return=num_return, max_extra_length=EXTRA)
+            out = graph(tf.constant(SOURCE), tf.constant(beam_size), tf.constant(num_return))
+            self.assertAllEqual(out["tokens"], fixed["tokens"], msg=beam_size)
+            self.assertAllClose(out["scores"], fixed["scores"], atol=1e-5, msg=beam_size)
+        self.assertEqual(graph.experimental_get_tracing_count(), 1)
+
     def test_compiled_equals_eager_with_alpha_as_a_tensor(self):
         model = decoding_model()
         compiled = tf.function(

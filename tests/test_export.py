@@ -17,6 +17,7 @@ from t2t_keras.data.tokenizer import Tokenizer
 from t2t_keras.decoding import Translator
 from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.evaluation.evaluate_run import run_translator
+from t2t_keras.export.kernel_choice import export_arithmetic
 from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_run, export_translator
 from t2t_keras.runs import load_run_model
@@ -174,6 +175,8 @@ class ExportTest(TestCase):
         # quantization="auto", the command's default, keeps a model this small in float32 and says why
         self.assertEqual(record["quantization"], "float32")
         self.assertIn("under the 5,000,000", record["quantization_reason"])
+        self.assertEqual(record["precision"], "float32")  # what `kernel_choice` reads before TensorFlow loads
+        self.assertEqual(export_arithmetic(self.export_dir), "float32")
         reader = tf.train.load_checkpoint(str(self.export_dir / "variables" / "variables"))
         self.assertNotIn(tf.int8, set(reader.get_variable_to_dtype_map().values()))
 
@@ -304,6 +307,28 @@ class SmallExportTest(TestCase):
         saved = tf.train.load_variable(str(out_dir / "variables" / "variables"),
                                        "default_max_extra_length/.ATTRIBUTES/VARIABLE_VALUE")
         self.assertEqual(saved, 7)  # the new export
+
+    def test_one_beam_search_serves_every_beam_size_unless_xla_needs_one_per_size(self):
+        from t2t_keras.decoding import beam_search
+        from t2t_keras.export.translator_module import TranslatorModule, prepare_source
+
+        params = DecodingParams(beam_size=2, max_extra_length=5)
+        searches = {}
+        for jit_compile in (False, True):
+            module = TranslatorModule(self.model, None, max_beam_size=3, params=params, jit_compile=jit_compile)
+            module.signatures()  # traces what the export saves
+            searches[jit_compile] = sorted(module._searches.functions, key=str)
+        self.assertEqual(searches[False], [(1, 1), (None, None)])  # greedy, and beam search of any size
+        self.assertEqual(searches[True], [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3)])
+        module = TranslatorModule(self.model, None, max_beam_size=3, params=params)
+        ids = tf.constant([[5, 6, 7, 8, 0], [9, 10, 0, 0, 0]])
+        source = prepare_source(ids, self.model.max_length, self.model.vocab_size)[0]
+        for beam_size, num_return in ((2, 1), (3, 3), (3, 2)):
+            got = module.functions.translate_ids(ids, beam_size, 0.6, 5, num_return)
+            expected = beam_search(self.model, source, beam_size=beam_size, alpha=0.6, max_extra_length=5,
+                                   num_return=num_return)
+            self.assertAllEqual(got["tokens"], expected["tokens"], msg=(beam_size, num_return))
+            self.assertAllClose(got["scores"], expected["scores"], atol=1e-5, msg=(beam_size, num_return))
 
     def test_xla_compiled_export_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name)

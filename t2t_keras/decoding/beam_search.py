@@ -26,10 +26,12 @@ with it. The loop stops when every sentence is done.
 
 The whole search is one `tf.while_loop` over fixed-shape tensors and compiles
 with `tf.function(jit_compile=True)`; with `growing_cache=True` the decoder cache
-grows step by step instead (faster in graph mode, not with XLA). `beam_size`,
-`num_return`, `length_penalty` and `stopping` fix shapes or code paths, so they
-are Python values (one traced function per value); `alpha`, `min_length` and,
-with a static `max_length`, `max_extra_length` may be tensors.
+grows step by step instead (faster in graph mode, not with XLA). `length_penalty`
+and `stopping` fix code paths, so they are Python values. `beam_size` and
+`num_return` are Python ints for XLA, which needs the shapes they fix, or int32
+scalar tensors in graph mode, where one traced search then serves every beam
+size (an export's searches, `export.translator_module`); `alpha`, `min_length`
+and, with a static `max_length`, `max_extra_length` may be tensors.
 """
 
 import functools
@@ -87,8 +89,9 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
 
 
 def _check_options(beam_size, num_return, length_penalty, stopping):
-    """`beam_size` and `num_return` fix shapes, so they must be Python ints."""
-    check_num_return(num_return, check_beam_size(beam_size))
+    """`beam_size` and `num_return`: Python ints in range, or scalar tensors (which the caller checks)."""
+    if not (tf.is_tensor(beam_size) or tf.is_tensor(num_return)):
+        check_num_return(num_return, check_beam_size(beam_size))
     check_length_penalty(length_penalty)
     check_stopping(stopping)
 
@@ -112,7 +115,7 @@ def _nbest(state, num_return):
 
 def _initial_state(batch, beam_size, bound, cache):
     """One live hypothesis (the empty one) per sentence; the other beams start at -inf."""
-    first = tf.constant([0.0] + [common.NEG_INF] * (beam_size - 1))
+    first = tf.where(tf.range(beam_size) == 0, 0.0, common.NEG_INF)
     sequences = tf.zeros((batch, beam_size, bound), tf.int32)
     nothing = tf.fill((batch, beam_size), common.NEG_INF)
     return {
@@ -161,7 +164,7 @@ def _top_candidates(alive_seq, alive_log_probs, log_probs, step, output_ids=None
 
     `log_probs` columns are the searched vocabulary (`output_ids` with a shortlist); the tokens are full ids.
     """
-    batch, beam_size = tf.shape(alive_seq)[0], alive_seq.shape[1]
+    batch, beam_size = tf.shape(alive_seq)[0], width(alive_seq)
     vocab = log_probs.shape[-1] or tf.shape(log_probs)[-1]
     total = alive_log_probs[:, :, None] + tf.reshape(log_probs, (batch, beam_size, vocab))
     top_log_probs, flat = tf.math.top_k(tf.reshape(total, (batch, -1)), k=2 * beam_size)  # (batch, 2 * beam)
@@ -177,7 +180,7 @@ def _top_candidates(alive_seq, alive_log_probs, log_probs, step, output_ids=None
 
 def _next_alive(candidates, ending):
     """The `beam` most likely candidates that do not end, and the beams they came from."""
-    beam_size = candidates["log_probs"].shape[1] // 2
+    beam_size = width(candidates["log_probs"]) // 2
     masked = tf.where(ending, common.NEG_INF, candidates["log_probs"])
     log_probs, index = tf.math.top_k(masked, k=beam_size)
     return {
@@ -189,7 +192,7 @@ def _next_alive(candidates, ending):
 
 def _next_finished(state, candidates, ending, scores):
     """Merges the ending candidates that hold a beam slot into the finished set of each sentence not done yet."""
-    beam_size = candidates["log_probs"].shape[1] // 2
+    beam_size = width(candidates["log_probs"]) // 2
     in_beam = tf.range(2 * beam_size) < beam_size
     joins = ending & in_beam[None, :] & tf.logical_not(state["done"])[:, None]
     merged_scores = tf.concat([state["finished_scores"], tf.where(joins, scores, common.NEG_INF)], axis=1)
@@ -211,7 +214,12 @@ def _reorder_cache(cache, beams):
     The cross-attention keys/values are equal across a sentence's beams, so
     they are left in place.
     """
-    batch, beam_size = tf.shape(beams)[0], beams.shape[1]
+    batch, beam_size = tf.shape(beams)[0], width(beams)
     rows = tf.reshape(tf.range(batch)[:, None] * beam_size + beams, (-1,))  # (batch * beam,)
     gather = functools.partial(tf.gather, indices=rows, axis=0)
     return [{**layer, "self": tf.nest.map_structure(gather, layer["self"])} for layer in cache]
+
+
+def width(tensor):
+    """Axis 1 of `tensor`: the beam (or twice it), a Python int where static, else a scalar tensor."""
+    return tensor.shape[1] if tensor.shape[1] is not None else tf.shape(tensor)[1]

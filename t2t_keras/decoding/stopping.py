@@ -7,10 +7,11 @@ sentence at its length limit. Before that:
 * `"beam"`: once `PATIENCE × beam_size` hypotheses have finished. fairseq and CTranslate2 stop at `beam_size`
   (a patience of 1); Kasai et al. (2022, "A Call for Clarity in Beam Search") show that a larger patience factor
   gains quality at little cost; on the default corpus 2 gave the distilled student +0.24 BLEU over 1 for about
-  a tenth of its speed (docs/results.md, "Beam search that stops when the beam is spent"). The n-best list is the best of the
-  finished hypotheses; a longer one still alive might have scored higher after the length penalty, so the list
-  can differ from the exact one. The search stops soon after the longest translation of a batch has ended, or
-  earlier, when the exact bound below already settles the list (which then is the one the count would give).
+  a tenth of its speed (docs/results.md, "Beam search that stops when the beam is spent"). The n-best list is
+  the best of the finished hypotheses; a longer one still alive might have scored higher after the length
+  penalty, so the list can differ from the exact one. The search stops soon after the longest translation of a
+  batch has ended, or earlier, when the exact bound below already settles the list (which then is the one the
+  count would give).
 * `"exact"`: once the `num_return`-th best finished score beats the best score any alive hypothesis can still
   reach (log-probabilities only fall as a hypothesis grows and lp(Y) is monotonic in |Y|, so its bound is its
   log-probability normalised at the shortest or the longest length left). Stopping never changes the n-best
@@ -57,5 +58,6 @@ def settled(rule, finished_count, finished_scores, best_alive_log_prob, step, li
     longest = scoring(best_alive_log_prob, limits)
     exact = finished_scores[:, num_return - 1] > ops.maximum(shortest, longest)
     if rule == "beam":
-        return exact | (finished_count >= finished_enough(finished_scores.shape[1]))
+        beam_size = finished_scores.shape[1] if finished_scores.shape[1] is not None else ops.shape(finished_scores)[1]
+        return exact | (finished_count >= finished_enough(beam_size))
     return exact

@@ -119,7 +119,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
             files keep float32).
         shards, stopping: concurrent searches per batch, and when the beam search is done with a sentence (`"beam"`
             or `"exact"`, `decoding.stopping`); see `TranslatorModule`.
-        weights: what to record in assets.extra/weights.json (`runs.export_record`), or None.
+        weights: what to record in assets.extra/weights.json (`runs.export_record`; with the arithmetic), or None.
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) the searches apply
             in-graph (see `TranslatorModule`).
         constraints: add the `translate_constrained` signature (target terms, `export.constrained_module`).
@@ -137,8 +137,15 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     module = kind(searched, tokenizer if text_signatures else None, params=params, max_beam_size=max_beam_size,
                   length_penalty=length_penalty, jit_compile=jit_compile, shards=shards, shortlist=shortlist,
                   stopping=stopping)
-    return _write(module, out_dir, overwrite, (model, tokenizer, weights) if text_signatures else None,
-                  "a translation")
+    inspection = (model, tokenizer, _with_arithmetic(weights, quantization, precision)) if text_signatures else None
+    return _write(module, out_dir, overwrite, inspection, "a translation")
+
+
+def _with_arithmetic(weights, quantization, precision):
+    """`weights` with what the search computes in, which `kernel_choice` reads before TensorFlow loads."""
+    if weights is None:
+        return None
+    return dict(weights, precision=check_precision(precision), quantization=quantization or "float32")
 
 
 def _searched_model(model, quantization, precision):

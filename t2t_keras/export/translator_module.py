@@ -37,13 +37,16 @@ score is the plain log-probability; above 1, scores are length-normalised,
 see `decoding.length_penalty`); `alpha` >= 0; `max_extra_length` >= 0: a
 sentence generates at most input length + this many tokens (§6.1), and never
 more than the model's `max_length`; `num_return` in [1, `beam_size`]. Values
-out of range fail with InvalidArgumentError naming the parameter. Beam size
-fixes tensor shapes, so the search is traced for every beam size and chosen
-with `tf.switch_case` (twice per size above 1: for the best hypothesis only,
-and for the full n-best list, since early stopping depends on the list's
-length); the n-best lists are padded to `max_beam_size` inside and cut to
-`num_return` on the way out. Each traced search is a function of its own,
-prepared by the runtime the first time it is chosen.
+out of range fail with InvalidArgumentError naming the parameter. Without XLA
+(the default) there are two searches, greedy and one beam search that takes
+the beam size and the n-best length as tensors, chosen with `tf.switch_case`:
+a loaded export's memory grows with the searches it holds (docs/results.md,
+"One beam search for every beam size"). With XLA, which needs the shapes a
+beam size fixes, the search is traced for every beam size (twice per size
+above 1: for the best hypothesis only, and for the full n-best list, since
+early stopping depends on the list's length). The n-best lists are padded to
+`max_beam_size` inside and cut to `num_return` on the way out. Each search is
+a function of its own, prepared by the runtime the first time it is chosen.
 
 Source ids: each row holds piece ids (no BOS), right-padded with 0; an EOS in
 a row ends it (what follows is ignored), so rows with or without a final EOS
@@ -91,8 +94,9 @@ class TranslatorModule(tf.Module):
         model: a built `Transformer`.
         tokenizer: a tokenizer of `data.tokenizers` (SentencePiece or WordPiece), or None for an ids-only module
             (only `translate_ids`; loads without TF-Text).
-        max_beam_size: largest beam size the export accepts; the search is
-            traced for every size from 1 to this.
+        max_beam_size: largest beam size the export accepts; with XLA the
+            search is traced for every size from 1 to this, without it one
+            beam search serves every size.
         params: the `DecodingParams` of `serving_default` (beam_size, alpha, max_extra_length).
         length_penalty: `"gnmt"`, `"average"` or `"none"` (fixed at export).
         stopping: `"beam"` or `"exact"`, when the beam search is done with a sentence (`decoding.stopping`;
@@ -241,19 +245,29 @@ class TranslatorModule(tf.Module):
     def _search(self, source, beam_size, alpha, max_extra_length, num_return):
         """Tokens `(batch, num_return, bound)` and scores `(batch, num_return)`, best first."""
         bound = tf.shape(source)[1] + max_extra_length
-        searches = [self._search_function(1, 1)]
-        for size in range(2, self._max_beam_size + 1):
-            searches += [self._search_function(size, 1), self._search_function(size, size)]
         arguments = (source, alpha, max_extra_length, bound)
+        vocabulary = ()
         if self._shortlisted:  # the batch's searched vocabulary, computed once for every branch
-            arguments += (batch_vocabulary(self.shortlist_entries, self.shortlist_frequent, source,
+            vocabulary = (batch_vocabulary(self.shortlist_entries, self.shortlist_frequent, source,
                                            self.model.vocab_size),)
-        branches = [functools.partial(sharded(search, self._shards), *arguments) for search in searches]
-        tokens, scores = tf.switch_case(branch_index(beam_size, num_return), branches)
+        if self._jit_compile:  # XLA needs the shapes a beam size fixes: a search per size and list kind
+            searches = [self._search_function(1, 1)]
+            for size in range(2, self._max_beam_size + 1):
+                searches += [self._search_function(size, 1), self._search_function(size, size)]
+            branches = [functools.partial(sharded(search, self._shards), *arguments, *vocabulary)
+                        for search in searches]
+            index = branch_index(beam_size, num_return)
+        else:  # graph mode: greedy, and one beam search for every size
+            greedy, beam = (sharded(self._search_function(*key), self._shards) for key in ((1, 1), (None, None)))
+            branches = [functools.partial(greedy, *arguments, *vocabulary),
+                        functools.partial(beam, *arguments, beam_size, num_return, *vocabulary)]
+            index = tf.cast(beam_size > 1, tf.int32)
+        tokens, scores = tf.switch_case(index, branches)
         return tokens[:, :num_return], scores[:, :num_return]
 
     def _search_function(self, beam_size, num_return):
-        """The search for one beam size, as a function of its own, made once per module.
+        """The search for one beam size (None: any, given as arguments), as a function of its own, made once per
+        module.
 
         `_noinline` keeps it a separate function in the SavedModel rather
         than inlining every search into the signature's graph, so the runtime
@@ -269,30 +283,35 @@ class TranslatorModule(tf.Module):
         return self._searches.functions[key]
 
     def _new_search_function(self, beam_size, num_return):
+        sized = beam_size is not None  # else the function takes beam_size and num_return after `bound`
 
-        def search(source, alpha, max_extra_length, bound, output_ids=None):
+        def search(source, alpha, max_extra_length, bound, *rest):
+            sizes, rest = ((beam_size, num_return), rest) if sized else (rest[:2], rest[2:])
+            output_ids = rest[0] if rest else None
             if beam_size == 1:
                 out = greedy_decode(self.model, source, max_extra_length=max_extra_length, max_length=bound,
                                     output_ids=output_ids, growing_cache=not self._jit_compile)
                 return self._pad_nbest(out["tokens"][:, None], out["scores"][:, None])
-            out = beam_search(self.model, source, beam_size=beam_size, alpha=alpha,
+            out = beam_search(self.model, source, beam_size=sizes[0], alpha=alpha,
                               length_penalty=self.length_penalty, max_extra_length=max_extra_length,
-                              max_length=bound, num_return=num_return, output_ids=output_ids, stopping=self._stopping,
+                              max_length=bound, num_return=sizes[1], output_ids=output_ids, stopping=self._stopping,
                               growing_cache=not self._jit_compile)
             return self._pad_nbest(out["tokens"], out["scores"])
 
         scalar = tf.TensorSpec([], tf.int32)
         signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.float32), scalar, scalar)
+        signature += () if sized else (scalar, scalar)
         if self._shortlisted:
             signature += (tf.TensorSpec([None], tf.int32),)
         return function(search, signature, jit_compile=self._jit_compile, experimental_attributes={"_noinline": True})
 
     def _pad_nbest(self, tokens, scores):
         """n-best lists padded to `max_beam_size` entries, so every branch has one output shape."""
-        missing = self._max_beam_size - tokens.shape[1]
+        missing = self._max_beam_size - (tokens.shape[1] if tokens.shape[1] is not None else tf.shape(tokens)[1])
         tokens = tf.pad(tokens, [[0, 0], [0, missing], [0, 0]])
         scores = tf.pad(scores, [[0, 0], [0, missing]], constant_values=float("-inf"))
-        return tokens, scores
+        width = self._max_beam_size
+        return tf.ensure_shape(tokens, [None, width, None]), tf.ensure_shape(scores, [None, width])
 
 
 class SearchFunctions:

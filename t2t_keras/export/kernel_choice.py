@@ -1,0 +1,46 @@
+"""Which of TensorFlow's CPU kernels run an export's search: oneDNN's, or TensorFlow's own.
+
+TensorFlow on x86 sends matmuls and many other ops to oneDNN by default. A float32 export's search runs as fast
+without it and its process holds about 200 MB less (docs/results.md, "A float32 export without oneDNN"). A
+bfloat16 export needs oneDNN (its bfloat16 kernels are where its speed comes from) and an int8 export keeps it.
+
+TensorFlow reads `TF_ENABLE_ONEDNN_OPTS` once, when it is imported, so the choice is made from what the export
+recorded (`assets.extra/weights.json`: `precision`, `quantization`) before anything imports TensorFlow:
+`choose_onednn(export_dir)`, which the CLI calls for `--saved-model`. A value the user set wins, an export that
+recorded neither (ids-only, or older) keeps TensorFlow's default, and a process that imported TensorFlow already
+keeps what it has.
+
+    choose_onednn("exports/base")   # "0" for a float32 export: TF_ENABLE_ONEDNN_OPTS=0 before TensorFlow loads
+"""
+
+import json
+import os
+import pathlib
+import sys
+
+VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+RECORD = pathlib.Path("assets.extra") / "weights.json"
+
+
+def export_arithmetic(export_dir):
+    """"float32", "bfloat16" or "int8": what the export's search computes in, from its record; None if unrecorded."""
+    try:
+        record = json.loads((pathlib.Path(export_dir) / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or "precision" not in record:
+        return None
+    if record.get("quantization") not in (None, "float32"):
+        return record["quantization"]
+    return record["precision"]
+
+
+def choose_onednn(export_dir, environ=None, modules=None):
+    """Sets `TF_ENABLE_ONEDNN_OPTS=0` in `environ` (os.environ) for a float32 export, unless the variable is set or
+    TensorFlow is in `modules` (sys.modules) already. Returns the value set, or None where nothing was set."""
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    if VARIABLE in environ or "tensorflow" in modules or export_arithmetic(export_dir) != "float32":
+        return None
+    environ[VARIABLE] = "0"
+    return "0"

@@ -1,0 +1,75 @@
+"""oneDNN or TensorFlow's own kernels for an export, chosen from its record before TensorFlow is imported."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from t2t_keras.export.kernel_choice import VARIABLE, choose_onednn, export_arithmetic
+
+
+def export_with(directory, record):
+    """A directory with `record` as its assets.extra/weights.json (None: no record)."""
+    extra = pathlib.Path(directory) / "assets.extra"
+    extra.mkdir(parents=True)
+    if record is not None:
+        (extra / "weights.json").write_text(record if isinstance(record, str) else json.dumps(record))
+    return directory
+
+
+class KernelChoiceTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def export(self, name, record):
+        return export_with(pathlib.Path(self.tmp.name) / name, record)
+
+    def test_the_arithmetic_comes_from_the_record(self):
+        cases = {"f32": ({"precision": "float32", "quantization": "float32"}, "float32"),
+                 "bf16": ({"precision": "bfloat16", "quantization": "float32"}, "bfloat16"),
+                 "int8": ({"precision": "float32", "quantization": "int8"}, "int8"),
+                 "older": ({"source": "averaged", "steps": [5]}, None),  # recorded before the precision was
+                 "broken": ("{not json", None),
+                 "ids-only": (None, None)}
+        for name, (record, arithmetic) in cases.items():
+            self.assertEqual(export_arithmetic(self.export(name, record)), arithmetic, msg=name)
+
+    def test_only_a_float32_export_turns_onednn_off(self):
+        float32 = self.export("f32", {"precision": "float32", "quantization": "float32"})
+        environ = {}
+        self.assertEqual(choose_onednn(float32, environ, modules={}), "0")
+        self.assertEqual(environ, {VARIABLE: "0"})
+        for name, record in (("bf16", {"precision": "bfloat16"}), ("int8", {"precision": "float32",
+                                                                            "quantization": "int8"})):
+            environ = {}
+            self.assertIsNone(choose_onednn(self.export(name, record), environ, modules={}), msg=name)
+            self.assertEqual(environ, {}, msg=name)
+
+    def test_the_users_setting_and_an_imported_tensorflow_win(self):
+        float32 = self.export("f32", {"precision": "float32", "quantization": "float32"})
+        environ = {VARIABLE: "1"}
+        self.assertIsNone(choose_onednn(float32, environ, modules={}))
+        self.assertEqual(environ, {VARIABLE: "1"})
+        environ = {}
+        self.assertIsNone(choose_onednn(float32, environ, modules={"tensorflow": object()}))  # read already
+        self.assertEqual(environ, {})
+
+    def test_the_cli_chooses_before_tensorflow_is_imported(self):
+        # a fresh interpreter: the command's arguments parsed, the choice made, TensorFlow not yet loaded
+        float32 = self.export("f32", {"precision": "float32", "quantization": "float32"})
+        code = ("import os, sys\nfrom t2t_keras import cli\n"
+                "args = cli.build_parser().parse_args(['translate', '--saved-model', sys.argv[1]])\n"
+                "print(cli._choose_kernels(args), os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
+                "      'tensorflow' in sys.modules)")
+        env = {k: v for k, v in os.environ.items() if k != VARIABLE}
+        out = subprocess.run([sys.executable, "-c", code, str(float32)], capture_output=True, text=True, env=env,
+                             check=True).stdout.split()
+        self.assertEqual(out, ["0", "0", "False"])
+
+
+if __name__ == "__main__":
+    unittest.main()
