@@ -2,7 +2,8 @@
 
     PYTHONPATH=$PWD python bench/bench_distillation.py --system teacher=runs/teacher --system mini=runs/main \\
         --system student-mini=runs/student-mini ... --teacher teacher --work-dir runs/distillation-bench \\
-        [--b1-sentences 200] [--json bench/results/distillation.json] [--output bench/results/distillation.md]
+        [--b1-sentences 200] [--json bench/results/distillation.json] [--output bench/results/distillation.md] \
+        [--engines sm-float32 ct2-float32 ...]
 
 Each `--system NAME=RUN` (a trained translation run; averaged already, as `export` takes `--model auto` weights)
 is exported by `t2t-keras` subprocesses into every engine:
@@ -14,7 +15,8 @@ is exported by `t2t-keras` subprocesses into every engine:
 - CTranslate2: `export --format ctranslate2 --quantization float32`, `int8`, and `int8` with `--shortlist`
   (its vmap.txt, `use_vmap`).
 
-Then every engine is measured in a fresh process of its own (`--measure`), so that its peak RSS is its own:
+`--engines` measures a subset. Then every engine is measured in a fresh process of its own (`--measure`, which
+makes `export.kernel_choice`'s choice as `t2t-keras translate --saved-model` does), so that its peak RSS is its own:
 the test split of the *first* system's run (all systems of one corpus) translated with beam 4 and greedy, both at
 batch 32 (the whole split, in order of source length as a batch job would, after one untimed batch: BLEU and
 chrF with sacreBLEU's default signature come from these translations) and at batch 1 (the first
@@ -84,7 +86,8 @@ def directory_bytes(path):
 
 def export_system(name, run, work, chosen=None):
     """Every engine's export of `run` under `work/name`; returns {engine: (path, export seconds, bytes)}."""
-    if any("shortlist" in e or "vmap" in e for e in engines(chosen)) and not (pathlib.Path(run) / "shortlist.npz").exists():
+    shortlisted = any("shortlist" in e or "vmap" in e for e in engines(chosen))
+    if shortlisted and not (pathlib.Path(run) / "shortlist.npz").exists():
         t2t("shortlist", "--run-dir", run)
     exports = {}
     for engine in engines(chosen):

@@ -1,8 +1,9 @@
 """Which of TensorFlow's CPU kernels run an export's search: oneDNN's, or TensorFlow's own.
 
-TensorFlow on x86 sends matmuls and many other ops to oneDNN by default. A float32 export's search runs as fast
-without it and its process holds about 200 MB less (docs/results.md, "A float32 export without oneDNN"). A
-bfloat16 export needs oneDNN (its bfloat16 kernels are where its speed comes from) and an int8 export keeps it.
+TensorFlow on x86 sends matmuls and many other ops to oneDNN by default. Without it a float32 export's search
+ran 1.3-2.1x faster at batch 1, as fast at batch 32, in 130-220 MB less (docs/results.md, "One beam search for
+every beam size"). A bfloat16 export needs oneDNN (its bfloat16 kernels are where its speed comes from) and an
+int8 export keeps it.
 
 TensorFlow reads `TF_ENABLE_ONEDNN_OPTS` once, when it is imported, so the choice is made from what the export
 recorded (`assets.extra/weights.json`: `precision`, `quantization`) before anything imports TensorFlow:
