@@ -164,8 +164,7 @@ def _top_candidates(alive_seq, alive_log_probs, log_probs, step, output_ids=None
 
     `log_probs` columns are the searched vocabulary (`output_ids` with a shortlist); the tokens are full ids.
     """
-    batch, beam_size = tf.shape(alive_seq)[0], width(alive_seq)
-    vocab = log_probs.shape[-1] or tf.shape(log_probs)[-1]
+    batch, beam_size, vocab = tf.shape(alive_seq)[0], common.dim(alive_seq, 1), common.dim(log_probs, -1)
     total = alive_log_probs[:, :, None] + tf.reshape(log_probs, (batch, beam_size, vocab))
     top_log_probs, flat = tf.math.top_k(tf.reshape(total, (batch, -1)), k=2 * beam_size)  # (batch, 2 * beam)
     beams, tokens = flat // vocab, vocabulary_ids(flat % vocab, output_ids)
@@ -180,7 +179,7 @@ def _top_candidates(alive_seq, alive_log_probs, log_probs, step, output_ids=None
 
 def _next_alive(candidates, ending):
     """The `beam` most likely candidates that do not end, and the beams they came from."""
-    beam_size = width(candidates["log_probs"]) // 2
+    beam_size = common.dim(candidates["log_probs"], 1) // 2
     masked = tf.where(ending, common.NEG_INF, candidates["log_probs"])
     log_probs, index = tf.math.top_k(masked, k=beam_size)
     return {
@@ -192,7 +191,7 @@ def _next_alive(candidates, ending):
 
 def _next_finished(state, candidates, ending, scores):
     """Merges the ending candidates that hold a beam slot into the finished set of each sentence not done yet."""
-    beam_size = width(candidates["log_probs"]) // 2
+    beam_size = common.dim(candidates["log_probs"], 1) // 2
     in_beam = tf.range(2 * beam_size) < beam_size
     joins = ending & in_beam[None, :] & tf.logical_not(state["done"])[:, None]
     merged_scores = tf.concat([state["finished_scores"], tf.where(joins, scores, common.NEG_INF)], axis=1)
@@ -214,12 +213,7 @@ def _reorder_cache(cache, beams):
     The cross-attention keys/values are equal across a sentence's beams, so
     they are left in place.
     """
-    batch, beam_size = tf.shape(beams)[0], width(beams)
+    batch, beam_size = tf.shape(beams)[0], common.dim(beams, 1)
     rows = tf.reshape(tf.range(batch)[:, None] * beam_size + beams, (-1,))  # (batch * beam,)
     gather = functools.partial(tf.gather, indices=rows, axis=0)
     return [{**layer, "self": tf.nest.map_structure(gather, layer["self"])} for layer in cache]
-
-
-def width(tensor):
-    """Axis 1 of `tensor`: the beam (or twice it), a Python int where static, else a scalar tensor."""
-    return tensor.shape[1] if tensor.shape[1] is not None else tf.shape(tensor)[1]

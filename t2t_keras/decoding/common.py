@@ -21,6 +21,11 @@ from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 NEG_INF = float("-inf")
 
 
+def dim(tensor, axis):
+    """The size of `tensor` along `axis`: a Python int where the shape is static, else a scalar tensor."""
+    return tensor.shape[axis] if tensor.shape[axis] is not None else tf.shape(tensor)[axis]
+
+
 def source_lengths(source, pad_id=PAD_ID):
     """`(batch,)` int32 number of real (non-padding) ids in each source row."""
     return tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.int32), axis=1)
@@ -39,8 +44,7 @@ def output_bound(model, source, max_extra_length=DEFAULTS.max_extra_length, max_
                 "max_extra_length sizes the buffers when max_length is None, so it must be a Python int. "
                 f"Received: max_extra_length={max_extra_length!r}; pass max_length to use a tensor."
             )
-        width = source.shape[1] if source.shape[1] is not None else tf.shape(source)[1]
-        max_length = width + max_extra_length
+        max_length = dim(source, 1) + max_extra_length
     if isinstance(max_length, int):
         return max(1, min(max_length, model.max_length))
     return tf.clip_by_value(max_length, 1, model.max_length)

@@ -58,6 +58,5 @@ def settled(rule, finished_count, finished_scores, best_alive_log_prob, step, li
     longest = scoring(best_alive_log_prob, limits)
     exact = finished_scores[:, num_return - 1] > ops.maximum(shortest, longest)
     if rule == "beam":
-        beam_size = finished_scores.shape[1] if finished_scores.shape[1] is not None else ops.shape(finished_scores)[1]
-        return exact | (finished_count >= finished_enough(beam_size))
+        return exact | (finished_count >= finished_enough(ops.shape(finished_scores)[1]))  # static, or a tensor
     return exact

@@ -64,6 +64,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
 from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.common import dim
 from t2t_keras.decoding.forced import teacher_forcing_targets, token_nll
 from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.config import DecodingConfig
@@ -307,7 +308,7 @@ class TranslatorModule(tf.Module):
 
     def _pad_nbest(self, tokens, scores):
         """n-best lists padded to `max_beam_size` entries, so every branch has one output shape."""
-        missing = self._max_beam_size - (tokens.shape[1] if tokens.shape[1] is not None else tf.shape(tokens)[1])
+        missing = self._max_beam_size - dim(tokens, 1)
         tokens = tf.pad(tokens, [[0, 0], [0, missing], [0, 0]])
         scores = tf.pad(scores, [[0, 0], [0, missing]], constant_values=float("-inf"))
         width = self._max_beam_size
