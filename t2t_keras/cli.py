@@ -35,16 +35,21 @@ def refuse_flags(args, flags, what):
     check_applicable([f"--{flag.replace('_', '-')}" for flag in given], what)
 
 
-def _add_config_args(parser):
-    parser.add_argument("--config", default="base", help="preset name (configs/NAME.yaml) or a YAML file")
+def _add_config_args(parser, default="base", help="preset name (configs/NAME.yaml) or a YAML file"):
+    parser.add_argument("--config", default=default, help=help)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override one config value, e.g. --set model.hidden_dim=256 (repeatable)")
 
 
 def _load(args, **model_fields):
-    from t2t_keras.config import load_config, replace
+    from t2t_keras.config import load_config, replace, with_overrides
 
-    config = load_config(args.config, args.overrides)
+    if args.config is None:  # `train` without --config: the run's own config, or base for a new run
+        run = args.run_dir
+        config = with_overrides(run.load_config(), args.overrides) if run.exists() else load_config("base",
+                                                                                                     args.overrides)
+    else:
+        config = load_config(args.config, args.overrides)
     model_fields = {k: v for k, v in model_fields.items() if v is not None}
     return replace(config, model=model_fields) if model_fields else config
 
@@ -472,7 +477,8 @@ def build_parser():
     p.set_defaults(handler=cmd_prepare)
 
     p = commands.add_parser("train", help="train a model, or continue the run in --run-dir")
-    _add_config_args(p)
+    _add_config_args(p, default=None, help="preset name (configs/NAME.yaml) or a YAML file (default: the run's own "
+                                           "config when --run-dir holds a run, else base)")
     p.add_argument("--run-dir", required=True, help="directory for config, vocabulary, checkpoints and logs")
     p.add_argument("--minutes", type=float, help="stop after this many minutes of training")
     p.add_argument("--init-from", metavar="RUN",

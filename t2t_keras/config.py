@@ -484,6 +484,14 @@ def load_config(name_or_path="base", overrides=()):
     return from_dict(data)
 
 
+def with_overrides(config, overrides=()):
+    """`config` with `section.key=value` overrides applied, validated."""
+    data = config.to_dict()
+    for text in overrides:
+        data = _merge(data, parse_override(text))
+    return from_dict(data)
+
+
 def replace(config, **sections):
     """A copy of `config` with some fields changed: replace(cfg, model={"vocab_size": 8000})."""
     changed = {name: dataclasses.replace(getattr(config, name), **values) for name, values in sections.items()}

@@ -82,6 +82,19 @@ class ConstrainedSearchTest(TestCase):
         eager = constrained_beam_search(self.model, SOURCE, batch, beam_size=4, max_extra_length=EXTRA)["tokens"]
         self.assertAllEqual(search(SOURCE, batch), eager)
 
+    def test_one_graph_serves_every_beam_size(self):
+        # beam_size as a tensor (graph mode, as an export holds it): one trace, the tokens of each Python-int search
+        batch = constraint_batch(CONSTRAINTS, len(SOURCE))
+        graph = tf.function(lambda source, constraints, beam: constrained_beam_search(
+            self.model, source, constraints, beam_size=beam, max_extra_length=EXTRA, growing_cache=True))
+        for beam_size in (2, 4):
+            fixed = constrained_beam_search(self.model, SOURCE, batch, beam_size=beam_size, max_extra_length=EXTRA)
+            out = graph(tf.constant(SOURCE), batch, tf.constant(beam_size))
+            self.assertAllEqual(out["tokens"], fixed["tokens"], msg=beam_size)
+            self.assertAllClose(out["scores"], fixed["scores"], atol=1e-5, msg=beam_size)
+            self.assertAllEqual(out["satisfied"], fixed["satisfied"])
+        self.assertEqual(graph.experimental_get_tracing_count(), 1)
+
     def test_constraints_longer_than_the_limit_fail_for_their_sentence_only(self):
         rows = [list(c) for c in CONSTRAINTS]
         rows[2] = [[30, 31, 32, 33], [9, 10, 11, 12]]  # 8 tokens; sentence 2 may have 2 + 3

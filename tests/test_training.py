@@ -15,7 +15,7 @@ from t2t_keras.inspect.summary import RunAttentionSummary
 from t2t_keras.model import build_transformer
 from t2t_keras.runs import average_run, checkpoint_paths, load_run_model
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, toy_config, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, toy_config, write_toy_corpus
 
 
 def event_tags(log_dir):
@@ -95,11 +95,15 @@ class TrainingRunTest(TestCase):
         for got, x, y in zip(averaged, a, b):
             self.assertAllClose(got, (x + y) / 2, atol=1e-6)
 
-    def test_continuing_trains_from_the_last_step(self):
+    def test_continuing_trains_from_the_last_step_with_the_runs_own_config(self):
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = shutil.copytree(self.run_dir, pathlib.Path(tmp) / "run")  # the shared run stays at step 6
-            result = train(replace(self.config, training={"train_steps": 9}), run_dir, verbose=0)
-        self.assertEqual((result.start_step, result.final_step), (6, 9))
+            result = cli_in_process("train", "--run-dir", run_dir, "--set", "training.train_steps=9")  # no --config
+            self.assertEqual(result.returncode, 0, result.stderr.decode()[-3000:])
+            self.assertIn("from step 6 to 9", result.stdout.decode())
+            refused = cli_in_process("train", "--config", "tiny", "--run-dir", run_dir)  # its vocabulary is 100
+            self.assertEqual(refused.returncode, 2)
+            self.assertIn("vocab_size: 100 -> 1000", refused.stderr.decode())
 
 
 class InterruptedCheckpointWriteTest(TestCase):

@@ -121,7 +121,7 @@ def constrained_beam_search(model, source, constraints, beam_size=DEFAULTS.beam_
 def _initial_progress(terms, beam_size):
     """Every hypothesis has met the padding constraints only, and is in none."""
     batch = tf.shape(terms.ids)[0]
-    met = tf.tile(tf.equal(terms.lengths, 0)[:, None, :], (1, beam_size, 1))  # (batch, beam, C)
+    met = tf.tile(tf.equal(terms.lengths, 0)[:, None, :], [1, beam_size, 1])  # (batch, beam, C)
     zeros = tf.zeros((batch, beam_size), tf.int32)
     return {"met": met, "progress": zeros, "current": zeros}
 
@@ -162,7 +162,7 @@ def _candidates(state, log_probs, terms, step):
     N = 2 * beam (the most likely) + beam (each hypothesis's best) + beam * C (the constraint tokens).
     """
     alive_log_probs = state["alive_log_probs"]
-    batch, beam_size = tf.shape(alive_log_probs)[0], alive_log_probs.shape[1]
+    batch, beam_size = tf.shape(alive_log_probs)[0], common.dim(alive_log_probs, 1)
     top = _top_candidates(state["alive_seq"], alive_log_probs, log_probs, step)
     per_beam = tf.reshape(log_probs, (batch, beam_size, -1))  # (batch, beam, vocab)
     own_best = tf.argmax(per_beam, axis=-1, output_type=tf.int32)  # (batch, beam)
@@ -234,7 +234,7 @@ def _slot_order(candidates, terms, alive_seq, step):
     rank = tf.where(valid, tf.reduce_sum(tf.cast(ahead, tf.int32), axis=-1), count)
     banks = tf.reduce_max(tf.concat([terms.total, [0]], axis=0)) + 1  # also for an empty batch
     key = (rank * banks + (banks - 1 - bank)) * count + index[None, :]  # all distinct
-    beam_size = alive_seq.shape[1]
+    beam_size = common.dim(alive_seq, 1)
     _, order = tf.math.top_k(-key, k=2 * beam_size)
     selected = {name: tf.gather(value, order, batch_dims=1) for name, value in candidates.items()}
     sequences = tf.gather(alive_seq, selected["beams"], batch_dims=1)
@@ -244,7 +244,7 @@ def _slot_order(candidates, terms, alive_seq, step):
 
 def _next_alive(selected):
     """The first `beam` selected candidates that do not end, their states, and the beams they came from."""
-    beam_size = selected["log_probs"].shape[1] // 2
+    beam_size = common.dim(selected["log_probs"], 1) // 2
     keeps = selected["valid"] & tf.logical_not(selected["ending"])
     position = tf.range(2 * beam_size)[None, :]
     _, index = tf.math.top_k(-tf.where(keeps, position, position + 2 * beam_size), k=beam_size)

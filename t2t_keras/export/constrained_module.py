@@ -14,8 +14,9 @@
 A signature has no optional inputs, so the constraints come as their own signature beside `translate`; a
 sentence with "" takes exactly `translate`'s search (`decoding.constrained`: a beam of one is greedy search).
 Terms are tokenized in the graph with the export's tokenizer, each alone (the form a word has after a space,
-`data.terminology`); blank terms are skipped. The search is `constrained_beam_search`, traced once per beam
-size from 1 to `max_beam_size` and chosen with `tf.switch_case`, as `translate`'s searches are. A sentence that
+`data.terminology`); blank terms are skipped. The search is `constrained_beam_search`, chosen with
+`tf.switch_case` as `translate`'s searches are: a beam of one and one search for every larger beam size (the
+beam size a tensor), or with XLA one search per size from 1 to `max_beam_size`. A sentence that
 fails gets `satisfied` false; the other sentences of the call translate. The search covers the whole vocabulary,
 also in an export made with a shortlist.
 """
@@ -49,8 +50,8 @@ def constraint_ids(tokenizer, constraints):
 class ConstrainedTranslatorModule(TranslatorModule):
     """`TranslatorModule` with the `translate_constrained` signature (text exports; see the module docstring).
 
-    The signature traces one more search per beam size, which makes an export slower to write: exports have it
-    when asked for (`export --constraints`).
+    The signature adds its own searches (two in graph mode, one per beam size with XLA), which makes an export
+    slower to write and larger in memory: exports have it when asked for (`export --constraints`).
     """
 
     def __init__(self, model, tokenizer=None, **options):
@@ -79,28 +80,38 @@ class ConstrainedTranslatorModule(TranslatorModule):
         with tf.control_dependencies(self._check_parameters(beam_size, alpha, max_extra_length, tf.constant(1))):
             max_extra_length = tf.minimum(max_extra_length, self.model.max_length)  # no int32 overflow
         ids = tf.where(unknown[:, None, None], PAD_ID, ids)  # the search runs; the sentence fails
-        bound = tf.shape(source)[1] + max_extra_length
-        branches = [functools.partial(self._constrained_search(size), source, ids, alpha, max_extra_length, bound)
-                    for size in range(1, self._max_beam_size + 1)]
-        tokens, scores, satisfied = tf.switch_case(tf.clip_by_value(beam_size, 1, self._max_beam_size) - 1, branches)
+        tokens, scores, satisfied = self._search_constrained(source, ids, beam_size, alpha, max_extra_length)
         has_terms = tf.reduce_any(tf.not_equal(ids, PAD_ID), axis=[1, 2])
         satisfied &= tf.logical_not(unknown) & tf.logical_not(empty & has_terms)
         texts = self.tokenizer.detokenize(tf.where((satisfied & tf.logical_not(empty))[:, None], tokens, PAD_ID))
         return {"translations": texts, "scores": tf.where(satisfied, tf.where(empty, 0.0, scores), float("-inf")),
                 "satisfied": satisfied, "truncated": truncated}
 
-    def _constrained_search(self, beam_size):
-        """The constrained search for one beam size, as a function of its own (see `_search_function`)."""
+    def _search_constrained(self, source, ids, beam_size, alpha, max_extra_length):
+        """Tokens, scores and `satisfied` of the constrained search `beam_size` chooses: with XLA one search per
+        beam size, in graph mode a beam of one and one search for every larger beam, as `translate`'s."""
+        arguments = (source, ids, alpha, max_extra_length, tf.shape(source)[1] + max_extra_length)
+        if self._jit_compile:
+            branches = [functools.partial(self._constrained_search(size), *arguments)
+                        for size in range(1, self._max_beam_size + 1)]
+            return tf.switch_case(tf.clip_by_value(beam_size, 1, self._max_beam_size) - 1, branches)
+        branches = [functools.partial(self._constrained_search(1), *arguments),
+                    functools.partial(self._constrained_search(None), *arguments, beam_size)]
+        return tf.switch_case(tf.cast(beam_size > 1, tf.int32), branches)
 
-        def search(source, constraints, alpha, max_extra_length, bound):
+    def _constrained_search(self, beam_size):
+        """The constrained search for one beam size (None: any, given after `bound`), as a function of its own
+        (see `_search_function`)."""
+
+        def search(source, constraints, alpha, max_extra_length, bound, *size):
             greedy = beam_size == 1  # greedy search for the sentences without terms, as `translate`
-            out = constrained_beam_search(self.model, source, constraints, beam_size=beam_size, alpha=alpha,
-                                          length_penalty="none" if greedy else self.length_penalty,
+            out = constrained_beam_search(self.model, source, constraints, beam_size=size[0] if size else beam_size,
+                                          alpha=alpha, length_penalty="none" if greedy else self.length_penalty,
                                           max_extra_length=max_extra_length, max_length=bound,
                                           stopping=self._stopping, growing_cache=not self._jit_compile)
             return out["tokens"][:, 0], out["scores"][:, 0], out["satisfied"]
 
         scalar = tf.TensorSpec([], tf.int32)
         signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None, None], tf.int32),
-                     tf.TensorSpec([], tf.float32), scalar, scalar)
+                     tf.TensorSpec([], tf.float32), scalar, scalar) + ((scalar,) if beam_size is None else ())
         return function(search, signature, jit_compile=self._jit_compile, experimental_attributes={"_noinline": True})
