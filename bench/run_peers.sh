@@ -2,6 +2,7 @@
 # Runs the peer benchmark harness (../shared/bench-peers) with t2t_keras and the peers in the same run.
 #   bash bench/run_peers.sh                        # tiny + small, 1 repetition
 #   SIZES="tiny small base" REPS=3 bash bench/run_peers.sh
+#   T2T_SHORTLIST=50,100 PEERS=ours MODES=decode bash bench/run_peers.sh   # ours over a vocabulary shortlist
 # Results: bench/results/peers/{raw.jsonl,results.md,results.csv,logs/}.
 set -eu
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

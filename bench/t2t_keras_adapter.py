@@ -15,18 +15,26 @@ is built as the `Translator` builds its own (`decoding.sharding.compiled_search`
 `FastPath.decoding_jit`): one concurrent search per CPU core (`T2T_DECODING_SHARDS=N`
 overrides it). `T2T_DECODING_PRECISION=bfloat16` decodes as `Translator(precision="bfloat16")`
 does: a copy of the model with bfloat16 weights, searched in graph mode (oneDNN's bfloat16 kernels).
+`T2T_SHORTLIST=PER_SOURCE,FREQUENT` (e.g. `50,100`, what `t2t-keras shortlist` learns by default) decodes over a
+vocabulary shortlist as `translate --shortlist` does (`decoding.shortlist.ShortlistTable`): the harness's weights
+and tokens are random, so the table is too (each source id gets PER_SOURCE target ids drawn uniformly, seed 0;
+FREQUENT ids allowed everywhere). A batch's searched vocabulary, computed outside the timed search as the
+`Translator` computes it before its search, is the union of its source ids' entries; uniform random source ids
+make that union as large as it can be for the batch (printed once per size).
 """
 
 import os
 import types
 
 import keras
+import numpy as np
 import tensorflow as tf
 from bench_decoding import PrefixRecomputeModel
 
 from t2t_keras.config import load_config, replace
 from t2t_keras.decoding import greedy_decode
 from t2t_keras.decoding.sharding import choose_shards, compiled_search
+from t2t_keras.decoding.shortlist import ShortlistTable
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.fast_path import FastPath
 from t2t_keras.training.trainer import compile_model
@@ -42,6 +50,18 @@ def bench_config(cfg, *, jit, dropout, src_len, tgt_len):
     }, training={"mixed_precision": keras.config.dtype_policy().name, "jit_compile": jit, "fuse_elementwise": fuse})
 
 
+def bench_shortlist(vocab_size):
+    """The `ShortlistTable` `T2T_SHORTLIST` asks for (random, see the module docstring), or None."""
+    setting = os.environ.get("T2T_SHORTLIST", "")
+    if not setting:
+        return None
+    per_source, frequent = (int(n) for n in setting.split(","))
+    rng = np.random.default_rng(0)
+    table = types.SimpleNamespace(entries=rng.integers(4, vocab_size, (vocab_size, per_source), dtype=np.int32),
+                                  frequent=np.arange(4, 4 + frequent, dtype=np.int32))
+    return ShortlistTable(table, vocab_size)
+
+
 def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
     model = compile_model(bench_config(cfg, jit=jit, dropout=dropout, src_len=src_len, tgt_len=tgt_len),
                           tf.distribute.get_strategy())
@@ -55,11 +75,27 @@ def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
             return None
         fixed = dict(max_extra_length=gen_len, max_length=gen_len, min_length=gen_len)
         shards = choose_shards(int(os.environ.get("T2T_DECODING_SHARDS", "0")) or "auto")
-        search = compiled_search(lambda source: greedy_decode(searched, source, **fixed)["tokens"],
+        if shortlist is None:
+            search = compiled_search(lambda source: greedy_decode(searched, source, **fixed)["tokens"],
+                                     FastPath.decoding_jit(precision), shards)
+            return lambda source: search(tf.constant(source, tf.int32))
+        search = compiled_search(lambda source, ids: greedy_decode(searched, source, output_ids=ids, **fixed)["tokens"],
                                  FastPath.decoding_jit(precision), shards)
-        return lambda source: search(tf.constant(source, tf.int32))
 
+        sizes = set()
+
+        def generate(source):  # the batch's searched vocabulary is part of the timed work, as in `Translator`
+            source = tf.constant(source, tf.int32)
+            ids = shortlist.output_ids(source)
+            if ids.shape[0] not in sizes:
+                sizes.add(ids.shape[0])
+                print(f"shortlist: {ids.shape[0]} of {cfg['vocab']} ids at batch {source.shape[0]}", flush=True)
+            return search(source, ids)
+
+        return generate
+
+    shortlist = bench_shortlist(cfg["vocab"])
     variant = "t2t_keras" + ("-xla" if jit else "-fused" if fused else "") + \
-        ("-bf16-weights" if precision == "bfloat16" else "")
+        ("-bf16-weights" if precision == "bfloat16" else "") + ("-shortlist" if shortlist is not None else "")
     return types.SimpleNamespace(keras_model=model, make_generate=make_generate, params_total=model.count_params(),
                                  variant=variant)
