@@ -18,8 +18,8 @@ does: a copy of the model with bfloat16 weights, searched in graph mode (oneDNN'
 `T2T_SHORTLIST=PER_SOURCE,FREQUENT` (e.g. `50,100`, what `t2t-keras shortlist` learns by default) decodes over a
 vocabulary shortlist as `translate --shortlist` does (`decoding.shortlist.ShortlistTable`): the harness's weights
 and tokens are random, so the table is too (each source id gets PER_SOURCE target ids drawn uniformly, seed 0;
-FREQUENT ids allowed everywhere). A batch's searched vocabulary, computed outside the timed search as the
-`Translator` computes it before its search, is the union of its source ids' entries; uniform random source ids
+FREQUENT ids allowed everywhere). A batch's searched vocabulary is computed before the compiled search, as the
+`Translator` computes it, inside the timed call; it is the union of its source ids' entries, and uniform random ids
 make that union as large as it can be for the batch (printed once per size).
 """
 
@@ -67,6 +67,7 @@ def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
                           tf.distribute.get_strategy())
     fused = tf.config.optimizer.get_jit() == "autoclustering"  # what compile_model chose for the training step
     precision = check_precision(os.environ.get("T2T_DECODING_PRECISION", "float32"))
+    shortlist = bench_shortlist(cfg["vocab"])
 
     def make_generate(kind, gen_len):
         decoded = bfloat16_copy(model) if precision == "bfloat16" else model
@@ -94,7 +95,6 @@ def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
 
         return generate
 
-    shortlist = bench_shortlist(cfg["vocab"])
     variant = "t2t_keras" + ("-xla" if jit else "-fused" if fused else "") + \
         ("-bf16-weights" if precision == "bfloat16" else "") + ("-shortlist" if shortlist is not None else "")
     return types.SimpleNamespace(keras_model=model, make_generate=make_generate, params_total=model.count_params(),

@@ -478,15 +478,15 @@ def parse_override(text):
 
 def load_config(name_or_path="base", overrides=()):
     """Loads a preset name or YAML file, applies `section.key=value` overrides, validates."""
-    data = _read_yaml(_resolve(name_or_path))
-    for text in overrides:
-        data = _merge(data, parse_override(text))
-    return from_dict(data)
+    return _overridden(_read_yaml(_resolve(name_or_path)), overrides)
 
 
 def with_overrides(config, overrides=()):
     """`config` with `section.key=value` overrides applied, validated."""
-    data = config.to_dict()
+    return _overridden(config.to_dict(), overrides)
+
+
+def _overridden(data, overrides):
     for text in overrides:
         data = _merge(data, parse_override(text))
     return from_dict(data)

@@ -72,7 +72,7 @@ class EveryCommandOnEveryTaskTest(TestCase):
             "describe": ["--config", PRESET[task]],
             # A run of its own: the trained runs read their batches from memory (see the refusal below).
             "prepare": ["--config", PRESET[task], "--run-dir", self.root / f"prepared-{task}", *self.settings],
-            "train": ["--config", PRESET[task], "--run-dir", run, *self.settings],  # resumes: already done
+            "train": ["--run-dir", run],  # without --config: the run's own config; resumes, already done
             "average": ["--run-dir", run, "--last", "2"],
             "evaluate": ["--run-dir", run, "--split", "dev"],
             "translate": ["--run-dir", run, "--input", dev_source],
