@@ -2,7 +2,9 @@
 # Runs the peer benchmark harness (../shared/bench-peers) with t2t_keras and the peers in the same run.
 #   bash bench/run_peers.sh                        # tiny + small, 1 repetition
 #   SIZES="tiny small base" REPS=3 bash bench/run_peers.sh
-#   T2T_SHORTLIST=50,100 PEERS=ours MODES=decode bash bench/run_peers.sh   # ours over a vocabulary shortlist
+#   T2T_SHORTLIST=50,100 PEERS=ours MODES=decode OUT=bench/results/peers-shortlist bash bench/run_peers.sh
+#       # ours over a vocabulary shortlist; a pass of its own OUT keeps its logs (the harness names them per
+#       # configuration, so a second pass into the same OUT overwrites the first's; raw.jsonl keeps both)
 # Results: bench/results/peers/{raw.jsonl,results.md,results.csv,logs/}.
 set -eu
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -11,6 +11,7 @@ from t2t_keras.config import ALIGNMENT_ROWS, DECODING_PRECISIONS, MODEL_SOURCES,
 from t2t_keras.errors import T2TError, check_applicable
 
 TASKS = ("translation", "lm", "mlm")
+STUDENT_PRESET = "student-mini"  # the student of `distill` into a new run without --config
 # The tasks whose runs (or exports) each command takes; any other gets the one refusal of `check_task`.
 COMMAND_TASKS = {
     "describe": TASKS, "prepare": ("translation",), "train": TASKS, "average": TASKS, "evaluate": TASKS,
@@ -41,12 +42,12 @@ def _add_config_args(parser, default="base", help="preset name (configs/NAME.yam
                         help="override one config value, e.g. --set model.hidden_dim=256 (repeatable)")
 
 
-def _load(args, **model_fields):
+def _load(args, new_run="base", **model_fields):
     from t2t_keras.config import load_config, replace, with_overrides
 
-    if args.config is None:  # `train` without --config: the run's own config, or base for a new run
+    if args.config is None:  # train, distill without --config: the run's own config, or `new_run` for a new run
         run = args.run_dir
-        config = with_overrides(run.load_config(), args.overrides) if run.exists() else load_config("base",
+        config = with_overrides(run.load_config(), args.overrides) if run.exists() else load_config(new_run,
                                                                                                      args.overrides)
     else:
         config = load_config(args.config, args.overrides)
@@ -381,12 +382,26 @@ def cmd_distill(args):
 
     if open_run(args.teacher).exists():  # a missing teacher is the library's error, naming --teacher
         check_task("distill", _run_task(args.teacher), args.teacher)
-    result = distill(args.teacher, args.run_dir, _load(args), minutes=args.minutes, overrides=tuple(args.overrides),
-                     beam_size=args.beam_size, original_weight=args.original_weight,
-                     teacher_weights=args.teacher_weights, shard_sentences=args.shard_sentences,
-                     where=f"--config {args.config}")
+    config, where, original_weight = _student_config(args)
+    result = distill(args.teacher, args.run_dir, config, minutes=args.minutes, overrides=tuple(args.overrides),
+                     beam_size=args.beam_size, original_weight=original_weight,
+                     teacher_weights=args.teacher_weights, shard_sentences=args.shard_sentences, where=where)
     print(format_distillation(result))
     return 0
+
+
+def _student_config(args):
+    """`(config, where, original_weight)` of `distill`: --config's, else the student run's own (resumed with the
+    original weight it was distilled with, unless --original-weight is given), else STUDENT_PRESET's."""
+    from t2t_keras.distillation.student import recorded_original_weight
+
+    config = _load(args, new_run=STUDENT_PRESET)
+    if args.config is not None:
+        return config, f"--config {args.config}", args.original_weight
+    if not args.run_dir.exists():
+        return config, f"--config {STUDENT_PRESET}", args.original_weight
+    weight = args.original_weight if args.original_weight is not None else recorded_original_weight(config)
+    return config, f"the config of {args.run_dir.path}", weight
 
 
 def cmd_main(args):
@@ -614,8 +629,9 @@ def build_parser():
     p.add_argument("--teacher", required=True, metavar="RUN", help="the trained translation run that translates")
     p.add_argument("--run-dir", required=True, help="the student run: its distilled corpus (RUN/distilled/), "
                                                     "config, vocabulary (the teacher's), checkpoints and logs")
-    _add_config_args(p)
-    p.set_defaults(config="student-mini")
+    _add_config_args(p, default=None, help="the student's preset name (configs/NAME.yaml) or a YAML file (default: "
+                                           f"the student run's own config when --run-dir holds one, else "
+                                           f"{STUDENT_PRESET})")
     p.add_argument("--beam", "--beam-size", dest="beam_size", type=int, default=4,
                    help="the teacher's beam size (default 4; alpha and the output limit are the teacher's decoding.*)")
     p.add_argument("--minutes", type=float, help="stop the student's training after this many minutes")

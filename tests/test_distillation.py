@@ -236,6 +236,25 @@ class DistillationTest(TestCase):
         self.assertTrue(distilled["dev_files"][0].endswith("mixed/distilled/dev.src"))
         self.assertEqual(original, {"source": "text", "train_files": self.files["train"], "weight": 0.5})
 
+    def test_distill_without_config_resumes_the_student_with_its_own_config_and_original_weight(self):
+        from t2t_keras import cli
+
+        run = RunDirectory(self.root / "mixed-resumed")
+        first = prepare_student(self.teacher, run, load_config("tiny", STUDENT), **student_options(original_weight=0.5))
+        run.save_config(first.config)  # as the student's training writes it
+        args = cli.build_parser().parse_args(["distill", "--teacher", "t", "--run-dir", str(run.path)])
+        args.run_dir = run  # as cli.main opens it
+        config, where, weight = cli._student_config(args)
+        self.assertEqual((config, where, weight), (run.load_config(), f"the config of {run.path}", 0.5))
+        resumed = prepare_student(self.teacher, run, config, beam_size=BEAM, shard_sentences=SHARD, jit_compile=False,
+                                  original_weight=weight, where=where)
+        self.assertEqual((resumed.config, resumed.corpus.translated, resumed.corpus.skipped), (first.config, 0, 3))
+        args.original_weight = 0.25  # another mixture is another student
+        config, _, weight = cli._student_config(args)
+        with self.assertRaisesRegex(ConfigError, "holds a student of another data config: resume it with the same"):
+            prepare_student(self.teacher, run, config, beam_size=BEAM, shard_sentences=SHARD, jit_compile=False,
+                            original_weight=weight)
+
     def test_an_empty_or_truncated_shortlist_is_a_clear_error(self):
         pairs = [(np.array([5, 6]), np.array([7, 8]))] * 3
         save_shortlist(self.student.shortlist_path, learn_shortlist(pairs, VOCAB, per_source=2, frequent=2))
@@ -264,7 +283,11 @@ class StudentPresetTest(TestCase):
         from t2t_keras import cli
 
         args = cli.build_parser().parse_args(["distill", "--teacher", "t", "--run-dir", "s"])
-        self.assertEqual((args.config, args.beam_size, args.original_weight), ("student-mini", 4, None))
+        self.assertEqual((args.config, args.beam_size, args.original_weight), (None, 4, None))
+        with tempfile.TemporaryDirectory() as root:
+            args.run_dir = RunDirectory(pathlib.Path(root) / "new-student")
+            config, where, weight = cli._student_config(args)
+        self.assertEqual((config, where, weight), (load_config("student-mini"), "--config student-mini", None))
         self.assertIn("student-mini", PRESETS)
 
 

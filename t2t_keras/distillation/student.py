@@ -78,6 +78,15 @@ def student_config(config, teacher, run, original_weight=None):
     return replace(config, data=data)
 
 
+def recorded_original_weight(config):
+    """The --original-weight a student's saved `config` was distilled with (None: the distilled corpus alone): the
+    weights of its `data.sources` after the distilled corpus's, added up as `_original_entries` shared them out."""
+    entries = config.data.sources
+    if not entries:
+        return None
+    return round(math.fsum(float(entry.get("weight", 1.0)) for entry in entries[1:]), 12)
+
+
 def _original_entries(data_config, weight):
     """The teacher's corpora as `data.sources` entries whose weights add up to `weight`."""
     parts = sources.components(data_config)
