@@ -80,11 +80,11 @@ def student_config(config, teacher, run, original_weight=None):
 
 def recorded_original_weight(config):
     """The --original-weight a student's saved `config` was distilled with (None: the distilled corpus alone): the
-    weights of its `data.sources` after the distilled corpus's, added up as `_original_entries` shared them out."""
-    entries = config.data.sources
-    if not entries:
+    weights of its `data.sources` after the distilled corpus's, added up as `_original_entries` shared them out
+    (rounded, so that sharing the sum out again gives the saved weights)."""
+    if not config.data.sources:
         return None
-    return round(math.fsum(float(entry.get("weight", 1.0)) for entry in entries[1:]), 12)
+    return round(math.fsum(weight for _, weight in sources.components(config.data)[1:]), 12)
 
 
 def _original_entries(data_config, weight):
