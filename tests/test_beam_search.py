@@ -11,6 +11,7 @@ from tests.test_greedy import (
     SOURCE_LENGTHS,
     DecodingTestCase,
     assert_padding_after_eos,
+    count_decoded_rows,
     decoding_model,
     output_lengths,
 )
@@ -116,6 +117,23 @@ class BeamSearchTest(DecodingTestCase):
             grown = graph(tf.constant(SOURCE))  # in graph mode, where its length axis is left open
             self.assertAllEqual(grown["tokens"], fixed["tokens"], msg=stopping)
             self.assertAllClose(grown["scores"], fixed["scores"], atol=1e-5, msg=stopping)
+
+    def test_with_a_growing_cache_a_done_sentence_leaves_the_batch(self):
+        # the batch decodes exactly the rows its sentences decode one by one: none for a sentence once it is done
+        model = decoding_model()
+        rows = count_decoded_rows(model)
+        for stopping in ("beam", "exact"):
+            graph = tf.function(lambda source: beam_search(model, source, max_extra_length=EXTRA, growing_cache=True,
+                                                           stopping=stopping))
+            alone = []
+            for sentence in SOURCE:
+                rows.assign(0)
+                graph(tf.constant(sentence[None]))
+                alone.append(int(rows.numpy()))
+            rows.assign(0)
+            graph(tf.constant(SOURCE))
+            self.assertEqual(int(rows.numpy()), sum(alone), msg=stopping)
+            self.assertLess(sum(alone), len(SOURCE) * max(alone), msg=stopping)
 
     def test_one_graph_serves_every_beam_size_and_list_length(self):
         # beam_size and num_return as tensors: one trace, the tokens of each Python-int search

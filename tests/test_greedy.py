@@ -66,6 +66,18 @@ def assert_padding_after_eos(test, tokens):
         test.assertNotIn(EOS_ID, row[:length - 1])
 
 
+def count_decoded_rows(model):
+    """A variable that sums the rows of every `model.decode_step` call, in graph mode as in eager mode."""
+    rows, decode_step = tf.Variable(0), model.decode_step
+
+    def counting(tokens, *args, **kwargs):
+        rows.assign_add(tf.shape(tokens)[0])
+        return decode_step(tokens, *args, **kwargs)
+
+    model.decode_step = counting
+    return rows
+
+
 class DecodingTestCase(TestCase):
     def setUp(self):
         super().setUp()
@@ -125,6 +137,16 @@ class GreedyDecodeTest(DecodingTestCase):
         out, fixed = graph(tf.constant(SOURCE)), greedy_decode(model, SOURCE, max_extra_length=EXTRA)
         self.assertAllEqual(out["tokens"], fixed["tokens"])
         self.assertAllClose(out["scores"], fixed["scores"], atol=1e-5)
+
+    def test_with_a_growing_cache_a_finished_sentence_leaves_the_batch(self):
+        # each sentence is decoded for as many steps as it has tokens, not for as many as the batch's longest
+        model = decoding_model()
+        rows = count_decoded_rows(model)
+        graph = tf.function(lambda source: greedy_decode(model, source, max_extra_length=EXTRA, growing_cache=True))
+        lengths = output_lengths(graph(tf.constant(SOURCE))["tokens"])
+        self.assertEqual(int(rows.numpy()), lengths.sum())
+        self.assertLess(lengths.sum(), len(SOURCE) * lengths.max())
+
 
 class SamplingTest(DecodingTestCase):
     def test_top_1_sampling_is_argmax(self):

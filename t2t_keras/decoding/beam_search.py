@@ -26,7 +26,8 @@ with it. The loop stops when every sentence is done.
 
 The whole search is one `tf.while_loop` over fixed-shape tensors and compiles
 with `tf.function(jit_compile=True)`; with `growing_cache=True` the decoder cache
-grows step by step instead (faster in graph mode, not with XLA). `length_penalty`
+grows step by step instead and a done sentence leaves the batch (`compaction`;
+faster in graph mode, not with XLA). `length_penalty`
 and `stopping` fix code paths, so they are Python values. `beam_size` and
 `num_return` are Python ints for XLA, which needs the shapes they fix, or int32
 scalar tensors in graph mode, where one traced search then serves every beam
@@ -40,6 +41,7 @@ import tensorflow as tf
 
 from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import common
+from t2t_keras.decoding.compaction import compacting_loop
 from t2t_keras.decoding.length_penalty import normalized_score
 from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_length_penalty, check_num_return
 from t2t_keras.decoding.shortlist import vocabulary_ids
@@ -66,7 +68,7 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
             model's prompt; see `common.force_prefix`).
         output_ids, stopping: int32 `(S,)` shortlist vocabulary (`decoding.shortlist`; None: all ids); `"beam"` or
             `"exact"`, when a sentence is done (`decoding.stopping`).
-        growing_cache: a cache that each step extends (`common.new_cache`): faster in graph mode, not with XLA.
+        growing_cache: a growing cache (`common.new_cache`), done sentences dropped (`compaction`): graph mode only.
 
     Returns:
         dict with `tokens`: int32 `(batch, num_return, bound)`, each ending with EOS (unless cut at its length
@@ -82,10 +84,13 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
     if forced_prefix is not None:
         forced_prefix = tile(tf.convert_to_tensor(forced_prefix, tf.int32))
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
-    step = functools.partial(_beam_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
-                             scoring=scoring, num_return=num_return, forced_prefix=forced_prefix, output_ids=output_ids,
-                             stopping=stopping, growing=growing_cache)
-    return _nbest(common.search_loop(step, state, "done", bound, growing_cache), num_return)
+    step = functools.partial(_beam_step, model, min_length=min_length, scoring=scoring, num_return=num_return,
+                             output_ids=output_ids, stopping=stopping, growing=growing_cache)
+    final = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), beam_size, growing_cache)
+    return _nbest(final, num_return)
+
+
+_RESULTS = ("finished_seq", "finished_scores", "finished_log_probs", "finished_count", "done")
 
 
 def _check_options(beam_size, num_return, length_penalty, stopping):
@@ -131,9 +136,24 @@ def _initial_state(batch, beam_size, bound, cache):
     }
 
 
+def _run(step, state, bound, limits, row_inputs, beam_size, compact):
+    """The search loop: one that drops done sentences (`compact`, graph mode), or a plain one."""
+    if compact:
+        return compacting_loop(step, state, _RESULTS, bound, {"limits": limits}, row_inputs, width=beam_size)
+    return common.search_loop(functools.partial(_reordered, step, limits=limits, **row_inputs), state, "done", bound)
+
+
+def _reordered(step, state, **inputs):
+    """`step` with the self-attention cache reordered by the beams the hypotheses extend."""
+    new = dict(step(state, **inputs))
+    beams = new.pop("beams")
+    return {**new, "cache": _reorder_cache(new["cache"], beams)}
+
+
 def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return, forced_prefix=None,
                output_ids=None, stopping=DecodingConfig.stopping, growing=False):
-    """Extends the alive hypotheses by one token and updates both sets."""
+    """Extends the alive hypotheses by one token and updates both sets; the new cache is not yet reordered by
+    `beams`, the beam each alive hypothesis extends."""
     step = state["step"]
     inputs = tf.reshape(common.previous_tokens(state["alive_seq"], step), (-1,))  # (batch * beam,)
     log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, output_ids, growing)
@@ -155,7 +175,8 @@ def _beam_step(model, state, source_mask, limits, min_length, scoring, num_retur
         "finished_log_probs": finished["log_probs"],
         "finished_count": finished["count"],
         "done": done,
-        "cache": _reorder_cache(cache, alive["beams"]),
+        "cache": cache,
+        "beams": alive["beams"],
     }
 
 

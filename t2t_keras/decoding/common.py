@@ -131,6 +131,11 @@ def new_cache(model, memory, bound, growing=False):
     return model.init_cache(memory, None if growing else bound)
 
 
+def row_inputs(source_mask, forced_prefix=None):
+    """A search step's inputs with one row per decoder row: the source mask and, if any, the forced prefix."""
+    return {"source_mask": source_mask, **({} if forced_prefix is None else {"forced_prefix": forced_prefix})}
+
+
 def search_loop(step, state, done, bound, growing=False):
     """Runs `state = step(state)` in one `tf.while_loop` until every sentence is done, at most `bound` times.
 

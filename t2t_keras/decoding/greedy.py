@@ -12,6 +12,7 @@ import functools
 import tensorflow as tf
 
 from t2t_keras.decoding import common, sampling
+from t2t_keras.decoding.compaction import compacting_loop
 from t2t_keras.decoding.parameters import DEFAULTS
 from t2t_keras.decoding.shortlist import vocabulary_ids
 
@@ -37,7 +38,7 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
             language model's prompt; see `common.force_prefix`).
         output_ids: optional int32 `(S,)` searched vocabulary of a shortlist
             (`decoding.shortlist.batch_vocabulary`); None searches the whole vocabulary.
-        growing_cache: a cache that each step extends (`common.new_cache`): faster in graph mode, not with XLA.
+        growing_cache: a growing cache (`common.new_cache`), finished sentences dropped (`compaction`): graph mode.
 
     Returns:
         dict with `tokens`: int32 `(batch, bound)`, each row ending with EOS
@@ -50,10 +51,20 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
     cache = common.new_cache(model, model.encode(source, training=False), bound, growing_cache)
     choose = _chooser(temperature, top_k, seed)
     state = _initial_state(tf.shape(source)[0], bound, cache)
-    step = functools.partial(_greedy_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
-                             choose=choose, forced_prefix=forced_prefix, output_ids=output_ids, growing=growing_cache)
-    state = common.search_loop(step, state, "finished", bound, growing_cache)
+    step = functools.partial(_greedy_step, model, min_length=min_length, choose=choose, output_ids=output_ids,
+                             growing=growing_cache)
+    # a sampler keeps every row in the batch: a row's random draws depend on its place in the batch
+    compact = growing_cache and sampling.is_argmax(temperature)
+    state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), compact)
     return {"tokens": state["tokens"], "scores": state["scores"]}
+
+
+def _run(step, state, bound, limits, row_inputs, compact):
+    """The search loop: one that drops finished sentences (`compact`, graph mode), or a plain one."""
+    if compact:
+        return compacting_loop(step, state, ("tokens", "scores", "finished"), bound, {"limits": limits}, row_inputs,
+                               done="finished")
+    return common.search_loop(functools.partial(step, limits=limits, **row_inputs), state, "finished", bound)
 
 
 def _initial_state(batch, bound, cache):
