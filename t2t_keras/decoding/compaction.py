@@ -18,9 +18,9 @@ def compacting_loop(step, state, results, bound, sentence_inputs, row_inputs, wi
     most `bound` times; returns the `results` entries of the final state, one row per sentence of the batch.
 
     Args:
-        step: one search step over the active sentences; its state's bool `(active,)` entry `done` marks those
-            done after it; a beam search's also has int32 `beams` `(active, width)`, the beam each new hypothesis
-            extends, and its cache is not yet reordered by them.
+        step: one search step over the active sentences; its state's bool `(active,)` entry named by `done`
+            marks those done after it; a beam search's also has int32 `beams` `(active, width)`, the beam each new
+            hypothesis extends, and its cache is not yet reordered by them.
         state: the initial state: a scalar `step`, the decoder `cache` (`width` rows a sentence, see
             `common.new_cache`), and per-sentence tensors.
         results: names of the entries kept for every sentence (`done` among them).
