@@ -154,6 +154,13 @@ class SamplingTest(DecodingTestCase):
         sampled = greedy_decode(model, SOURCE, max_extra_length=EXTRA, temperature=1.0, top_k=1, seed=7)
         self.assertAllEqual(sampled["tokens"], greedy_decode(model, SOURCE, max_extra_length=EXTRA)["tokens"])
 
+    def test_a_growing_cache_samples_the_tokens_of_preallocated_slots(self):
+        # a sampler keeps every row in the batch, so a seed draws the same tokens with either cache
+        model = decoding_model()
+        options = dict(max_extra_length=EXTRA, temperature=1.0, seed=7)
+        graph = tf.function(lambda source: greedy_decode(model, source, growing_cache=True, **options))
+        self.assertAllEqual(graph(tf.constant(SOURCE))["tokens"], greedy_decode(model, SOURCE, **options)["tokens"])
+
     def test_zero_temperature_tensor_is_argmax(self):
         model = decoding_model()
         sampled = greedy_decode(model, SOURCE, max_extra_length=EXTRA, temperature=tf.constant(0.0), seed=1)

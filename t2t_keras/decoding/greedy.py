@@ -55,16 +55,17 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
                              growing=growing_cache)
     # a sampler keeps every row in the batch: a row's random draws depend on its place in the batch
     compact = growing_cache and sampling.is_argmax(temperature)
-    state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), compact)
+    state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), compact, growing_cache)
     return {"tokens": state["tokens"], "scores": state["scores"]}
 
 
-def _run(step, state, bound, limits, row_inputs, compact):
-    """The search loop: one that drops finished sentences (`compact`, graph mode), or a plain one."""
+def _run(step, state, bound, limits, row_inputs, compact, growing):
+    """The search loop: one that drops finished sentences (`compact`, graph mode), or a plain one (over a growing
+    cache if `growing`)."""
     if compact:
         return compacting_loop(step, state, ("tokens", "scores", "finished"), bound, {"limits": limits}, row_inputs,
                                done="finished")
-    return common.search_loop(functools.partial(step, limits=limits, **row_inputs), state, "finished", bound)
+    return common.search_loop(functools.partial(step, limits=limits, **row_inputs), state, "finished", bound, growing)
 
 
 def _initial_state(batch, bound, cache):
