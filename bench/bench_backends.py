@@ -187,7 +187,7 @@ def tensorflow_model(config):
 
     def make(search, **options):
         compiled = compiled_search(lambda source: search(decoded, source, **options)["tokens"],
-                                   FastPath.decoding_jit("float32"), choose_shards("auto"))
+                                   FastPath.detect().decoding_jit("float32"), choose_shards("auto"))
         return lambda source: compiled(tf.constant(source, tf.int32)).numpy()
 
     searches = {"greedy": lambda **fixed: make(greedy_decode, **fixed),

@@ -78,10 +78,10 @@ def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
         shards = choose_shards(int(os.environ.get("T2T_DECODING_SHARDS", "0")) or "auto")
         if shortlist is None:
             search = compiled_search(lambda source: greedy_decode(searched, source, **fixed)["tokens"],
-                                     FastPath.decoding_jit(precision), shards)
+                                     FastPath.detect().decoding_jit(precision), shards)
             return lambda source: search(tf.constant(source, tf.int32))
         search = compiled_search(lambda source, ids: greedy_decode(searched, source, output_ids=ids, **fixed)["tokens"],
-                                 FastPath.decoding_jit(precision), shards)
+                                 FastPath.detect().decoding_jit(precision), shards)
 
         sizes = set()
 

@@ -8,7 +8,9 @@ What the hardware offers decides four things, for training, decoding and export 
   capability 8.0 or more, CPUs with AVX512_BF16 or AMX-BF16, Arm CPUs with the BF16 extension), float16 on GPUs
   of compute capability 7.x (tensor cores; Keras adds dynamic loss scaling), and float32 elsewhere;
 - XLA: the training step is compiled except for bfloat16 on a CPU, where TensorFlow's graph mode runs the oneDNN
-  bfloat16 kernels and XLA does not; a search is compiled for float32 weights only (decoding/weight_precision.py);
+  bfloat16 kernels and XLA does not; a search is compiled for float32 weights only (decoding/weight_precision.py),
+  and on a CPU only below `GRAPH_SEARCH_HYPOTHESES` hypotheses a batch (larger batches drop their done sentences
+  in graph mode, decoding/compaction.py);
 - fusion: that bfloat16 graph-mode step on a CPU gets XLA-fused elementwise ops between its oneDNN matmuls
   (TensorFlow's auto-clustering restricted to fusible ops; `xla_flags.py` sets what restricts it).
 
@@ -26,6 +28,9 @@ import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
+# A CPU's float32 search of this many hypotheses (rows x beam size) or more runs in graph mode: beam 4 over a
+# 256-wide model, 32 rows 1.3x faster than XLA, 128 rows 2.1x; 16 rows 0.8x (docs/results.md)
+GRAPH_SEARCH_HYPOTHESES = 128
 CPU_BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX-512 / AMX; Arm's BF16 extension
 
 
@@ -116,20 +121,22 @@ class FastPath:
         """XLA-fused elementwise ops for a graph-mode (not XLA) bfloat16 training step on a CPU."""
         return not jit and precision == "mixed_bfloat16" and self.cpu_only
 
-    @staticmethod
-    def decoding_jit(weights):
-        """XLA for a search over `weights` ("float32" or "bfloat16"): float32 only, on every device.
+    def decoding_jit(self, weights, hypotheses=1):
+        """XLA for a search over `weights` ("float32" or "bfloat16") of `hypotheses` (rows x beam size) at once.
 
-        bfloat16 products are faster in graph mode (oneDNN) than under XLA on a CPU; see decoding/weight_precision.py.
+        bfloat16 products are faster in graph mode (oneDNN) than under XLA on a CPU (decoding/weight_precision.py).
+        On a CPU a float32 search of `GRAPH_SEARCH_HYPOTHESES` or more is faster in graph mode too, where it drops
+        its done sentences (decoding/compaction.py); a smaller one is faster with XLA (fewer, fused ops).
         """
-        return weights == "float32"
+        return weights == "float32" and not (self.cpu_only and hypotheses >= GRAPH_SEARCH_HYPOTHESES)
 
     def describe(self):
         jit = self.jit(self.precision)
         fused = self.fuse_elementwise(self.precision, jit)
         step = "XLA" if jit else "graph mode with XLA-fused elementwise ops" if fused else "graph mode"
+        cpu_batches = f" (graph mode from {GRAPH_SEARCH_HYPOTHESES} hypotheses a batch)" if self.cpu_only else ""
         return (f"{self.device.upper()}; auto precision {self.precision} ({self.reason}); auto training step: "
-                f"{step}; search: XLA for float32 weights, graph mode for bfloat16 weights")
+                f"{step}; search: XLA for float32 weights{cpu_batches}, graph mode for bfloat16 weights")
 
 
 @functools.cache

@@ -24,7 +24,7 @@ from t2t_keras.decoding.translator import Translator
 from t2t_keras.distillation.distill import distill, prepare_student
 from t2t_keras.distillation.distilled import shard_files
 from t2t_keras.distillation.student import student_config
-from t2t_keras.distillation.teacher import open_teacher
+from t2t_keras.distillation.teacher import open_teacher, teacher_settings, training_sources
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.params import count_parameters
 from t2t_keras.runs import RunDirectory, checkpoint_step, load_run_model
@@ -254,6 +254,17 @@ class DistillationTest(TestCase):
         with self.assertRaisesRegex(ConfigError, "holds a student of another data config: resume it with the same"):
             prepare_student(self.teacher, run, config, beam_size=BEAM, shard_sentences=SHARD, jit_compile=False,
                             original_weight=weight)
+
+    def test_a_resume_keeps_the_search_its_shards_were_translated_with(self):
+        """Without a choice (jit_compile None) a new distillation records the fast path's per-batch choice, "auto",
+        and a resumed one the search it recorded (here graph mode), so a resume never mixes two searches."""
+        sentences = training_sources(open_teacher(self.teacher))
+        self.assertEqual(teacher_settings(open_teacher(self.teacher), sentences, BEAM, SHARD)["jit_compile"], "auto")
+        run = RunDirectory(self.root / "graph-mode-first")
+        prepare_student(self.teacher, run, load_config("tiny", STUDENT), **student_options(jit_compile=False))
+        resumed = prepare_student(self.teacher, run, load_config("tiny", STUDENT), **student_options(jit_compile=None))
+        self.assertEqual((resumed.corpus.translated, resumed.corpus.skipped), (0, 3))
+        self.assertFalse(json.loads(run.distillation_path.read_text())["settings"]["jit_compile"])
 
     def test_an_empty_or_truncated_shortlist_is_a_clear_error(self):
         pairs = [(np.array([5, 6]), np.array([7, 8]))] * 3

@@ -129,8 +129,19 @@ class FastPathTest(TestCase):
         self.assertIn("graph mode with XLA-fused elementwise ops", logs.output[0])
 
     def test_decoding_compiles_float32_weights_only(self):
-        self.assertTrue(FastPath.decoding_jit("float32"))
-        self.assertFalse(FastPath.decoding_jit("bfloat16"))
+        for hardware in (AVX2_CPU, AVX512_BF16_CPU, Hardware(gpu_capabilities=((8, 0),))):
+            self.assertTrue(on(hardware).decoding_jit("float32"))
+            self.assertFalse(on(hardware).decoding_jit("bfloat16"))
+
+    def test_a_cpu_searches_large_float32_batches_in_graph_mode(self):
+        """On a CPU from GRAPH_SEARCH_HYPOTHESES hypotheses (rows x beam) a batch drops its done sentences in graph
+        mode; an accelerator keeps XLA's fixed shapes at every size."""
+        from t2t_keras.fast_path import GRAPH_SEARCH_HYPOTHESES
+
+        self.assertTrue(on(AVX2_CPU).decoding_jit("float32", GRAPH_SEARCH_HYPOTHESES - 1))
+        self.assertFalse(on(AVX2_CPU).decoding_jit("float32", GRAPH_SEARCH_HYPOTHESES))
+        self.assertTrue(on(Hardware(gpu_capabilities=((8, 0),))).decoding_jit("float32", 10 * GRAPH_SEARCH_HYPOTHESES))
+        self.assertTrue(on(Hardware(tpus=4)).decoding_jit("float32", 10 * GRAPH_SEARCH_HYPOTHESES))
 
 
 class AutoClusteringSwitchTest(TestCase):

@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -9,6 +10,7 @@ import tensorflow as tf
 from t2t_keras.decoding import Translator, beam_search, greedy_decode
 from t2t_keras.decoding.batch_shapes import pad_batch, plan_batches
 from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.fast_path import GRAPH_SEARCH_HYPOTHESES, FastPath, Hardware
 from tests.test_greedy import DecodingTestCase, decoding_model
 
 # Ids 4.. stand for these characters; 0-3 are pad/unk/bos/eos.
@@ -66,6 +68,24 @@ class TranslatorTest(DecodingTestCase):
         translator = Translator(model, CharTokenizer(), batch_tokens=32, jit_compile=False,
                                 params=DecodingParams(max_extra_length=5, beam_size=1))
         self.assertEqual(translator.translate(SENTENCES), translate_one_by_one(model, SENTENCES, method="greedy"))
+
+    def test_on_a_cpu_large_batches_search_in_graph_mode_small_ones_with_xla(self):
+        """The fast path's choice per batch (`FastPath.decoding_jit`): a batch of GRAPH_SEARCH_HYPOTHESES
+        hypotheses (rows x beam) or more decodes in graph mode, dropping its done sentences, a smaller one with
+        XLA; the translations are those of XLA alone."""
+        model, params = decoding_model(), DecodingParams(max_extra_length=5, beam_size=4)
+        rng = np.random.default_rng(0)
+        many = ["".join(rng.choice(list("abcdefgh"), size=rng.integers(1, 7))) for _ in range(GRAPH_SEARCH_HYPOTHESES)]
+        with mock.patch.object(FastPath, "detect", return_value=FastPath.of(Hardware(cpu_flags=frozenset({"avx2"})))):
+            translator = Translator(model, CharTokenizer(), params, batch_tokens=4096)
+            self.assertEqual([translator.uses_xla(rows) for rows in (1, GRAPH_SEARCH_HYPOTHESES // 4)], [True, False])
+            batched = translator.translate(many)
+            self.assertEqual(list(translator._searches), [False])
+            alone = translator.translate(many[:1])
+            self.assertEqual(list(translator._searches), [False, True])
+        xla = Translator(model, CharTokenizer(), params, batch_tokens=4096, jit_compile=True)
+        self.assertEqual(batched, xla.translate(many))
+        self.assertEqual(alone, batched[:1])
 
     def test_empty_inputs(self):
         translator = Translator(decoding_model(), CharTokenizer(), jit_compile=False)

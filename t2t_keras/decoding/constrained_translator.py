@@ -51,7 +51,8 @@ class ConstrainedTranslator(Translator):
             raise T2TError("A vocabulary shortlist does not apply to a search with terms: translate without it.")
         super().__init__(model, tokenizer, params, length_penalty, shards=1, **options)
         signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None, None], tf.int32)]
-        self._constrained = compiled_search(self._decode_constrained, self.jit_compile, 1, signature)
+        self._constrained_jit = self.uses_xla(1)  # its own loop, without compaction: XLA's shapes at any size
+        self._constrained = compiled_search(self._decode_constrained, self._constrained_jit, 1, signature)
 
     def _decode_constrained(self, source, constraints):
         """Best output ids `(batch, length)` under `constraints`, and whether each holds them all."""
@@ -60,7 +61,7 @@ class ConstrainedTranslator(Translator):
         out = constrained_beam_search(self.model, source, constraints, beam_size=params.beam_size,
                                       alpha=params.alpha, length_penalty="none" if greedy else self.length_penalty,
                                       max_extra_length=params.max_extra_length, stopping=self.stopping,
-                                      growing_cache=not self.jit_compile)
+                                      growing_cache=not self._constrained_jit)
         return out["tokens"][:, 0], out["satisfied"]
 
     def translate(self, sentences, constraints=None):

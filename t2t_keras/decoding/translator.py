@@ -43,8 +43,9 @@ class Translator:
         stopping: `"beam"` or `"exact"`, when the beam search is done with a sentence (`decoding.stopping`).
         batch_tokens: source-token budget of one batch.
         length_multiple: batch widths are rounded up to a multiple of this.
-        jit_compile: compile the search with XLA; None: with float32 weights only (bfloat16 products are
-            faster in graph mode, see `decoding.weight_precision`).
+        jit_compile: compile the search with XLA (True) or run it in graph mode (False); None or "auto": the fast
+            path's choice per batch (`FastPath.decoding_jit`: XLA for float32 weights, except on a CPU for a
+            batch of `GRAPH_SEARCH_HYPOTHESES` hypotheses or more; bfloat16 weights in graph mode).
         precision: `"float32"`, or `"bfloat16"` to decode with a copy of the model whose weights are rounded
             to bfloat16 (see `decoding.weight_precision`: faster for large models and batches on CPUs with
             bfloat16 units, slower otherwise).
@@ -70,9 +71,7 @@ class Translator:
             )
         check_searchable(model)
         self.model = bfloat16_copy(model) if precision == "bfloat16" else model
-        if jit_compile is None:
-            jit_compile = FastPath.decoding_jit(precision)
-        self.jit_compile = jit_compile
+        self.jit_compile = None if jit_compile is None or jit_compile == "auto" else bool(jit_compile)
         self.tokenizer = tokenizer
         self.params = params
         self.length_penalty = length_penalty
@@ -82,28 +81,45 @@ class Translator:
         self.progress_threshold = progress_threshold
         self.shards = choose_shards(shards)
         self.shortlist = None if shortlist is None else ShortlistTable(shortlist, self.model.vocab_size)
-        signature = [tf.TensorSpec([None, None], tf.int32)]
-        if self.shortlist is not None:
-            signature.append(tf.TensorSpec([None], tf.int32))  # the batch's searched vocabulary
-        self._search = compiled_search(self._decode, jit_compile, self.shards, signature)
+        self._searches = {}  # XLA or not: its compiled search, built when a batch first needs it
 
-    def _decode(self, source, output_ids=None):
+    def uses_xla(self, rows):
+        """Whether a batch of `rows` sentences is searched with XLA (else in graph mode, growing its cache)."""
+        if self.jit_compile is not None:
+            return self.jit_compile
+        return FastPath.detect().decoding_jit(self.precision, rows * self.params.beam_size)
+
+    def _compiled(self, jit):
+        """The search compiled with XLA (`jit`) or for graph mode, sharded over `self.shards`."""
+        if jit not in self._searches:
+            signature = [tf.TensorSpec([None, None], tf.int32)]
+            if self.shortlist is not None:
+                signature.append(tf.TensorSpec([None], tf.int32))  # the batch's searched vocabulary
+
+            def decode(source, output_ids=None):
+                return self._decode(source, output_ids, growing_cache=not jit)
+
+            self._searches[jit] = compiled_search(decode, jit, self.shards, signature)
+        return self._searches[jit]
+
+    def _decode(self, source, output_ids=None, growing_cache=False):
         """Best output ids `(batch, length)` for a padded source batch (over `output_ids` when given)."""
         params = self.params
         if params.method == "greedy":
             return greedy_decode(self.model, source, max_extra_length=params.max_extra_length,
-                                 output_ids=output_ids, growing_cache=not self.jit_compile)["tokens"]
+                                 output_ids=output_ids, growing_cache=growing_cache)["tokens"]
         out = beam_search(self.model, source, beam_size=params.beam_size, alpha=params.alpha,
                           length_penalty=self.length_penalty, max_extra_length=params.max_extra_length,
-                          output_ids=output_ids, stopping=self.stopping, growing_cache=not self.jit_compile)
+                          output_ids=output_ids, stopping=self.stopping, growing_cache=growing_cache)
         return out["tokens"][:, 0]
 
     def search(self, source):
         """Best output ids `(batch, length)` of a padded source batch `(batch, width)`, with the shortlist if any."""
         source = tf.constant(source, tf.int32)
+        search = self._compiled(self.uses_xla(int(source.shape[0])))
         if self.shortlist is None:
-            return self._search(source)
-        return self._search(source, self.shortlist.output_ids(source))
+            return search(source)
+        return search(source, self.shortlist.output_ids(source))
 
     def translate(self, sentences):
         """Translations of `sentences` (a list of str), in the same order."""

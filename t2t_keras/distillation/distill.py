@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from t2t_keras.decoding.parameters import check_beam_size
 from t2t_keras.distillation import student as students
-from t2t_keras.distillation.distilled import SHARD_SENTENCES, distil_shards
+from t2t_keras.distillation.distilled import SHARD_SENTENCES, distil_shards, recorded_search
 from t2t_keras.distillation.teacher import open_teacher, teacher_settings, teacher_translator, training_sources
 from t2t_keras.errors import ConfigError
 from t2t_keras.pipeline import train_run
@@ -44,8 +44,8 @@ def prepare_student(teacher, run_dir, config, overrides=(), beam_size=DEFAULT_BE
                     where="--config"):
     """Checks everything, translates the shards not done and writes the student's run files but its checkpoints:
     a `Distillation`. `overrides` are the `--set` texts `config` was loaded with (corpus keys are refused);
-    `where` names `config` in messages; `jit_compile` None is the teacher's decoding choice; `on_shard`: see
-    `distilled.distil_shards`."""
+    `where` names `config` in messages; `jit_compile` None is the search a distillation in `run_dir` recorded,
+    else the teacher's decoding choice ("auto"); `on_shard`: see `distilled.distil_shards`."""
     check_beam_size(beam_size)
     if isinstance(shard_sentences, bool) or not isinstance(shard_sentences, int) or shard_sentences < 1:
         raise ConfigError(f"--shard-sentences must be a positive integer. Received: {shard_sentences!r}")
@@ -56,6 +56,7 @@ def prepare_student(teacher, run_dir, config, overrides=(), beam_size=DEFAULT_BE
     config = students.student_config(config, teacher, run, original_weight)
     students.check_student_run(run, config)
     sentences = training_sources(teacher)
+    jit_compile = recorded_search(run) if jit_compile is None else jit_compile
     settings = teacher_settings(teacher, sentences, beam_size, shard_sentences, jit_compile)
     corpus = distil_shards(run, sentences, settings, functools.partial(teacher_translator, teacher, settings),
                            on_shard)

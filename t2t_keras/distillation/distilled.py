@@ -50,6 +50,13 @@ def train_files(run):
     return [str((run.distilled_dir / f"{TRAIN_STEM}{side}").resolve()) for side in SIDES]
 
 
+def recorded_search(run):
+    """The `jit_compile` setting a distillation in `run` recorded (True, False or "auto"), None where there is none:
+    a resume keeps the search its shards were translated with."""
+    record = run.read_json(run.distillation_path)
+    return None if record is None else record["settings"].get("jit_compile")
+
+
 def load_record(run, settings):
     """RUN/distilled/distill.json when it was written with `settings`; a new record (not yet written) when there is
     none; a T2TError naming the settings that differ and the fix otherwise."""

@@ -15,7 +15,6 @@ from t2t_keras.data import sources
 from t2t_keras.decoding.parameters import DecodingParams
 from t2t_keras.decoding.translator import Translator
 from t2t_keras.errors import DataError, T2TError
-from t2t_keras.fast_path import FastPath
 from t2t_keras.runs import load_run_model, open_run, run_weights
 
 LENGTH_PENALTY = "gnmt"  # the beam search's ((5+|Y|)/6)^alpha, as translate and evaluate use it
@@ -91,7 +90,7 @@ def sentences_sha256(sentences):
 def teacher_settings(teacher, sentences, beam_size, shard_sentences, jit_compile=None):
     """What the teacher's translations of `sentences` depend on: a JSON-able dict (see the module docstring).
 
-    `jit_compile` None is the Translator's choice for the teacher's decoding precision.
+    `jit_compile` None ("auto") is the Translator's choice per batch (`FastPath.decoding_jit`).
     """
     decoding, weights = teacher.config.decoding, teacher.weights
     params = DecodingParams.from_config(decoding).updated(beam_size=beam_size)
@@ -104,7 +103,7 @@ def teacher_settings(teacher, sentences, beam_size, shard_sentences, jit_compile
         "stopping": decoding.stopping,
         "max_extra_length": params.max_extra_length, "max_length": teacher.config.model.max_length,
         "precision": decoding.precision,
-        "jit_compile": FastPath.decoding_jit(decoding.precision) if jit_compile is None else bool(jit_compile),
+        "jit_compile": "auto" if jit_compile is None or jit_compile == "auto" else bool(jit_compile),
         "batch_tokens": BATCH_TOKENS, "shard_sentences": shard_sentences,
         "sources": {"sentences": len(sentences), "sha256": sentences_sha256(sentences)},
     }
