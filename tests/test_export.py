@@ -318,8 +318,8 @@ class SmallExportTest(TestCase):
             module = TranslatorModule(self.model, None, max_beam_size=3, params=params, jit_compile=jit_compile)
             module.signatures()  # traces what the export saves
             searches[jit_compile] = sorted(module._searches.functions, key=str)
-        self.assertEqual(searches[False], [(1, 1), (None, None)])  # greedy, and beam search of any size
-        self.assertEqual(searches[True], [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3)])
+        self.assertEqual(searches[False], [(1, 1, False), (None, None, False)])  # greedy, beam search of any size
+        self.assertEqual(searches[True], [(1, 1, True), (2, 1, True), (2, 2, True), (3, 1, True), (3, 3, True)])
         module = TranslatorModule(self.model, None, max_beam_size=3, params=params)
         ids = tf.constant([[5, 6, 7, 8, 0], [9, 10, 0, 0, 0]])
         source = prepare_source(ids, self.model.max_length, self.model.vocab_size)[0]
@@ -329,6 +329,56 @@ class SmallExportTest(TestCase):
                                    num_return=num_return)
             self.assertAllEqual(got["tokens"], expected["tokens"], msg=(beam_size, num_return))
             self.assertAllClose(got["scores"], expected["scores"], atol=1e-5, msg=(beam_size, num_return))
+
+    def test_auto_searches_small_batches_with_xla_and_the_rest_in_graph_mode(self):
+        """`jit_compile="auto"`: below 128 hypotheses (rows x beam size) greedy and the default beam size for the
+        best translation run XLA searches; other sizes, n-best lists and larger batches the graph-mode ones.
+        Both give the plain search's tokens."""
+        from t2t_keras.decoding import beam_search
+        from t2t_keras.decoding.greedy import greedy_decode
+        from t2t_keras.export.translator_module import TranslatorModule, prepare_source
+
+        module = TranslatorModule(self.model, None, max_beam_size=3, params=DecodingParams(beam_size=2,
+                                                                                           max_extra_length=5),
+                                  jit_compile="auto")
+        module.signatures()
+        self.assertEqual(sorted(module._searches.functions, key=str),
+                         [(1, 1, False), (1, 1, True), (2, 1, True), (None, None, False)])
+        self.assertEqual(int(module.xla_below_hypotheses.numpy()), 128)
+        chosen = {case: bool(module._small_batch(*case)) for case in
+                  [(1, 2, 1), (63, 2, 1), (64, 2, 1), (3, 2, 2), (3, 3, 1), (127, 1, 1), (128, 1, 1), (0, 1, 1)]}
+        self.assertEqual(chosen, {(1, 2, 1): True, (63, 2, 1): True, (64, 2, 1): False, (3, 2, 2): False,
+                                  (3, 3, 1): False, (127, 1, 1): True, (128, 1, 1): False, (0, 1, 1): False})
+        rows = [[5, 6, 7, 8, 0], [9, 10, 0, 0, 0], [11, 12, 13, 0, 0]]
+        for ids in (tf.constant(rows), tf.constant(rows * 22)):  # 3 rows (padded to 4 for XLA), 66 (graph)
+            source = prepare_source(ids, self.model.max_length, self.model.vocab_size)[0]
+            for beam_size, num_return in ((1, 1), (2, 1), (2, 2), (3, 1)):
+                got = module.functions.translate_ids(ids, beam_size, 0.6, 5, num_return)
+                if beam_size == 1:
+                    greedy = greedy_decode(self.model, source, max_extra_length=5)
+                    expected = {"tokens": greedy["tokens"][:, None], "scores": greedy["scores"][:, None]}
+                else:
+                    expected = beam_search(self.model, source, beam_size=beam_size, alpha=0.6, max_extra_length=5,
+                                           num_return=num_return)
+                case = (int(ids.shape[0]), beam_size, num_return)
+                self.assertAllEqual(got["tokens"], expected["tokens"], msg=case)
+                self.assertAllClose(got["scores"], expected["scores"], atol=1e-4, msg=case)
+
+    def test_auto_export_keeps_xla_for_float32_weights_and_translates_like_the_plain_one(self):
+        root = pathlib.Path(self.tmp.name) / "auto-export"
+        options = dict(max_beam_size=2, params=DecodingParams(beam_size=2, max_extra_length=5))
+        plain = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "plain", **options))
+        auto = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "auto", jit_compile="auto",
+                                                      **options))
+        self.assertEqual(int(auto.saved_model.xla_below_hypotheses.numpy()), 128)
+        self.assertFalse(auto.jit_compiled)  # not XLA everywhere: the client does not pad the rows
+        for sentences in (SENTENCES[:1], SENTENCES[:3], SENTENCES):  # XLA at 1 and 3 rows; "" and blanks too
+            expected, got = plain.predict(sentences), auto.predict(sentences)
+            self.assertEqual(got["translations"], expected["translations"])
+            self.assertAllClose(got["scores"], expected["scores"], atol=1e-3)
+        bfloat16 = export_translator(self.model, self.tokenizer, root / "bf16", jit_compile="auto",
+                                     precision="bfloat16", **options)
+        self.assertEqual(int(tf.saved_model.load(str(bfloat16)).xla_below_hypotheses.numpy()), 0)  # graph mode
 
     def test_xla_compiled_export_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name)

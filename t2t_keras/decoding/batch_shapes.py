@@ -5,6 +5,7 @@ power of two; the extra rows repeat a real one and are dropped afterwards.
 """
 
 import numpy as np
+import tensorflow as tf
 
 from t2t_keras.special_ids import PAD_ID
 
@@ -19,6 +20,23 @@ def power_of_two_rows(rows):
 def pad_rows_to_power_of_two(items):
     """`items` (a non-empty list) extended to a power-of-two length by repeating its first element."""
     return items + [items[0]] * (power_of_two_rows(len(items)) - len(items))
+
+
+def in_power_of_two_rows(search):
+    """`search(source, *args)` run on `source`'s rows padded to a power of two (repeating its first row, inside
+    the graph), its outputs (the batch on axis 0) cut back to the real rows: a compiled search sees few shapes.
+    `source` needs at least one row."""
+
+    def run(source, *args):
+        rows = tf.shape(source)[0]
+        padded = rows - 1
+        for shift in (1, 2, 4, 8, 16):  # every bit below the highest set: padded + 1 is the power of two
+            padded = tf.bitwise.bitwise_or(padded, tf.bitwise.right_shift(padded, shift))
+        extra = tf.repeat(source[:1], padded + 1 - rows, axis=0)
+        outputs = search(tf.concat([source, extra], axis=0), *args)
+        return tf.nest.map_structure(lambda output: output[:rows], outputs)
+
+    return run
 
 
 def plan_batches(lengths, batch_tokens, length_multiple=LENGTH_MULTIPLE):

@@ -114,7 +114,8 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         length_penalty: `"gnmt"`, `"average"` or `"none"`.
         text_signatures: False writes an ids-only export (`serving_default` and `translate_ids` on token
             ids, no tokenizer), which loads without TF-Text, e.g. in stock TensorFlow Serving.
-        jit_compile, overwrite: compile the searches with XLA (see `TranslatorModule`); replace an existing export.
+        jit_compile: True: every search with XLA; "auto": float32 small batches' (`TranslatorModule`).
+        overwrite: replace an existing export.
         quantization: None, or "int8" for int8 Dense weights (see `export.quantization`; the inspection
             files keep float32).
         shards, stopping: concurrent searches per batch, and when the beam search is done with a sentence (`"beam"`
@@ -126,8 +127,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         precision: "float32", or "bfloat16" for a copy whose weights and arithmetic are bfloat16
             (`decoding.weight_precision`); not with `quantization`. The inspection files keep float32.
 
-    Returns the export directory, a `pathlib.Path`; raises FileExistsError if `out_dir` exists and
-    `overwrite` is False.
+    Returns the export directory (a `pathlib.Path`); FileExistsError if `out_dir` exists unless `overwrite`.
     """
     out_dir = pathlib.Path(out_dir)
     check_can_write(out_dir, overwrite)
@@ -135,10 +135,18 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     searched = _searched_model(model, quantization, precision)
     kind = ConstrainedTranslatorModule if constraints else TranslatorModule
     module = kind(searched, tokenizer if text_signatures else None, params=params, max_beam_size=max_beam_size,
-                  length_penalty=length_penalty, jit_compile=jit_compile, shards=shards, shortlist=shortlist,
-                  stopping=stopping)
+                  length_penalty=length_penalty, jit_compile=_search_compilation(jit_compile, quantization, precision),
+                  shards=shards, shortlist=shortlist, stopping=stopping)
     inspection = (model, tokenizer, _with_arithmetic(weights, quantization, precision)) if text_signatures else None
     return _write(module, out_dir, overwrite, inspection, "a translation")
+
+
+def _search_compilation(jit_compile, quantization, precision):
+    """`jit_compile="auto"` (small-batch XLA searches, `TranslatorModule`) for float32 weights; bfloat16 and int8
+    searches stay in graph mode, where their kernels are (`decoding.weight_precision`, `export.quantization`)."""
+    if jit_compile == "auto" and (quantization is not None or check_precision(precision) == "bfloat16"):
+        return False
+    return jit_compile
 
 
 def _with_arithmetic(weights, quantization, precision):

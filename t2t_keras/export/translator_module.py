@@ -37,14 +37,19 @@ score is the plain log-probability; above 1, scores are length-normalised,
 see `decoding.length_penalty`); `alpha` >= 0; `max_extra_length` >= 0: a
 sentence generates at most input length + this many tokens (§6.1), and never
 more than the model's `max_length`; `num_return` in [1, `beam_size`]. Values
-out of range fail with InvalidArgumentError naming the parameter. Without XLA
-(the default) there are two searches, greedy and one beam search that takes
-the beam size and the n-best length as tensors, chosen with `tf.switch_case`:
-a loaded export's memory grows with the searches it holds (docs/results.md,
-"One beam search for every beam size"). With XLA, which needs the shapes a
-beam size fixes, the search is traced for every beam size (twice per size
-above 1: for the best hypothesis only, and for the full n-best list, since
-early stopping depends on the list's length). The n-best lists are padded to
+out of range fail with InvalidArgumentError naming the parameter. In graph mode
+there are two searches, greedy and one beam search that takes the beam size and
+the n-best length as tensors, chosen with `tf.switch_case`: a loaded export's
+memory grows with the searches it holds (docs/results.md, "One beam search for
+every beam size"). With XLA everywhere (`jit_compile=True`), which needs the
+shapes a beam size fixes, the search is traced for every beam size (twice per
+size above 1: for the best hypothesis only, and for the full n-best list, since
+early stopping depends on the list's length). `jit_compile="auto"` holds both
+kinds: a batch of fewer than `GRAPH_SEARCH_HYPOTHESES` hypotheses (rows x beam
+size) searched greedily or with the default beam size for the best translation
+runs an XLA search (its rows padded to a power of two inside the graph, so that
+few shapes compile), every other batch the graph-mode searches, which drop
+their done sentences (`decoding.compaction`). The n-best lists are padded to
 `max_beam_size` inside and cut to `num_return` on the way out. Each search is
 a function of its own, prepared by the runtime the first time it is chosen.
 
@@ -62,7 +67,7 @@ import functools
 
 import tensorflow as tf
 
-from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
+from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, in_power_of_two_rows
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.common import dim
 from t2t_keras.decoding.forced import teacher_forcing_targets, token_nll
@@ -73,6 +78,7 @@ from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.decoding.shortlist import ShortlistTable, batch_vocabulary
 from t2t_keras.decoding.stopping import check_stopping
 from t2t_keras.export.signature_functions import SignatureFunctions, function
+from t2t_keras.fast_path import GRAPH_SEARCH_HYPOTHESES
 from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 MAX_BEAM_SIZE = DecodingConfig.max_beam_size  # the config's default, written down once
@@ -102,11 +108,14 @@ class TranslatorModule(tf.Module):
         length_penalty: `"gnmt"`, `"average"` or `"none"` (fixed at export).
         stopping: `"beam"` or `"exact"`, when the beam search is done with a sentence (`decoding.stopping`;
             fixed at export, readable as the variable `stopping`).
-        jit_compile: compile each search with XLA. Faster per call once
+        jit_compile: True compiles each search with XLA. Faster per call once
             compiled, but every new input shape (rows, width rounded to 8,
             max_extra_length) is compiled on first use, and the compiled
-            programs stay in memory. Without XLA (the default) the searches
-            grow their decoder cache step by step (`decoding.common.new_cache`).
+            programs stay in memory. Without XLA (False, the default) the searches
+            grow their decoder cache step by step (`decoding.common.new_cache`) and
+            drop done sentences. "auto": XLA for small batches of the greedy and the
+            default beam search, graph mode for the rest (see the module docstring;
+            variable `xla_below_hypotheses`, 0 where no search is small-batch XLA).
         shards: each search splits its batch into this many concurrent searches
             (`decoding.sharding`; "auto": one per CPU core of the exporting
             machine, 1 with a GPU or TPU). Fixed in the export. `export_run`
@@ -129,12 +138,17 @@ class TranslatorModule(tf.Module):
         self.length_penalty = length_penalty
         self._stopping = check_stopping(stopping)
         self._max_beam_size = max_beam_size
-        self._jit_compile = jit_compile
+        if jit_compile not in (True, False, "auto"):
+            raise ValueError(f"jit_compile must be True, False or 'auto'. Received: jit_compile={jit_compile!r}")
+        self._jit_compile = jit_compile != "auto" and bool(jit_compile)
+        self._xla_below = GRAPH_SEARCH_HYPOTHESES if jit_compile == "auto" else 0
+        self._xla_beam_size = params.beam_size
         self._shards = choose_shards(shards)
         # Variables, so that a client of the loaded SavedModel can read them.
         self.max_beam_size = tf.Variable(max_beam_size, trainable=False, name="max_beam_size")
         self.stopping = tf.Variable(stopping, trainable=False, name="stopping")
-        self.jit_compiled = tf.Variable(jit_compile, trainable=False, name="jit_compiled")
+        self.jit_compiled = tf.Variable(self._jit_compile, trainable=False, name="jit_compiled")
+        self.xla_below_hypotheses = tf.Variable(self._xla_below, trainable=False, name="xla_below_hypotheses")
         self.decoding_shards = tf.Variable(self._shards, trainable=False, name="decoding_shards")
         self.max_source_length = tf.Variable(model.max_length - 1, trainable=False, name="max_source_length")
         self.default_beam_size = tf.Variable(params.beam_size, trainable=False, name="default_beam_size")
@@ -252,23 +266,38 @@ class TranslatorModule(tf.Module):
             vocabulary = (batch_vocabulary(self.shortlist_entries, self.shortlist_frequent, source,
                                            self.model.vocab_size),)
         if self._jit_compile:  # XLA needs the shapes a beam size fixes: a search per size and list kind
-            searches = [self._search_function(1, 1)]
+            searches = [self._search_function(1, 1, True)]
             for size in range(2, self._max_beam_size + 1):
-                searches += [self._search_function(size, 1), self._search_function(size, size)]
+                searches += [self._search_function(size, 1, True), self._search_function(size, size, True)]
             branches = [functools.partial(sharded(search, self._shards), *arguments, *vocabulary)
                         for search in searches]
             index = branch_index(beam_size, num_return)
         else:  # graph mode: greedy, and one beam search for every size
-            greedy, beam = (sharded(self._search_function(*key), self._shards) for key in ((1, 1), (None, None)))
+            greedy, beam = (sharded(self._search_function(*key, False), self._shards)
+                            for key in ((1, 1), (None, None)))
             branches = [functools.partial(greedy, *arguments, *vocabulary),
                         functools.partial(beam, *arguments, beam_size, num_return, *vocabulary)]
             index = tf.cast(beam_size > 1, tf.int32)
+            if self._xla_below:  # then the small batches' XLA searches, greedy (2) and the default beam size (3)
+                branches += [functools.partial(in_power_of_two_rows(sharded(search, self._shards)), *arguments,
+                                               *vocabulary) for search in self._small_batch_searches()]
+                index = tf.where(self._small_batch(tf.shape(source)[0], beam_size, num_return), index + 2, index)
         tokens, scores = tf.switch_case(index, branches)
         return tokens[:, :num_return], scores[:, :num_return]
 
-    def _search_function(self, beam_size, num_return):
-        """The search for one beam size (None: any, given as arguments), as a function of its own, made once per
-        module.
+    def _small_batch_searches(self):
+        """The XLA searches of `jit_compile="auto"`: greedy, and the default beam size for the best translation."""
+        return [self._search_function(1, 1, True), self._search_function(self._xla_beam_size, 1, True)]
+
+    def _small_batch(self, rows, beam_size, num_return):
+        """Whether a batch runs a small-batch XLA search: fewer than `xla_below_hypotheses` rows x beam size,
+        greedy or the default beam size for the best translation only."""
+        searched = tf.equal(beam_size, 1) | (tf.equal(beam_size, self._xla_beam_size) & tf.equal(num_return, 1))
+        return (rows >= 1) & (rows * beam_size < self._xla_below) & searched
+
+    def _search_function(self, beam_size, num_return, jit):
+        """The search for one beam size (None: any, given as arguments), XLA-compiled or not (`jit`), as a function
+        of its own, made once per module.
 
         `_noinline` keeps it a separate function in the SavedModel rather
         than inlining every search into the signature's graph, so the runtime
@@ -278,12 +307,12 @@ class TranslatorModule(tf.Module):
         once: a loaded export's memory grows with the number of graph nodes it
         holds (docs/results.md, "Memory of a loaded SavedModel").
         """
-        key = (beam_size, num_return)
+        key = (beam_size, num_return, jit)
         if key not in self._searches.functions:
-            self._searches.functions[key] = self._new_search_function(beam_size, num_return)
+            self._searches.functions[key] = self._new_search_function(beam_size, num_return, jit)
         return self._searches.functions[key]
 
-    def _new_search_function(self, beam_size, num_return):
+    def _new_search_function(self, beam_size, num_return, jit):
         sized = beam_size is not None  # else the function takes beam_size and num_return after `bound`
 
         def search(source, alpha, max_extra_length, bound, *rest):
@@ -291,12 +320,12 @@ class TranslatorModule(tf.Module):
             output_ids = rest[0] if rest else None
             if beam_size == 1:
                 out = greedy_decode(self.model, source, max_extra_length=max_extra_length, max_length=bound,
-                                    output_ids=output_ids, growing_cache=not self._jit_compile)
+                                    output_ids=output_ids, growing_cache=not jit)
                 return self._pad_nbest(out["tokens"][:, None], out["scores"][:, None])
             out = beam_search(self.model, source, beam_size=sizes[0], alpha=alpha,
                               length_penalty=self.length_penalty, max_extra_length=max_extra_length,
                               max_length=bound, num_return=sizes[1], output_ids=output_ids, stopping=self._stopping,
-                              growing_cache=not self._jit_compile)
+                              growing_cache=not jit)
             return self._pad_nbest(out["tokens"], out["scores"])
 
         scalar = tf.TensorSpec([], tf.int32)
@@ -304,7 +333,7 @@ class TranslatorModule(tf.Module):
         signature += () if sized else (scalar, scalar)
         if self._shortlisted:
             signature += (tf.TensorSpec([None], tf.int32),)
-        return function(search, signature, jit_compile=self._jit_compile, experimental_attributes={"_noinline": True})
+        return function(search, signature, jit_compile=jit, experimental_attributes={"_noinline": True})
 
     def _pad_nbest(self, tokens, scores):
         """n-best lists padded to `max_beam_size` entries, so every branch has one output shape."""
@@ -316,7 +345,7 @@ class TranslatorModule(tf.Module):
 
 
 class SearchFunctions:
-    """A module's search functions by `(beam_size, num_return)`: a plain object, which saving does not track (the
+    """A module's search functions by `(beam_size, num_return, jit)`: a plain object, which saving does not track (the
     signatures that call the searches hold them)."""
 
     def __init__(self):
