@@ -8,7 +8,9 @@
 Each `--system NAME=RUN` (a trained translation run; averaged already, as `export` takes `--model auto` weights)
 is exported by `t2t-keras` subprocesses into every engine:
 
-- SavedModel: `export --quantization float32` (not `auto`, which picks int8 by size and CPU), the same with
+- SavedModel: `export --quantization float32` (not `auto`, which picks int8 by size and CPU; with the default
+  `--jit-compile false`, every search in graph mode; `sm-float32-auto` with `--jit-compile auto`, the small
+  batches' searches with XLA, and `sm-float32-xla` with `--jit-compile true`, every one), the same with
   `--precision bfloat16` (where the CPU has bfloat16 units: avx512_bf16 or amx_bf16 in /proc/cpuinfo),
   `export --quantization int8`, and each of them with `--shortlist` (the run's RUN/shortlist.npz, made by
   `t2t-keras shortlist --run-dir RUN` with its defaults when missing);
@@ -44,7 +46,7 @@ import subprocess
 import sys
 import time
 
-SAVED_MODEL_ENGINES = ("sm-float32", "sm-bfloat16", "sm-int8", "sm-float32-shortlist", "sm-bfloat16-shortlist",
+SAVED_MODEL_ENGINES = ("sm-float32", "sm-float32-auto", "sm-float32-xla", "sm-bfloat16", "sm-int8", "sm-float32-shortlist", "sm-bfloat16-shortlist",
                        "sm-int8-shortlist")
 CT2_ENGINES = ("ct2-float32", "ct2-int8", "ct2-int8-vmap")
 METHODS = (("beam4", 4), ("greedy", 1))
@@ -71,6 +73,8 @@ def export_flags(engine):
     if "bfloat16" in engine:
         flags += ["--precision", "bfloat16"]
     flags += ["--quantization", "int8" if "int8" in engine else "float32"]
+    if engine.endswith(("auto", "xla")):  # small batches' searches, or every one, with XLA; the others: none
+        flags += ["--jit-compile", "auto" if engine.endswith("auto") else "true"]
     return flags + (["--shortlist"] if engine.endswith("shortlist") else [])
 
 

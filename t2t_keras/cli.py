@@ -299,7 +299,7 @@ def cmd_export(args):
         return _export_litert(args, task)
     refuse_flags(args, ("temperature", "top_k") if task == "translation" else
                  ("beam_size", "alpha", "max_beam_size", "ids_only", "quantization", "precision", "shortlist",
-                  "constraints"),
+                  "constraints", "jit_compile"),
                  f"the export of a {task} run")
     if args.format == "ctranslate2":
         from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
@@ -310,7 +310,8 @@ def cmd_export(args):
             raise T2TError("--format ctranslate2 holds an encoder-decoder translation model: export an lm run as a "
                            "SavedModel (the default --format).")
         refuse_flags(args, ("constraints",), "--format ctranslate2: the terms signature is a SavedModel's")
-        refuse_flags(args, ("precision",), "--format ctranslate2: it takes --quantization float32|int8_float32|int8")
+        refuse_flags(args, ("precision", "jit_compile"),
+                     "--format ctranslate2: it takes --quantization float32|int8_float32|int8")
         print(export_ctranslate2_run(args.run_dir, args.out, quantization=args.quantization or "float32",
                                      average_last=args.average_last, source=args.model,
                                      overwrite=args.overwrite, params=_run_params(args), shortlist=args.shortlist))
@@ -331,6 +332,8 @@ def _export_saved_model(args, task):
         options["quantization"] = None if quantization == "float32" else quantization
     if args.precision is not None:
         options["precision"] = args.precision
+    if args.jit_compile is not None:
+        options["jit_compile"] = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     for flag in ("shortlist", "constraints"):
         if getattr(args, flag):
             options[flag] = True
@@ -347,7 +350,7 @@ def _export_litert(args, task):
     check_litert_task(task, args.run_dir)
     refuse_flags(args, ("temperature", "top_k", "ids_only", "shortlist", "constraints"),
                  "--format litert: the file holds the beam search over the whole vocabulary, on text, without terms")
-    refuse_flags(args, ("precision",), "--format litert: it takes --quantization float32|int8")
+    refuse_flags(args, ("precision", "jit_compile"), "--format litert: it takes --quantization float32|int8")
     print(export_litert_run(args.run_dir, args.out, quantization=args.quantization or "float32",
                             average_last=args.average_last, source=args.model, overwrite=args.overwrite,
                             params=_run_params(args), max_beam_size=args.max_beam_size))
@@ -577,6 +580,12 @@ def build_parser():
     p.add_argument("--precision", choices=DECODING_PRECISIONS,
                    help="SavedModel: bfloat16 weights and arithmetic (oneDNN's bfloat16 kernels where the CPU has "
                         "them; not with --quantization); default float32")
+    p.add_argument("--jit-compile", choices=("auto", "true", "false"),
+                   help="SavedModel searches compiled with XLA: false (the default) none, every search in graph "
+                        "mode; auto batches of fewer than 128 hypotheses (rows padded to a power of two x beam size) "
+                        "searched greedily or with the default beam "
+                        "size (float32 weights), faster once each shape has compiled, for long-running servers; true "
+                        "every search")
     p.add_argument("--ids-only", action="store_true",
                    help="SavedModel on token ids only (core TensorFlow ops; loads in stock TF Serving)")
     p.add_argument("--average-last", type=int, help="average the last N checkpoints first (with --model best: "

@@ -168,6 +168,27 @@ class RunCommandsTest(TestCase):
         signatures = tf.saved_model.load(str(out)).signatures
         self.assertEqual(sorted(signatures), ["serving_default", "translate_ids"])
 
+    def test_the_export_searches_in_graph_mode_unless_told_otherwise(self):
+        """By default (--jit-compile false) every search runs in graph mode; auto runs batches under 128 hypotheses
+        with XLA, true every search; a CTranslate2 export refuses the flag."""
+        from t2t_keras.export.loaded import load_saved_model
+
+        def compiled(path):
+            loaded = load_saved_model(path)
+            return int(loaded.xla_below_hypotheses.numpy()), bool(loaded.jit_compiled.numpy())
+
+        self.assertEqual(compiled(self.saved_model()), (0, False))
+        self.assertEqual(compiled(self.exported("--beam-size", "2", "--jit-compile", "auto")), (128, False))
+        self.assertEqual(compiled(self.exported("--max-beam-size", "1", "--beam-size", "1", "--jit-compile", "true")),
+                         (0, True))
+        self.assertEqual(compiled(self.exported("--beam-size", "2", "--jit-compile", "false")), (0, False))
+        out = pathlib.Path(self.tmp.name) / "ct2-jit"
+        refused = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--format", "ctranslate2",
+                          "--jit-compile", "true")
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("--jit-compile does not apply to --format ctranslate2", refused.stderr.decode())
+        self.assertFalse(out.exists())
+
     def test_score_with_the_run_and_the_saved_model(self):
         root = pathlib.Path(self.tmp.name)
         pairs = toy_pairs(30, seed=11)

@@ -331,8 +331,8 @@ class SmallExportTest(TestCase):
             self.assertAllClose(got["scores"], expected["scores"], atol=1e-5, msg=(beam_size, num_return))
 
     def test_auto_searches_small_batches_with_xla_and_the_rest_in_graph_mode(self):
-        """`jit_compile="auto"`: below 128 hypotheses (rows x beam size) greedy and the default beam size for the
-        best translation run XLA searches; other sizes, n-best lists and larger batches the graph-mode ones.
+        """`jit_compile="auto"`: below 128 hypotheses (rows padded to a power of two x beam size) greedy and the
+        default beam size for the best translation run XLA searches; other sizes, n-best lists and larger batches the graph-mode ones.
         Both give the plain search's tokens."""
         from t2t_keras.decoding import beam_search
         from t2t_keras.decoding.greedy import greedy_decode
@@ -346,9 +346,9 @@ class SmallExportTest(TestCase):
                          [(1, 1, False), (1, 1, True), (2, 1, True), (None, None, False)])
         self.assertEqual(int(module.xla_below_hypotheses.numpy()), 128)
         chosen = {case: bool(module._small_batch(*case)) for case in
-                  [(1, 2, 1), (63, 2, 1), (64, 2, 1), (3, 2, 2), (3, 3, 1), (127, 1, 1), (128, 1, 1), (0, 1, 1)]}
-        self.assertEqual(chosen, {(1, 2, 1): True, (63, 2, 1): True, (64, 2, 1): False, (3, 2, 2): False,
-                                  (3, 3, 1): False, (127, 1, 1): True, (128, 1, 1): False, (0, 1, 1): False})
+                  [(1, 2, 1), (32, 2, 1), (33, 2, 1), (3, 2, 2), (3, 3, 1), (64, 1, 1), (65, 1, 1), (0, 1, 1)]}
+        self.assertEqual(chosen, {(1, 2, 1): True, (32, 2, 1): True, (33, 2, 1): False, (3, 2, 2): False,
+                                  (3, 3, 1): False, (64, 1, 1): True, (65, 1, 1): False, (0, 1, 1): False})
         rows = [[5, 6, 7, 8, 0], [9, 10, 0, 0, 0], [11, 12, 13, 0, 0]]
         for ids in (tf.constant(rows), tf.constant(rows * 22)):  # 3 rows (padded to 4 for XLA), 66 (graph)
             source = prepare_source(ids, self.model.max_length, self.model.vocab_size)[0]

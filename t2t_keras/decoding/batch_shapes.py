@@ -22,6 +22,14 @@ def pad_rows_to_power_of_two(items):
     return items + [items[0]] * (power_of_two_rows(len(items)) - len(items))
 
 
+def power_of_two_rows_tensor(rows):
+    """`power_of_two_rows` in the graph: the smallest power of two >= `rows` (an int32 scalar >= 1)."""
+    below = rows - 1
+    for shift in (1, 2, 4, 8, 16):  # every bit below the highest set: below + 1 is the power of two
+        below = tf.bitwise.bitwise_or(below, tf.bitwise.right_shift(below, shift))
+    return below + 1
+
+
 def in_power_of_two_rows(search):
     """`search(source, *args)` run on `source`'s rows padded to a power of two (repeating its first row, inside
     the graph), its outputs (the batch on axis 0) cut back to the real rows: a compiled search sees few shapes.
@@ -29,10 +37,7 @@ def in_power_of_two_rows(search):
 
     def run(source, *args):
         rows = tf.shape(source)[0]
-        padded = rows - 1
-        for shift in (1, 2, 4, 8, 16):  # every bit below the highest set: padded + 1 is the power of two
-            padded = tf.bitwise.bitwise_or(padded, tf.bitwise.right_shift(padded, shift))
-        extra = tf.repeat(source[:1], padded + 1 - rows, axis=0)
+        extra = tf.repeat(source[:1], power_of_two_rows_tensor(rows) - rows, axis=0)
         outputs = search(tf.concat([source, extra], axis=0), *args)
         return tf.nest.map_structure(lambda output: output[:rows], outputs)
 

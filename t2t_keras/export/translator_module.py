@@ -45,8 +45,8 @@ every beam size"). With XLA everywhere (`jit_compile=True`), which needs the
 shapes a beam size fixes, the search is traced for every beam size (twice per
 size above 1: for the best hypothesis only, and for the full n-best list, since
 early stopping depends on the list's length). `jit_compile="auto"` holds both
-kinds: a batch of fewer than `GRAPH_SEARCH_HYPOTHESES` hypotheses (rows x beam
-size) searched greedily or with the default beam size for the best translation
+kinds: a batch of fewer than `GRAPH_SEARCH_HYPOTHESES` hypotheses (rows, padded
+to a power of two, x beam size) searched greedily or with the default beam size for the best translation
 runs an XLA search (its rows padded to a power of two inside the graph, so that
 few shapes compile), every other batch the graph-mode searches, which drop
 their done sentences (`decoding.compaction`). The n-best lists are padded to
@@ -67,7 +67,7 @@ import functools
 
 import tensorflow as tf
 
-from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, in_power_of_two_rows
+from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, in_power_of_two_rows, power_of_two_rows_tensor
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.common import dim
 from t2t_keras.decoding.forced import teacher_forcing_targets, token_nll
@@ -290,10 +290,12 @@ class TranslatorModule(tf.Module):
         return [self._search_function(1, 1, True), self._search_function(self._xla_beam_size, 1, True)]
 
     def _small_batch(self, rows, beam_size, num_return):
-        """Whether a batch runs a small-batch XLA search: fewer than `xla_below_hypotheses` rows x beam size,
-        greedy or the default beam size for the best translation only."""
+        """Whether a batch runs a small-batch XLA search: fewer than `xla_below_hypotheses` hypotheses (its rows
+        padded to a power of two, as the XLA search gets them, x beam size), greedy or the default beam size for
+        the best translation only."""
         searched = tf.equal(beam_size, 1) | (tf.equal(beam_size, self._xla_beam_size) & tf.equal(num_return, 1))
-        return (rows >= 1) & (rows * beam_size < self._xla_below) & searched
+        hypotheses = power_of_two_rows_tensor(tf.maximum(rows, 1)) * beam_size
+        return (rows >= 1) & (hypotheses < self._xla_below) & searched
 
     def _search_function(self, beam_size, num_return, jit):
         """The search for one beam size (None: any, given as arguments), XLA-compiled or not (`jit`), as a function
