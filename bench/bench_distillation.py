@@ -46,7 +46,8 @@ import subprocess
 import sys
 import time
 
-SAVED_MODEL_ENGINES = ("sm-float32", "sm-float32-auto", "sm-float32-xla", "sm-bfloat16", "sm-int8", "sm-float32-shortlist", "sm-bfloat16-shortlist",
+SAVED_MODEL_ENGINES = ("sm-float32", "sm-float32-auto", "sm-float32-xla", "sm-bfloat16", "sm-int8",
+                       "sm-float32-shortlist", "sm-bfloat16-shortlist",
                        "sm-int8-shortlist")
 CT2_ENGINES = ("ct2-float32", "ct2-int8", "ct2-int8-vmap")
 METHODS = (("beam4", 4), ("greedy", 1))

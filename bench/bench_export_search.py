@@ -86,7 +86,8 @@ def report(results, args, sentences):
              f"`--jit-compile` of the export; sentences/s per pass (first, then warm), batch 1 over the first "
              f"{args.b1_sentences} test sentences, batch 32 over all {sentences} in order of source length; "
              "2 threads; peak RSS after every pass.", "",
-             "| --jit-compile | beam 4 b1 | beam 4 b32 | greedy b1 | greedy b32 | peak RSS MB |", "|---|---|---|---|---|---:|"]
+             "| --jit-compile | beam 4 b1 | beam 4 b32 | greedy b1 | greedy b32 | peak RSS MB |",
+             "|---|---|---|---|---|---:|"]
     for mode, r in results.items():
         cells = [" / ".join(f"{x:g}" for x in r[f"{m}_{b}_sentences_s"]) for m in ("beam4", "greedy")
                  for b in ("b1", "b32")]

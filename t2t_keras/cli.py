@@ -582,10 +582,9 @@ def build_parser():
                         "them; not with --quantization); default float32")
     p.add_argument("--jit-compile", choices=("auto", "true", "false"),
                    help="SavedModel searches compiled with XLA: false (the default) none, every search in graph "
-                        "mode; auto batches of fewer than 128 hypotheses (rows padded to a power of two x beam size) "
-                        "searched greedily or with the default beam "
-                        "size (float32 weights), faster once each shape has compiled, for long-running servers; true "
-                        "every search")
+                        "mode; auto those of batches under 128 hypotheses (rows padded to a power of two x beam size), "
+                        "greedy or at the default beam size, float32 weights: faster once each shape has compiled, "
+                        "for long-running servers; true every search")
     p.add_argument("--ids-only", action="store_true",
                    help="SavedModel on token ids only (core TensorFlow ops; loads in stock TF Serving)")
     p.add_argument("--average-last", type=int, help="average the last N checkpoints first (with --model best: "

@@ -108,7 +108,8 @@ class EveryCommandOnEveryTaskTest(TestCase):
         terms = self.root / "terms.tsv"
         terms.write_text("cat\tKatze\n", encoding="utf-8")
         flags = {"--terminology": ("translate", "--terminology", terms), "--alignments": ("translate", "--alignments"),
-                 "--markup": ("translate", "--markup"), "--constraints": ("export", "--constraints")}
+                 "--markup": ("translate", "--markup"), "--constraints": ("export", "--constraints"),
+                 "--jit-compile": ("export", "--jit-compile", "auto")}
         for task in ("lm", "mlm"):
             for flag, (command, *extra) in flags.items():
                 with self.subTest(task=task, flag=flag):

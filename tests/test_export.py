@@ -332,8 +332,8 @@ class SmallExportTest(TestCase):
 
     def test_auto_searches_small_batches_with_xla_and_the_rest_in_graph_mode(self):
         """`jit_compile="auto"`: below 128 hypotheses (rows padded to a power of two x beam size) greedy and the
-        default beam size for the best translation run XLA searches; other sizes, n-best lists and larger batches the graph-mode ones.
-        Both give the plain search's tokens."""
+        default beam size for the best translation run XLA searches; other sizes, n-best lists and larger batches
+        the graph-mode ones. Both give the plain search's tokens."""
         from t2t_keras.decoding import beam_search
         from t2t_keras.decoding.greedy import greedy_decode
         from t2t_keras.export.translator_module import TranslatorModule, prepare_source

@@ -46,9 +46,9 @@ shapes a beam size fixes, the search is traced for every beam size (twice per
 size above 1: for the best hypothesis only, and for the full n-best list, since
 early stopping depends on the list's length). `jit_compile="auto"` holds both
 kinds: a batch of fewer than `GRAPH_SEARCH_HYPOTHESES` hypotheses (rows, padded
-to a power of two, x beam size) searched greedily or with the default beam size for the best translation
-runs an XLA search (its rows padded to a power of two inside the graph, so that
-few shapes compile), every other batch the graph-mode searches, which drop
+to a power of two, x beam size) searched greedily or with the default beam size
+for the best translation runs an XLA search (on those padded rows, repeating
+the first, so that few shapes compile), every other batch the graph-mode searches, which drop
 their done sentences (`decoding.compaction`). The n-best lists are padded to
 `max_beam_size` inside and cut to `num_return` on the way out. Each search is
 a function of its own, prepared by the runtime the first time it is chosen.
