@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Issue #24's measurement in one command: a teacher on the default corpus, a student distilled from it, and
+# bench/bench_distillation.py over both. Every step is skipped when its output is there, so a rerun after an
+# interruption goes on where it stopped (training continues from the run's last checkpoint for the minutes given;
+# the distillation skips its finished shards).
+#   bash bench/distillation_pipeline.sh                       # teacher 70 min, student 50 min, bench
+#   TEACHER_MINUTES=120 STUDENT_MINUTES=110 STUDENT=student-small bash bench/distillation_pipeline.sh
+#   MINI_RUN=runs/main bash bench/distillation_pipeline.sh    # the main job's run joins the table
+# Budget on 2 CPU cores: TEACHER_MINUTES + about 6 minutes of teacher translations + STUDENT_MINUTES + about
+# 15 minutes of exports and measurements: about 2.5 hours with the defaults (docs/results.md, "Issue #24's
+# measurement in one command"). Results: WORK/{teacher,student}/, WORK/*-test.txt (evaluate, beam 4), WORK/bench/
+# and WORK/distillation.{json,md}; SUMMARY=bench/results/summary.json updates the summary keys.
+set -eu
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PY:-$REPO/.venv/bin/python}"
+WORK="${WORK:-$REPO/runs/distillation}"
+TEACHER_MINUTES="${TEACHER_MINUTES:-70}"
+STUDENT_MINUTES="${STUDENT_MINUTES:-50}"
+STUDENT="${STUDENT:-student-mini-6-2}"
+ENGINES="${ENGINES:-sm-float32 sm-float32-shortlist sm-bfloat16-shortlist ct2-float32}"
+B1_SENTENCES="${B1_SENTENCES:-100}"
+# The teacher's and the student's settings: the default corpus's 4,000 pieces (shared, as distill requires),
+# the CPU's fast path, and the length penalty tuned for the main job.
+SETTINGS=(--set data.vocab_size=4000 --set training.mixed_precision=auto --set training.jit_compile=auto
+          --set training.fuse_elementwise=auto --set decoding.alpha=1.0)
+t2t() { echo "$ t2t-keras $*"; "$PY" -m t2t_keras "$@"; }
+mkdir -p "$WORK"
+
+if [ ! -f "$WORK/teacher/averaged/averaged.json" ]; then
+  if [ -f "$WORK/teacher/config.yaml" ]; then
+    t2t train --run-dir "$WORK/teacher" --minutes "$TEACHER_MINUTES"
+  else
+    t2t train --config small --run-dir "$WORK/teacher" --minutes "$TEACHER_MINUTES" "${SETTINGS[@]}"
+  fi
+  t2t average --run-dir "$WORK/teacher"
+fi
+[ -f "$WORK/teacher-test.txt" ] || t2t evaluate --run-dir "$WORK/teacher" --split test | tee "$WORK/teacher-test.txt"
+
+if [ ! -f "$WORK/student/averaged/averaged.json" ]; then
+  if [ -f "$WORK/student/config.yaml" ]; then
+    t2t distill --teacher "$WORK/teacher" --run-dir "$WORK/student" --minutes "$STUDENT_MINUTES"
+  else
+    t2t distill --teacher "$WORK/teacher" --run-dir "$WORK/student" --config "$STUDENT" \
+      --minutes "$STUDENT_MINUTES" "${SETTINGS[@]}"
+  fi
+  t2t average --run-dir "$WORK/student"
+fi
+[ -f "$WORK/student-test.txt" ] || t2t evaluate --run-dir "$WORK/student" --split test | tee "$WORK/student-test.txt"
+
+SYSTEMS=(--system "teacher=$WORK/teacher" --system "student=$WORK/student")
+[ -z "${MINI_RUN:-}" ] || SYSTEMS+=(--system "mini=$MINI_RUN")
+# shellcheck disable=SC2086  # ENGINES is a list of words
+PYTHONPATH="$REPO" "$PY" "$REPO/bench/bench_distillation.py" "${SYSTEMS[@]}" --teacher teacher \
+  --work-dir "$WORK/bench" --b1-sentences "$B1_SENTENCES" --engines $ENGINES \
+  --json "$WORK/distillation.json" --output "$WORK/distillation.md" ${SUMMARY:+--summary "$SUMMARY"}
