@@ -10,7 +10,7 @@
 # 15 minutes of exports and measurements: about 2.5 hours with the defaults (docs/results.md, "Issue #24's
 # measurement in one command"). Results: WORK/{teacher,student}/, WORK/*-test.txt (evaluate, beam 4), WORK/bench/
 # and WORK/distillation.{json,md}; SUMMARY=bench/results/summary.json updates the summary keys.
-set -eu
+set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PY:-$REPO/.venv/bin/python}"
 WORK="${WORK:-$REPO/runs/distillation}"
@@ -34,7 +34,8 @@ if [ ! -f "$WORK/teacher/averaged/averaged.json" ]; then
   fi
   t2t average --run-dir "$WORK/teacher"
 fi
-[ -f "$WORK/teacher-test.txt" ] || t2t evaluate --run-dir "$WORK/teacher" --split test | tee "$WORK/teacher-test.txt"
+[ -f "$WORK/teacher-test.txt" ] || { t2t evaluate --run-dir "$WORK/teacher" --split test | tee "$WORK/teacher-test.tmp"
+  mv "$WORK/teacher-test.tmp" "$WORK/teacher-test.txt"; }
 
 if [ ! -f "$WORK/student/averaged/averaged.json" ]; then
   if [ -f "$WORK/student/config.yaml" ]; then
@@ -45,7 +46,8 @@ if [ ! -f "$WORK/student/averaged/averaged.json" ]; then
   fi
   t2t average --run-dir "$WORK/student"
 fi
-[ -f "$WORK/student-test.txt" ] || t2t evaluate --run-dir "$WORK/student" --split test | tee "$WORK/student-test.txt"
+[ -f "$WORK/student-test.txt" ] || { t2t evaluate --run-dir "$WORK/student" --split test | tee "$WORK/student-test.tmp"
+  mv "$WORK/student-test.tmp" "$WORK/student-test.txt"; }
 
 SYSTEMS=(--system "teacher=$WORK/teacher" --system "student=$WORK/student")
 [ -z "${MINI_RUN:-}" ] || SYSTEMS+=(--system "mini=$MINI_RUN")
