@@ -18,13 +18,14 @@ is exported by `t2t-keras` subprocesses into every engine:
   (its vmap.txt, `use_vmap`).
 
 `--engines` measures a subset. Then every engine is measured in a fresh process of its own (`--measure`, which
-makes `export.kernel_choice`'s choice as `t2t-keras translate --saved-model` does), so that its peak RSS is its own:
-the test split of the *first* system's run (all systems of one corpus) translated with beam 4 and greedy, both at
-batch 32 (the whole split, in order of source length as a batch job would, after one untimed batch: BLEU and
-chrF with sacreBLEU's default signature come from these translations) and at batch 1 (the first
-`--b1-sentences` sentences of the split, one call each, after one untimed call). Every search takes the run's
-`decoding.alpha` and `max_extra_length`. 2 threads: TensorFlow's default pool on the 2 cores, CTranslate2's
-`intra_threads=2`. Output tokens are the target pieces of the translations (the run's SentencePiece model).
+makes `export.kernel_choice`'s and `export.thread_choice`'s choices as `t2t-keras translate --saved-model` does),
+so that its peak RSS is its own: the test split of the *first* system's run (all systems of one corpus)
+translated with beam 4 and greedy, both at batch 32 (the whole split, in order of source length as a batch job
+would, after one untimed batch: BLEU and chrF with sacreBLEU's default signature come from these translations)
+and at batch 1 (the first `--b1-sentences` sentences of the split, one call each, after one untimed call). Every
+search takes the run's `decoding.alpha` and `max_extra_length`. 2 cores: TensorFlow's pools as
+`thread_choice` sizes them (recorded as `intra_op_threads`), CTranslate2's `intra_threads=2`. Output tokens are
+the target pieces of the translations (the run's SentencePiece model).
 Sizes are the bytes of each export directory. Times are wall seconds of the translation calls alone.
 
 The summary keys (`bench/results/summary.json`, with `--summary`): `student_speedup_beam4_b32` (the best
@@ -137,9 +138,11 @@ def timed_b1(translator, sources, params):
 
 def measure_engine(args):
     """Prints one JSON object: BLEU, chrF, speed and peak RSS of the engine at `args.measure`."""
+    from t2t_keras.export import thread_choice  # noqa: PLC0415
     from t2t_keras.export.kernel_choice import VARIABLE, choose_onednn  # noqa: PLC0415
 
     choose_onednn(args.measure)  # as `t2t-keras translate --saved-model` does, before TensorFlow loads
+    thread_choice.choose_intra_op_threads(args.measure)
     import sentencepiece  # noqa: PLC0415
 
     from t2t_keras.evaluation.bleu import score  # noqa: PLC0415
@@ -162,6 +165,7 @@ def measure_engine(args):
         result[method].update(b1_sentences_s=len(few) / seconds, b1_tokens_s=tokens / seconds)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result["onednn"] = os.environ.get(VARIABLE, "default")
+    result["intra_op_threads"] = os.environ.get(thread_choice.VARIABLE, "default")
     print(json.dumps(result), flush=True)
 
 
@@ -232,7 +236,8 @@ def summary(results, teacher):
     base = results[teacher]["engines"]["sm-float32"]["beam4"]
     engines_ = results[name]["engines"]
     chosen = engines_[engine]["beam4"]
-    fastest_sm = max((e for e in engines_ if e.startswith("sm-")), key=lambda e: engines_[e]["beam4"]["b32_sentences_s"])
+    fastest_sm = max((e for e in engines_ if e.startswith("sm-")),
+                     key=lambda e: engines_[e]["beam4"]["b32_sentences_s"])
     return {
         "student_speedup_beam4_b32": round(chosen["b32_sentences_s"] / base["b32_sentences_s"], 2),
         "student_bleu_delta": round(chosen["bleu"] - base["bleu"], 2),

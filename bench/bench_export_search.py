@@ -30,8 +30,10 @@ METHODS = (("beam4", 4), ("greedy", 1))
 def measure_export(args):
     """Prints one JSON object: sentences/s per method, batch size and pass, and the peak RSS."""
     from t2t_keras.export.kernel_choice import choose_onednn  # noqa: PLC0415
+    from t2t_keras.export.thread_choice import choose_intra_op_threads  # noqa: PLC0415
 
-    choose_onednn(args.measure)
+    choose_onednn(args.measure)  # as `t2t-keras translate --saved-model` does, before TensorFlow loads
+    choose_intra_op_threads(args.measure)
     from t2t_keras.export.loaded import SavedModelTranslator  # noqa: PLC0415
 
     translator = SavedModelTranslator(args.measure, batch_size=32)

@@ -663,12 +663,24 @@ def build_parser():
 
 
 def _choose_kernels(args):
-    """`--saved-model`: `kernel_choice.choose_onednn` before anything imports TensorFlow, which reads it once."""
+    """`--saved-model`: `kernel_choice.choose_onednn` and `thread_choice.choose_intra_op_threads` before anything
+    imports TensorFlow, which reads both once. Returns what each set (None: nothing)."""
     if not getattr(args, "saved_model", None):
-        return None
+        return None, None
     from t2t_keras.export.kernel_choice import choose_onednn
+    from t2t_keras.export.thread_choice import choose_intra_op_threads
 
-    return choose_onednn(args.saved_model)
+    return choose_onednn(args.saved_model), choose_intra_op_threads(args.saved_model)
+
+
+def _log_kernels(onednn, threads):
+    logger = logging.getLogger(__name__)
+    if onednn is not None:
+        logger.info("A float32 export: TensorFlow's own CPU kernels, not oneDNN's (TF_ENABLE_ONEDNN_OPTS=%s; set "
+                    "TF_ENABLE_ONEDNN_OPTS=1 to keep them).", onednn)
+    if threads is not None:
+        logger.info("A narrow export searching in shards: %s thread(s) per op, each shard on its share of the cores "
+                    "(TF_NUM_INTRAOP_THREADS=%s; set it yourself to choose).", threads, threads)
 
 
 def main(argv=None):
@@ -694,9 +706,7 @@ def main(argv=None):
     # Our progress at INFO; other libraries' (TensorFlow's and absl's export chatter) from WARNING up.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("t2t_keras").setLevel(logging.INFO)
-    if kernels is not None:
-        logging.getLogger(__name__).info("A float32 export: TensorFlow's own CPU kernels, not oneDNN's (TF_ENABLE_"
-                                         "ONEDNN_OPTS=%s; set TF_ENABLE_ONEDNN_OPTS=1 to keep them).", kernels)
+    _log_kernels(*kernels)
     try:
         return args.handler(args)
     except (T2TError, FileNotFoundError, FileExistsError) as error:

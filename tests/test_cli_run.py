@@ -173,15 +173,17 @@ class RunCommandsTest(TestCase):
         with XLA, true every search; a CTranslate2 export refuses the flag."""
         from t2t_keras.export.loaded import load_saved_model
 
-        def compiled(path):
+        def compiled(path):  # and what the export records for `thread_choice`: every search in graph mode?
             loaded = load_saved_model(path)
-            return int(loaded.xla_below_hypotheses.numpy()), bool(loaded.jit_compiled.numpy())
+            record = json.loads((pathlib.Path(path) / "assets.extra" / "weights.json").read_text("utf-8"))
+            return (int(loaded.xla_below_hypotheses.numpy()), bool(loaded.jit_compiled.numpy()),
+                    record["search"]["graph_mode_only"])
 
-        self.assertEqual(compiled(self.saved_model()), (0, False))
-        self.assertEqual(compiled(self.exported("--beam-size", "2", "--jit-compile", "auto")), (128, False))
+        self.assertEqual(compiled(self.saved_model()), (0, False, True))
+        self.assertEqual(compiled(self.exported("--beam-size", "2", "--jit-compile", "auto")), (128, False, False))
         self.assertEqual(compiled(self.exported("--max-beam-size", "1", "--beam-size", "1", "--jit-compile", "true")),
-                         (0, True))
-        self.assertEqual(compiled(self.exported("--beam-size", "2", "--jit-compile", "false")), (0, False))
+                         (0, True, False))
+        self.assertEqual(compiled(self.exported("--beam-size", "2", "--jit-compile", "false")), (0, False, True))
         out = pathlib.Path(self.tmp.name) / "ct2-jit"
         refused = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--format", "ctranslate2",
                           "--jit-compile", "true")

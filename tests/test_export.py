@@ -177,6 +177,10 @@ class ExportTest(TestCase):
         self.assertIn("under the 5,000,000", record["quantization_reason"])
         self.assertEqual(record["precision"], "float32")  # what `kernel_choice` reads before TensorFlow loads
         self.assertEqual(export_arithmetic(self.export_dir), "float32")
+        # and how its searches run, which `thread_choice` reads before TensorFlow loads
+        shards = int(self.translator.saved_model.decoding_shards.numpy())
+        self.assertEqual(record["search"], {"shards": shards, "graph_mode_only": True,
+                                            "hidden_dim": self.model.hidden_dim})
         reader = tf.train.load_checkpoint(str(self.export_dir / "variables" / "variables"))
         self.assertNotIn(tf.int8, set(reader.get_variable_to_dtype_map().values()))
 

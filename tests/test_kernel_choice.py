@@ -63,7 +63,7 @@ class KernelChoiceTest(unittest.TestCase):
         float32 = self.export("f32", {"precision": "float32", "quantization": "float32"})
         code = ("import os, sys\nfrom t2t_keras import cli\n"
                 "args = cli.build_parser().parse_args(['translate', '--saved-model', sys.argv[1]])\n"
-                "print(cli._choose_kernels(args), os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
+                "print(cli._choose_kernels(args)[0], os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
                 "      'tensorflow' in sys.modules)")
         env = {k: v for k, v in os.environ.items() if k != VARIABLE}
         out = subprocess.run([sys.executable, "-c", code, str(float32)], capture_output=True, text=True, env=env,

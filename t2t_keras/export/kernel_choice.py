@@ -23,13 +23,19 @@ VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 RECORD = pathlib.Path("assets.extra") / "weights.json"
 
 
-def export_arithmetic(export_dir):
-    """"float32", "bfloat16" or "int8": what the export's search computes in, from its record; None if unrecorded."""
+def export_record(export_dir):
+    """The export's `assets.extra/weights.json` as a dict, or None where it has none (or not a readable one)."""
     try:
         record = json.loads((pathlib.Path(export_dir) / RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or "precision" not in record:
+    return record if isinstance(record, dict) else None
+
+
+def export_arithmetic(export_dir):
+    """"float32", "bfloat16" or "int8": what the export's search computes in, from its record; None if unrecorded."""
+    record = export_record(export_dir)
+    if record is None or "precision" not in record:
         return None
     if record.get("quantization") not in (None, "float32"):
         return record["quantization"]

@@ -30,6 +30,7 @@ from t2t_keras.export.continuer_module import ContinuerModule
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.export.quantization import choose_quantization, quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
+from t2t_keras.export.thread_choice import search_record
 from t2t_keras.files import check_can_write, staged_directory
 from t2t_keras.runs import open_run, weights_to_export, write_inspection_files
 
@@ -137,8 +138,16 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     module = kind(searched, tokenizer if text_signatures else None, params=params, max_beam_size=max_beam_size,
                   length_penalty=length_penalty, jit_compile=_search_compilation(jit_compile, quantization, precision),
                   shards=shards, shortlist=shortlist, stopping=stopping)
-    inspection = (model, tokenizer, _with_arithmetic(weights, quantization, precision)) if text_signatures else None
+    record = _with_arithmetic(weights, quantization, precision, _search_facts(module, model))
+    inspection = (model, tokenizer, record) if text_signatures else None
     return _write(module, out_dir, overwrite, inspection, "a translation")
+
+
+def _search_facts(module, model):
+    """What `thread_choice` reads before TensorFlow loads: the searches' shards, whether all run in graph mode,
+    the model width."""
+    graph_mode_only = not bool(module.jit_compiled.numpy()) and int(module.xla_below_hypotheses.numpy()) == 0
+    return search_record(int(module.decoding_shards.numpy()), graph_mode_only, model.hidden_dim)
 
 
 def _search_compilation(jit_compile, quantization, precision):
@@ -149,11 +158,13 @@ def _search_compilation(jit_compile, quantization, precision):
     return jit_compile
 
 
-def _with_arithmetic(weights, quantization, precision):
-    """`weights` with what the search computes in, which `kernel_choice` reads before TensorFlow loads."""
+def _with_arithmetic(weights, quantization, precision, search=None):
+    """`weights` with what the search computes in and (`search`) how it runs, which `kernel_choice` and
+    `thread_choice` read before TensorFlow loads."""
     if weights is None:
         return None
-    return dict(weights, precision=check_precision(precision), quantization=quantization or "float32")
+    record = dict(weights, precision=check_precision(precision), quantization=quantization or "float32")
+    return record if search is None else dict(record, search=search)
 
 
 def _searched_model(model, quantization, precision):
