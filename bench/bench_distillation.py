@@ -254,7 +254,7 @@ def report(results, sentences, args):
     lines = ["## Distilled students, their teacher and the main job's model on the test split "
              "(`bench/bench_distillation.py`)", "",
              f"{sentences} test sentences; beam 4 and greedy with each run's alpha; batch 32 over the whole split "
-             f"(sorted by source length), batch 1 over the first {args.b1_sentences}; 2 threads; peak RSS of the "
+             f"(sorted by source length), batch 1 over the first {args.b1_sentences}; 2 cores; peak RSS of the "
              "process that loads the engine and runs every measurement; size: the export directory.", "",
              "| system | parameters | engine | BLEU beam 4 | chrF | BLEU greedy | sent/s beam 4 b1 | b32 "
              "| sent/s greedy b1 | b32 | tokens/s beam 4 b32 | peak RSS MB | size MB |",

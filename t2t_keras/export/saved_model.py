@@ -138,16 +138,15 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     module = kind(searched, tokenizer if text_signatures else None, params=params, max_beam_size=max_beam_size,
                   length_penalty=length_penalty, jit_compile=_search_compilation(jit_compile, quantization, precision),
                   shards=shards, shortlist=shortlist, stopping=stopping)
-    record = _with_arithmetic(weights, quantization, precision, _search_facts(module, model))
-    inspection = (model, tokenizer, record) if text_signatures else None
+    inspection = (model, tokenizer, _record(weights, quantization, precision, module)) if text_signatures else None
     return _write(module, out_dir, overwrite, inspection, "a translation")
 
 
-def _search_facts(module, model):
+def _search_facts(module):
     """What `thread_choice` reads before TensorFlow loads: the searches' shards, whether all run in graph mode,
     the model width."""
     graph_mode_only = not bool(module.jit_compiled.numpy()) and int(module.xla_below_hypotheses.numpy()) == 0
-    return search_record(int(module.decoding_shards.numpy()), graph_mode_only, model.hidden_dim)
+    return search_record(int(module.decoding_shards.numpy()), graph_mode_only, module.model.hidden_dim)
 
 
 def _search_compilation(jit_compile, quantization, precision):
@@ -158,13 +157,13 @@ def _search_compilation(jit_compile, quantization, precision):
     return jit_compile
 
 
-def _with_arithmetic(weights, quantization, precision, search=None):
-    """`weights` with what the search computes in and (`search`) how it runs, which `kernel_choice` and
-    `thread_choice` read before TensorFlow loads."""
+def _record(weights, quantization, precision, module):
+    """`weights` with what the search computes in and how the searches of `module` run, which `kernel_choice`
+    and `thread_choice` read before TensorFlow loads."""
     if weights is None:
         return None
-    record = dict(weights, precision=check_precision(precision), quantization=quantization or "float32")
-    return record if search is None else dict(record, search=search)
+    return dict(weights, precision=check_precision(precision), quantization=quantization or "float32",
+                search=_search_facts(module))
 
 
 def _searched_model(model, quantization, precision):
