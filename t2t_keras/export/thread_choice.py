@@ -66,5 +66,5 @@ def choose_intra_op_threads(export_dir, environ=None, modules=None, cores=None):
 
 
 def _cores():
-    """The CPU cores this process may run on."""
+    """The CPU cores this process may run on (`decoding.sharding.cpu_cores` needs TensorFlow, not loaded yet)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
