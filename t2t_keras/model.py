@@ -157,7 +157,7 @@ class Transformer(keras.Model):
         """Encoder output ("memory") `(batch, source_len, hidden_dim)` for source ids."""
         return self.encode_with_attention(source, training=training).output
 
-    def project(self, hidden, output_ids=None):
+    def project(self, hidden, output_ids=None, output_weights=None):
         """Pre-softmax projection to float32 logits, over the whole vocabulary or over `output_ids` only.
 
         Logits are cast to float32 so the softmax and the loss are computed in
@@ -167,21 +167,37 @@ class Transformer(keras.Model):
 
         `output_ids` int32 `(S,)` (a vocabulary shortlist, `decoding.shortlist`) gives logits `(..., S)`
         for those ids, in that order: only their rows of the embedding (or columns of the projection's
-        kernel) are multiplied. A quantized projection and the adaptive softmax compute every logit and
-        gather: still exact, not faster.
+        kernel) are multiplied, `output_weights(output_ids)` when given (a search takes them once, not every
+        step). A quantized projection and the adaptive softmax compute every logit and gather: still exact,
+        not faster.
         """
         projection = self.output_projection
-        if projection is None:
+        if output_ids is not None and output_weights is None:
+            output_weights = self.output_weights(output_ids)
+        if output_ids is not None and output_weights is not None:
+            if projection is None:
+                logits = self.target_embedding.project(hidden, rows=output_weights)
+            else:
+                logits = project(hidden, ops.cast(output_weights, hidden.dtype))
+        elif projection is None:
             logits = self.target_embedding.project(hidden, output_ids)
-        elif output_ids is not None and isinstance(projection, keras.layers.Dense) \
-                and projection.quantization_mode is None:
-            kernel = ops.take(ops.cast(projection.kernel, hidden.dtype), output_ids, axis=1)  # (hidden, S)
-            logits = project(hidden, kernel)
         else:
             logits = projection(hidden)
             if output_ids is not None:
                 logits = ops.take(logits, output_ids, axis=-1)
         return ops.cast(logits, "float32")
+
+    def output_weights(self, output_ids):
+        """The output projection's weights of the int32 `(S,)` `output_ids` alone, for `project`: the `(S,
+        hidden_dim)` embedding rows (tied) or the `(hidden_dim, S)` kernel columns (a float `Dense`); None where
+        `project` computes every logit and gathers (an int8 projection, the adaptive softmax)."""
+        projection = self.output_projection
+        if projection is None:
+            rows = getattr(self.target_embedding, "rows", None)  # an int8 embedding has none
+            return rows(output_ids) if rows is not None else None
+        if isinstance(projection, keras.layers.Dense) and projection.quantization_mode is None:
+            return ops.take(projection.kernel, output_ids, axis=1)
+        return None
 
     def decode_with_attention(self, target_in, memory, source_mask=None, training=None):
         """`DecoderOutput(output, self_weights, cross_weights)` for `target_in` (teacher forcing),
@@ -204,18 +220,19 @@ class Transformer(keras.Model):
         """
         return self.decoder.init_cache(memory, max_length)
 
-    def decode_step(self, tokens, cache, step, source_mask=None, training=False, output_ids=None, growing=False):
+    def decode_step(self, tokens, cache, step, source_mask=None, training=False, output_ids=None, growing=False,
+                    output_weights=None):
         """Incremental decoding: logits for `tokens` `(batch, step_len)` at positions `step ...`.
 
         `cache` comes from `init_cache` (or the previous step) and already
         holds the encoder output's keys/values; `growing` for a cache from `init_cache(memory, None)`.
         Returns a `StepOutput` with the updated cache. `output_ids` `(S,)` restricts the logits to those ids
-        (see `project`).
+        (see `project`, which also takes their `output_weights`).
         """
         x = self._embed(tokens, self.target_embedding, self.target_position, step, training)
         hidden, _, cross_weights, cache = self.decoder.decode_step(x, cache, None if growing else step, source_mask,
                                                                    training=training)
-        logits = self.project(hidden) if output_ids is None else self.project(hidden, output_ids)
+        logits = self.project(hidden) if output_ids is None else self.project(hidden, output_ids, output_weights)
         return StepOutput(logits, cache, cross_weights)
 
     def call(self, inputs, training=None):

@@ -68,6 +68,13 @@ class PiecesTest(TestCase):
         for model in models:
             self.assertAllClose(model.project(hidden, ids), tf.gather(model.project(hidden), ids, axis=-1),
                                 atol=1e-5)
+            # A search takes the listed ids' weights once (`output_weights`) and every step multiplies by them:
+            # the same numbers as gathering them in the step.
+            weights = model.output_weights(ids)
+            self.assertAllEqual(model.project(hidden, ids, weights), model.project(hidden, ids))
+        self.assertEqual([model.output_weights(ids) is None for model in models], [False, False, True, True])
+        self.assertEqual(models[0].output_weights(ids).shape, (6, 16))  # the embedding's rows of ids
+        self.assertEqual(models[1].output_weights(ids).shape, (16, 6))  # the kernel's columns of ids
 
 
 class ShortlistRunTest(TestCase):

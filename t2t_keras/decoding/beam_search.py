@@ -81,11 +81,11 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
     tile = functools.partial(tf.repeat, repeats=beam_size, axis=0)
     source_mask, cache = _tiled_encoding(model, source, bound, tile, growing_cache)
     state = _initial_state(tf.shape(source)[0], beam_size, bound, cache)
-    if forced_prefix is not None:
-        forced_prefix = tile(tf.convert_to_tensor(forced_prefix, tf.int32))
+    forced_prefix = None if forced_prefix is None else tile(tf.convert_to_tensor(forced_prefix, tf.int32))
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
     step = functools.partial(_beam_step, model, min_length=min_length, scoring=scoring, num_return=num_return,
-                             output_ids=output_ids, stopping=stopping, growing=growing_cache)
+                             vocabulary=common.searched_vocabulary(model, output_ids), stopping=stopping,
+                             growing=growing_cache)
     final = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), beam_size, growing_cache)
     return _nbest(final, num_return)
 
@@ -151,12 +151,13 @@ def _reordered(step, state, **inputs):
 
 
 def _beam_step(model, state, source_mask, limits, min_length, scoring, num_return, forced_prefix=None,
-               output_ids=None, stopping=DecodingConfig.stopping, growing=False):
+               vocabulary=None, stopping=DecodingConfig.stopping, growing=False):
     """Extends the alive hypotheses by one token and updates both sets; the new cache is not yet reordered by
-    `beams`, the beam each alive hypothesis extends."""
+    `beams`, the beam each alive hypothesis extends. `vocabulary`: a shortlist's (`common.searched_vocabulary`)."""
     step = state["step"]
+    output_ids = None if vocabulary is None else vocabulary.ids
     inputs = tf.reshape(common.previous_tokens(state["alive_seq"], step), (-1,))  # (batch * beam,)
-    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, output_ids, growing)
+    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, vocabulary, growing)
     log_probs = common.mask_special_tokens(log_probs, step, min_length, output_ids)
     if forced_prefix is not None:
         log_probs = common.force_prefix(log_probs, step, forced_prefix, output_ids)

@@ -12,6 +12,8 @@ Length conventions used throughout `decoding/`:
   buffers hold 0 after it.
 """
 
+from typing import Any, NamedTuple
+
 import tensorflow as tf
 
 from t2t_keras.decoding.parameters import DEFAULTS
@@ -103,19 +105,36 @@ def force_prefix(log_probs, step, prefix, output_ids=None):
     return tf.where(forced[:, None], tf.cast(only, log_probs.dtype), log_probs)
 
 
-def next_log_probs(model, tokens, source_mask, cache, step, output_ids=None, growing=False):
+class SearchedVocabulary(NamedTuple):
+    """A shortlist's searched vocabulary as a search's steps use it (`searched_vocabulary`)."""
+    ids: Any  # int32 (S,) full-vocabulary ids, PAD_ID padding (`decoding.shortlist.batch_vocabulary`)
+    slots: Any  # bool (S,): the slots holding an id (`shortlist_slots`)
+    weights: Any  # the output projection's weights of `ids` (`Transformer.output_weights`), or None
+
+
+def searched_vocabulary(model, output_ids):
+    """`output_ids` prepared once for a whole search, before its loop: a step then neither gathers the projection's
+    weights nor finds the padding slots again. None without a shortlist."""
+    if output_ids is None:
+        return None
+    weights = model.output_weights(output_ids) if hasattr(model, "output_weights") else None
+    return SearchedVocabulary(output_ids, shortlist_slots(output_ids), weights)
+
+
+def next_log_probs(model, tokens, source_mask, cache, step, vocabulary=None, growing=False):
     """One cached decoder step: float32 log-probabilities `(batch, vocab)` and the new cache.
 
-    `tokens` `(batch,)` are the ids at position `step`. With a shortlist `output_ids` `(S,)`
-    (`decoding.shortlist`) the log-probabilities `(batch, S)` cover those ids, normalised over them;
-    its padding slots are -inf. `growing`: `cache` grows (`new_cache`).
+    `tokens` `(batch,)` are the ids at position `step`. With a shortlist's `vocabulary` (`searched_vocabulary`)
+    the log-probabilities `(batch, S)` cover its ids, normalised over them; its padding slots are -inf.
+    `growing`: `cache` grows (`new_cache`).
     """
     options = {"growing": True} if growing else {}  # models without growing caches take no such argument
-    if output_ids is None:
+    if vocabulary is None:
         out = model.decode_step(tokens[:, None], cache, step, source_mask, **options)
         return tf.nn.log_softmax(out.logits[:, 0]), out.cache
-    out = model.decode_step(tokens[:, None], cache, step, source_mask, output_ids=output_ids, **options)
-    logits = tf.where(shortlist_slots(output_ids), out.logits[:, 0], NEG_INF)  # (batch, S)
+    out = model.decode_step(tokens[:, None], cache, step, source_mask, output_ids=vocabulary.ids,
+                            output_weights=vocabulary.weights, **options)
+    logits = tf.where(vocabulary.slots, out.logits[:, 0], NEG_INF)  # (batch, S)
     return tf.nn.log_softmax(logits), out.cache
 
 

@@ -51,8 +51,8 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
     cache = common.new_cache(model, model.encode(source, training=False), bound, growing_cache)
     choose = _chooser(temperature, top_k, seed)
     state = _initial_state(tf.shape(source)[0], bound, cache)
-    step = functools.partial(_greedy_step, model, min_length=min_length, choose=choose, output_ids=output_ids,
-                             growing=growing_cache)
+    step = functools.partial(_greedy_step, model, min_length=min_length, choose=choose,
+                             vocabulary=common.searched_vocabulary(model, output_ids), growing=growing_cache)
     # a sampler keeps every row in the batch: a row's random draws depend on its place in the batch
     compact = growing_cache and sampling.is_argmax(temperature)
     state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), compact, growing_cache)
@@ -91,12 +91,14 @@ def _chooser(temperature, top_k, seed):
     return choose
 
 
-def _greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix=None, output_ids=None,
+def _greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix=None, vocabulary=None,
                  growing=False):
-    """Feeds the previous token, picks the next one and marks finished sentences."""
+    """Feeds the previous token, picks the next one and marks finished sentences (over a shortlist's
+    `vocabulary`, `common.searched_vocabulary`, if any)."""
     step, finished = state["step"], state["finished"]
+    output_ids = None if vocabulary is None else vocabulary.ids
     inputs = common.previous_tokens(state["tokens"], step)
-    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, output_ids, growing)
+    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, vocabulary, growing)
     log_probs = common.mask_special_tokens(log_probs, step, min_length, output_ids)
     if forced_prefix is not None:
         log_probs = common.force_prefix(log_probs, step, forced_prefix, output_ids)
