@@ -501,8 +501,9 @@ def build_parser():
     p.add_argument("--minutes", type=float, help="stop after this many minutes of training")
     p.add_argument("--init-from", metavar="RUN",
                    help="start a new run from this trained run's weights and tokenizer (its model and vocabulary "
-                        "are kept; the optimizer and learning rate schedule start afresh); a run with checkpoints "
-                        "of its own resumes from them")
+                        "are kept, or fewer of its layers with --set model.num_layers / num_decoder_layers; the "
+                        "optimizer and learning rate schedule start afresh); a run with checkpoints of its own "
+                        "resumes from them")
     p.add_argument("--init-weights", choices=MODEL_SOURCES,
                    help="which weights of --init-from: those export takes (auto, the default), the averaged, the "
                         "latest or the best checkpoint")

@@ -26,6 +26,7 @@ from t2t_keras.export.saved_model import export_run
 from t2t_keras.fast_path import xla_auto_clustering
 from t2t_keras.params import adapter_parameters
 from t2t_keras.runs import average_run, load_export, load_run_model, open_run, weights_to_export
+from t2t_keras.training.fewer_layers import kept_layers
 from t2t_keras.training.init_from import InitSource, adopt, copy_tokenizer
 from t2t_keras.training.trainer import _set_up, train
 from tests.helpers import TestCase, cli_in_process, random_ids, toy_config, write_toy_corpus
@@ -139,8 +140,33 @@ class AdaptationTest(TestCase):
         error = result.stderr.decode()
         self.assertIn(f"model.hidden_dim=32 here, 64 in {self.base}", error)
         self.assertIn("Remove --set model.hidden_dim", error)
-        self.assertNotIn("num_layers", error)  # the same as the run's: allowed
+        self.assertNotIn("model.num_layers=2 here", error)  # the same as the run's: allowed
         self.assertFalse((self.root / "wider").exists())
+
+    def test_fewer_layers_start_from_the_run_s_layers_evenly_spaced(self):
+        """Shrink and fine-tune: a one-layer decoder starts from the run's first decoder layer, every other weight
+        from the same weight of the run; more layers than the run's are refused."""
+        config = replace(toy_config(self.files), model={"num_decoder_layers": 1})
+        source = InitSource(self.base, overrides=("model.num_decoder_layers=1",))
+        training, start = set_up(config, self.root / "shallow", source)
+        self.assertEqual((start, len(training.model.decoder.blocks), len(training.model.encoder.blocks)), (0, 1, 2))
+        theirs, ours = by_path(self.base_model.trainable_weights), by_path(training.model.trainable_weights)
+        self.assertEqual(len(theirs) - len(ours), sum("decoder/block_1/" in path for path in theirs))
+        for path, value in ours.items():
+            self.assertAllEqual(value, theirs[path], path)  # decoder block_0 <- block_0; the rest unchanged
+        record = json.loads((self.root / "shallow" / "init_from.json").read_text())
+        self.assertEqual(record["layers"], {"decoder": [0]})
+        result = cli_in_process("train", "--config", "tiny", "--run-dir", self.root / "deeper", "--init-from",
+                                self.base, "--set", "model.num_decoder_layers=3")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("model.num_decoder_layers=3 here, None in", result.stderr.decode())
+        self.assertFalse((self.root / "deeper").exists())
+
+    def test_the_kept_layers_run_evenly_from_the_first_to_the_last(self):
+        self.assertEqual([kept_layers(3, 2), kept_layers(6, 2), kept_layers(6, 3), kept_layers(6, 1),
+                          kept_layers(4, 4)], [[0, 2], [0, 5], [0, 2, 5], [0], [0, 1, 2, 3]])
+        with self.assertRaisesRegex(ValueError, "layers can only be dropped"):
+            kept_layers(2, 3)
 
     def test_init_weights_needs_init_from(self):
         result = cli_in_process("train", "--config", "tiny", "--run-dir", self.root / "x", "--init-weights", "best")

@@ -4,7 +4,8 @@ What the new run takes from RUN:
 
 - its model section and its vocabulary (`data.vocab_size`, `data.tokenizer`, and the tokenizer file, copied into the
   new run): the weights only fit that model. A setting given on purpose (`--set model.X=...`) that differs from
-  RUN's is refused, naming the key;
+  RUN's is refused, naming the key, except fewer layers (`model.num_layers`, `model.num_decoder_layers`): the new
+  run then starts from some of RUN's layers, evenly spaced (`fewer_layers`; RUN/init_from.json lists them);
 - the weights `export` would take (`runs.run_weights`, "auto": the average when it includes the newest
   checkpoint, else the newest checkpoint), or those `weights` names; a run with adapters gives its merged weights.
 
@@ -21,6 +22,7 @@ from t2t_keras.config import MODEL_SOURCES, parse_override, replace
 from t2t_keras.errors import ConfigError
 from t2t_keras.files import write_bytes_atomic
 from t2t_keras.runs import load_run_model, open_run, run_weights
+from t2t_keras.training import fewer_layers
 
 logger = logging.getLogger(__name__)
 
@@ -60,13 +62,17 @@ def adopt(config, source, run):
     taken = {("model", key) for key in theirs.model.__dict__} | {("data", key) for key in VOCABULARY_KEYS}
     differing = [(section, key) for section, key in sorted(_explicit_keys(source.overrides) & taken)
                  if getattr(getattr(config, section), key) != getattr(getattr(theirs, section), key)]
+    fewer = {key for section, key in differing if key in fewer_layers.LAYER_KEYS} \
+        if fewer_layers.is_fewer(config.model, theirs.model) else set()
+    differing = [(section, key) for section, key in differing if key not in fewer]
     if differing:
         details = "; ".join(f"{s}.{k}={getattr(getattr(config, s), k)!r} here, {getattr(getattr(theirs, s), k)!r} in "
                             f"{trained.path}" for s, k in differing)
         raise ConfigError(f"--init-from {trained.path} keeps that run's model and vocabulary, and these settings "
                           f"differ: {details}. Remove {', '.join(f'--set {s}.{k}' for s, k in differing)}, or train "
-                          "a new model without --init-from.")
-    return replace(config, model=theirs.model.__dict__,
+                          "a new model without --init-from (model.num_layers and model.num_decoder_layers may be "
+                          "fewer than that run's: the new run then starts from some of its layers).")
+    return replace(config, model={**theirs.model.__dict__, **{key: getattr(config.model, key) for key in fewer}},
                    data={key: getattr(theirs.data, key) for key in VOCABULARY_KEYS})
 
 
@@ -89,16 +95,21 @@ def load_initial_weights(model, source, run):
     trained = open_run(source.run)
     weights = run_weights(trained, source.weights)
     values = {variable.path: variable for variable in load_run_model(trained, weights.source).trainable_weights}
-    targets = [variable for variable in model.weights if variable.path in values]
-    if len(targets) != len(values):
-        missing = sorted(set(values) - {variable.path for variable in targets})
+    paths, kept = fewer_layers.source_paths([variable.path for variable in model.weights], values)
+    targets = [variable for variable in model.weights if paths[variable.path] in values]
+    used = {paths[variable.path] for variable in targets}
+    missing = sorted(path for path in values if path not in used and not fewer_layers.is_dropped(path, kept))
+    if missing:
         raise ConfigError(f"--init-from {trained.path}: the new model has no weights {missing[:3]}...: its model "
                           "config differs from that run's.")
     for variable in targets:
-        variable.assign(values[variable.path])
+        variable.assign(values[paths[variable.path]])
     record = {"run": str(trained.path), "source": weights.source, "checkpoint": weights.checkpoint,
               "steps": list(weights.steps)}
+    if kept:
+        record["layers"] = {stack.rsplit("/", 1)[-1]: layers for stack, layers in kept.items()}
     run.write_json(run.init_from_path, record)
-    logger.info("%s starts from %s of %s, at step 0 with a fresh optimizer (the learning rate schedule restarts).",
-                run.path, weights.describe(), trained.path)
+    logger.info("%s starts from %s of %s%s, at step 0 with a fresh optimizer (the learning rate schedule restarts).",
+                run.path, weights.describe(), trained.path,
+                "".join(f", its {stack} layers {layers}" for stack, layers in record.get("layers", {}).items()))
     return record
