@@ -3,7 +3,9 @@
 A config file has up to four sections, `model`, `data`, `training` and
 `decoding`, and may start with `extends: PRESET` to inherit from another file.
 Unknown sections or keys and invalid values raise `ConfigError` naming the
-field, the value received and what is allowed.
+field, the value received and what is allowed. A relative data file path in a
+config file is read from the file's folder where the file is there, else from the
+current directory (`config_paths`).
 """
 
 import dataclasses
@@ -15,6 +17,7 @@ import typing
 
 import yaml
 
+from t2t_keras import config_paths
 from t2t_keras.architecture import (
     ARCHITECTURE_CHOICES,
     POSITION_CHOICES,
@@ -444,6 +447,8 @@ def _read_yaml(path, seen=()):
         raise ConfigError(f"Config file {path} is not valid YAML: {error}") from error
     if not isinstance(raw, dict):
         raise ConfigError(f"Config file {path} must hold a mapping of sections, got {type(raw).__name__}.")
+    if isinstance(raw.get("data"), dict):  # its file paths: relative to this file's folder where they are there
+        raw["data"] = config_paths.in_folder(raw["data"], path.parent)
     parent = raw.pop("extends", None)
     if parent is None:
         return raw

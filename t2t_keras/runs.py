@@ -4,7 +4,9 @@ Every part that opens a run (training, evaluation, export, inspection, the
 CLI) goes through this module, and `RunDirectory` names every path of a run,
 so the layout is written down once:
 
-    RUN/config.yaml         the resolved configuration (written once, checked on resume)
+    RUN/config.yaml         the resolved configuration (written once, checked on resume); data files inside the
+                            run are named relative to it, so a copied or moved run finds them
+                            (`config_paths`)
     RUN/tokenizer.model     the shared SentencePiece vocabulary (data.tokenizer: bpe, unigram)
     RUN/tokenizer.vocab     the shared WordPiece vocabulary (data.tokenizer: wordpiece)
     RUN/data.json           where the data came from (package versions, licence, counts)
@@ -49,6 +51,7 @@ import tensorflow as tf
 import yaml
 
 from t2t_keras import config as config_lib
+from t2t_keras import config_paths
 from t2t_keras.config import MODEL_SOURCES
 from t2t_keras.adapters import add_adapters, has_adapters, merged_into
 from t2t_keras.build import build_model
@@ -120,24 +123,34 @@ class RunDirectory:
         if self._config is None:
             if not self.exists():
                 raise ConfigError(f"{self.path} is not a run directory (no config.yaml): train into it first.")
-            saved = yaml.safe_load(self.config_path.read_text(encoding="utf-8"))
-            self._config = config_lib.from_dict(_upgraded(saved))
+            saved = _upgraded(yaml.safe_load(self.config_path.read_text(encoding="utf-8")))
+            if isinstance((saved or {}).get("data"), dict):
+                saved = {**saved, "data": config_paths.in_run(saved["data"], self.path)}
+            self._config = config_lib.from_dict(saved)
         return self._config
 
     def save_config(self, config):
-        write_text_atomic(self.config_path, yaml.safe_dump(config.to_dict(), sort_keys=False))
+        """Writes `config` to config.yaml, its data files inside the run relative to it (`config_paths.for_run`);
+        returns it with every data file path absolute, as `load_config` reads it back."""
+        config = config_lib.replace(config, data=config_paths.absolute(config.data.__dict__))
+        saved = config.to_dict()
+        saved["data"] = config_paths.for_run(saved["data"], self.path)
+        write_text_atomic(self.config_path, yaml.safe_dump(saved, sort_keys=False))
         self._config = config
+        return config
 
     def resolve_config(self, config):
         """The config to train with: `config` for a new run; for an existing run, the saved one
         with the new training/decoding sections, after checking model and data did not change."""
         if not self.exists():
-            self.save_config(config)
-            return config
+            return self.save_config(config)
         saved = self.load_config()
+        config = config_lib.replace(config, data=config_paths.absolute(config.data.__dict__))
         for section in FROZEN_SECTIONS:
             old, new = getattr(saved, section).__dict__, getattr(config, section).__dict__
             changed = {key: (old[key], new[key]) for key in old if old[key] != new[key]}
+            if changed and section == "data" and self.corpus_moved(saved.data, config.data):
+                continue
             if changed:
                 details = ", ".join(f"{section}.{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
                 raise ConfigError(
@@ -154,9 +167,21 @@ class RunDirectory:
                     f"from its weights: t2t-keras train --init-from {self.path} --run-dir NEW --set {section}.{key}="
                     f"{new}."
                 )
-        resolved = config_lib.replace(saved, training=config.training.__dict__, decoding=config.decoding.__dict__)
-        self.save_config(resolved)
-        return resolved
+        resolved = config_lib.replace(saved, data=config.data.__dict__, training=config.training.__dict__,
+                                      decoding=config.decoding.__dict__)
+        return self.save_config(resolved)
+
+    def corpus_moved(self, saved, new):
+        """Whether the data configs `saved` (the run's) and `new` differ only in where their files are, in a run
+        that has trained: its input stream record (input_stream.json) holds a digest of the training corpus,
+        which `training.resume.check_input_stream` compares on resume, so a corpus that moved goes on and one
+        that changed is refused there. Logs the files' new places."""
+        moves = config_paths.moved(saved.__dict__, new.__dict__)
+        if not moves or not self.input_stream_path.exists():
+            return False
+        logger.warning("%s reads its corpus from a new place (%s); resuming checks that its training files hold the "
+                       "same corpus.", self.path, ", ".join(f"{old} -> {new}" for old, new in moves))
+        return True
 
     def write_json(self, path, data):
         """Writes `data` to `path`, one of the run's JSON files (an attribute of this object), atomically."""

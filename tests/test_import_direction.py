@@ -4,7 +4,7 @@ Every `import` in `t2t_keras/` (also those inside functions) is read with `ast`
 and mapped to the part it comes from and the part it reaches. A part may
 import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
 
-    foundation (errors, special_ids, files, architecture, config, fast_path, keras_compat, backends;
+    foundation (errors, special_ids, files, architecture, config_paths, config, fast_path, keras_compat, backends;
                 xla_flags, read once on import)
       -> layers -> model, language_models -> build; layers -> adapters (LoRA on the projections)
       -> data, decoding                        shared by the parts above them
@@ -24,8 +24,8 @@ import unittest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
-FOUNDATION = {"errors", "special_ids", "files", "architecture", "config", "families", "fast_path", "keras_compat",
-              "backends"}
+FOUNDATION = {"errors", "special_ids", "files", "architecture", "config_paths", "config", "families", "fast_path",
+              "keras_compat", "backends"}
 MODELS = {"layers", "model", "language_models", "build", "adapters"}
 SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks"}
 ALLOWED = {
@@ -38,7 +38,8 @@ ALLOWED = {
     "keras_compat": set(),
     "backends": {"errors"},
     "architecture": {"errors"},
-    "config": {"errors", "architecture"},
+    "config_paths": set(),
+    "config": {"errors", "architecture", "config_paths"},
     "layers": FOUNDATION,
     "model": FOUNDATION | {"layers"},
     "language_models": FOUNDATION | {"layers", "model"},

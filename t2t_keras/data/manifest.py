@@ -66,8 +66,14 @@ def write_manifest(directory, manifest: dict) -> None:
     write_text_atomic(pathlib.Path(directory) / MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
-def check_same_corpus(directory, recorded: list, current: list) -> None:
-    """Raises DataError naming the first corpus file that differs from the one the shards were prepared from."""
+def check_same_corpus(directory, recorded: list, current: list) -> bool:
+    """Raises DataError naming the first corpus file that differs from the one the shards were prepared from;
+    returns whether the files moved: the same sizes and checksums read from other paths."""
+    def content(entries):
+        return [{key: value for key, value in entry.items() if key != "path"} for entry in entries]
+
+    if content(recorded) == content(current):
+        return [entry["path"] for entry in recorded] != [entry["path"] for entry in current]
     if [entry["path"] for entry in recorded] != [entry["path"] for entry in current]:
         raise DataError(
             f"{directory} was prepared from {[e['path'] for e in recorded]}, not from "

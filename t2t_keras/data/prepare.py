@@ -101,8 +101,7 @@ def _clear(out_dir, tokenizer_path):
         raise DataError(f"{out_dir} is not empty and holds no {manifests.MANIFEST_FILE}: it is not a prepared "
                         "corpus, so overwrite will not delete it. Choose another directory.")
     recorded = (old or {}).get("tokenizer") or {}
-    if recorded.get("trained") and _recorded_file(out_dir, recorded) == tokenizer_path.resolve() and \
-            tokenizer_path.exists():
+    if recorded.get("trained") and _is_recorded_tokenizer(out_dir, recorded, tokenizer_path):
         tokenizer_path.unlink()
     shutil.rmtree(out_dir)
 
@@ -116,7 +115,11 @@ def _started_manifest(out_dir, corpus, settings) -> dict:
                         pairs=dict(read=0, empty=0, overlong=0, kept=0))
         manifests.write_manifest(out_dir, manifest)
         return manifest
-    manifests.check_same_corpus(out_dir, manifest["corpus"], corpus)
+    if manifests.check_same_corpus(out_dir, manifest["corpus"], corpus):
+        logger.info("%s was prepared from the same files at %s; they are now at %s.", out_dir,
+                    [entry["path"] for entry in manifest["corpus"]], [entry["path"] for entry in corpus])
+        manifest["corpus"] = corpus
+        manifests.write_manifest(out_dir, manifest)
     manifests.check_same_settings(out_dir, manifest["settings"], settings)
     if not manifest["complete"]:
         logger.info("Resuming the preparation in %s after %d shards.", out_dir, len(manifest["shards"]))
@@ -131,8 +134,7 @@ def _ready_tokenizer(manifest, out_dir, path, pairs):
     """
     settings, recorded = manifest["settings"], manifest["tokenizer"]
     if recorded is not None and recorded["sha256"] is not None:
-        current = manifests.file_fingerprint(path) if path.exists() else {"sha256": "missing"}
-        if path.resolve() != _recorded_file(out_dir, recorded) or current["sha256"] != recorded["sha256"]:
+        if not _is_recorded_tokenizer(out_dir, recorded, path):
             raise DataError(f"The tokenizer {path} is not the one {out_dir} was prepared with "
                             f"({recorded['path']}, sha256 {recorded['sha256']}): pass that tokenizer_path, "
                             "or prepare into a new directory (or pass overwrite=True).")
@@ -168,6 +170,16 @@ def _path_record(out_dir, path):
 def _recorded_file(out_dir, recorded):
     """The tokenizer file a manifest names (relative to `out_dir` when it lies inside it)."""
     return (out_dir / recorded["path"]).resolve()
+
+
+def _is_recorded_tokenizer(out_dir, recorded, path):
+    """Whether the file at `path` is the tokenizer the manifest records: the file it names, or (a run that moved)
+    one with its checksum at another path."""
+    if not path.exists():
+        return False
+    if recorded.get("sha256") is None:
+        return path.resolve() == _recorded_file(out_dir, recorded)
+    return manifests.file_fingerprint(path)["sha256"] == recorded["sha256"]
 
 
 def reservoir_sample(items, size, seed):

@@ -131,7 +131,8 @@ def _decode_lines(path) -> Iterator[str]:
     try:
         handle = open(path, "rb")
     except FileNotFoundError:
-        raise DataError(f"{path} does not exist: check the data path.") from None
+        raise DataError(f"{path} does not exist: check the data path. A run whose corpus moved goes on from its new "
+                        "place: --set data.train_files=[...] (and data.dev_files, data.test_files).") from None
     with handle:
         for number, raw in enumerate(handle, start=1):
             try:

@@ -10,7 +10,8 @@
 Every file is written atomically, and a shard enters distill.json only once both its files are written. A shard
 recorded there whose files still hold what was recorded is done: a resumed distillation skips it and translates
 the others. A resume with other settings (another teacher or other weights, beam, alpha, corpus, shard size...) is
-refused before anything is written, since its shards would mix two searches' outputs.
+refused before anything is written, since its shards would mix two searches' outputs. The teacher is known by the
+checksums of its weights and tokenizer: one that moved to another directory resumes the distillation.
 """
 
 import logging
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 SHARD_SENTENCES = 2000  # sentences a shard: about a minute of the mini teacher's beam search on two CPU cores
 SIDES = (".src", ".tgt")
 TRAIN_STEM = "train"  # train.src, train.tgt: the concatenated shards
+WHERE_KEYS = ("teacher",)  # settings that say where the teacher lies: recorded, not compared on resume
 
 
 class DistilledCorpus(NamedTuple):
@@ -64,7 +66,8 @@ def load_record(run, settings):
     if record is None:
         return {"settings": settings, "shards": {}, "complete": False}
     recorded = record["settings"]
-    differing = sorted(key for key in set(recorded) | set(settings) if recorded.get(key) != settings.get(key))
+    differing = sorted(key for key in set(recorded) | set(settings)
+                       if recorded.get(key) != settings.get(key) and key not in WHERE_KEYS)
     if differing:
         details = "; ".join(f"{key}: {recorded.get(key)!r} recorded, {settings.get(key)!r} now" for key in differing)
         raise T2TError(
@@ -72,6 +75,12 @@ def load_record(run, settings):
             f"searches' outputs. Resume it with what {run.distillation_path} records (the same --teacher with the "
             f"same weights, --beam {recorded['beam_size']}, the same --shard-sentences), or distil into a new "
             "--run-dir.")
+    moved = {key: settings[key] for key in WHERE_KEYS if key in settings and recorded.get(key) != settings[key]}
+    if moved:  # the teacher is known by its weights' and tokenizer's checksums, wherever it lies now
+        logger.info("The teacher of %s is now at %s (recorded: %s).", run.distilled_dir, moved.get("teacher"),
+                    recorded.get("teacher"))
+        recorded.update(moved)
+        run.write_json(run.distillation_path, record)
     return record
 
 

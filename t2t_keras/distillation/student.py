@@ -110,7 +110,8 @@ def check_student_run(run, config):
     if not run.distillation_path.exists():
         raise T2TError(f"{run.path} already holds a run that is not a distillation: distil into a new --run-dir.")
     saved = run.load_config()
-    changed = [section for section in ("model", "data") if getattr(saved, section) != getattr(config, section)]
+    changed = [section for section in ("model", "data") if getattr(saved, section) != getattr(config, section)
+               and not (section == "data" and run.corpus_moved(saved.data, config.data))]
     if changed:
         raise ConfigError(f"{run.path} holds a student of another {' and '.join(changed)} config: resume it with "
                           "the same --config, --set and --original-weight, or distil into a new --run-dir.")
