@@ -146,17 +146,7 @@ class RunDirectory:
             return self.save_config(config)
         saved = self.load_config()
         config = config_lib.replace(config, data=config_paths.absolute(config.data.__dict__))
-        for section in FROZEN_SECTIONS:
-            old, new = getattr(saved, section).__dict__, getattr(config, section).__dict__
-            changed = {key: (old[key], new[key]) for key in old if old[key] != new[key]}
-            if changed and section == "data" and self.corpus_moved(saved.data, config.data):
-                continue
-            if changed:
-                details = ", ".join(f"{section}.{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
-                raise ConfigError(
-                    f"{self.path} was created with a different {section} config ({details}). "
-                    "Continue it with the same config, or train into a new --run-dir."
-                )
+        self._check_frozen_sections(saved, config)
         for section, key in FROZEN_KEYS:
             old, new = getattr(getattr(saved, section), key), getattr(getattr(config, section), key)
             if old != new:  # values written as --set takes them (YAML: null for None)
@@ -171,13 +161,31 @@ class RunDirectory:
                                       decoding=config.decoding.__dict__)
         return self.save_config(resolved)
 
+    def _check_frozen_sections(self, saved, config):
+        """Refuses `config` where its model or data section differs from the run's `saved` one; data files that
+        moved are taken (`corpus_moved`)."""
+        for section in FROZEN_SECTIONS:
+            old, new = getattr(saved, section).__dict__, getattr(config, section).__dict__
+            changed = {key: (old[key], new[key]) for key in old if old[key] != new[key]}
+            if not changed or (section == "data" and self.corpus_moved(saved.data, config.data)):
+                continue
+            details = ", ".join(f"{section}.{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
+            moved = section == "data" and config_paths.moved(old, new)
+            raise ConfigError(
+                f"{self.path} was created with a different {section} config ({details}). "
+                "Continue it with the same config, or train into a new --run-dir." + (
+                    " A corpus at a new place is taken by a run that has trained on planned batches (resuming checks "
+                    "their corpus); this one has not, so put the files back where its config.yaml names them."
+                    if moved else ""))
+
     def corpus_moved(self, saved, new):
         """Whether the data configs `saved` (the run's) and `new` differ only in where their files are, in a run
-        that has trained: its input stream record (input_stream.json) holds a digest of the training corpus,
-        which `training.resume.check_input_stream` compares on resume, so a corpus that moved goes on and one
-        that changed is refused there. Logs the files' new places."""
+        that has trained on planned batches: its input stream record (input_stream.json) holds a digest of the
+        corpus (`corpus`, or the preparation's `manifest`), which `training.resume.check_input_stream` compares
+        on resume, so a corpus that moved goes on and one that changed is refused there. Logs the new places."""
         moves = config_paths.moved(saved.__dict__, new.__dict__)
-        if not moves or not self.input_stream_path.exists():
+        stream = self.read_json(self.input_stream_path) or {}
+        if not moves or not ("corpus" in stream or "manifest" in stream):
             return False
         logger.warning("%s reads its corpus from a new place (%s); resuming checks that its training files hold the "
                        "same corpus.", self.path, ", ".join(f"{old} -> {new}" for old, new in moves))

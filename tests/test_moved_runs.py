@@ -21,6 +21,7 @@ import yaml
 
 from t2t_keras import config_paths
 from t2t_keras.config import load_config
+from t2t_keras.errors import ConfigError
 from t2t_keras.runs import RunDirectory
 from tests.helpers import TestCase, cli_in_process, write_toy_corpus
 
@@ -197,3 +198,21 @@ class ConfigPathsTest(TestCase):
         self.assertEqual(config_paths.moved(old, old), [])
         self.assertIsNone(config_paths.moved(old, {**new, "source": "tsv"}))
         self.assertIsNone(config_paths.moved(old, {**old, "train_files": ["/b/x.tsv"]}))
+
+
+class StreamedRunTest(TestCase):
+    def test_only_a_run_whose_resume_checks_its_corpus_takes_the_corpus_at_a_new_place(self):
+        def config(folder):
+            return load_config("tiny", ["data.source=text", f"data.train_files=[{folder}/a.en, {folder}/a.de]"])
+
+        with tempfile.TemporaryDirectory() as tmp:
+            run = RunDirectory(pathlib.Path(tmp) / "run")
+            run.path.mkdir()
+            run.save_config(config("/old"))
+            run.write_json(run.input_stream_path, {"pipeline": "memory"})  # streamed batches: no corpus digest
+            with self.assertRaisesRegex(ConfigError, "this one has not, so put the files back where its config.yaml"):
+                run.resolve_config(config("/new"))
+            run.write_json(run.input_stream_path, {"pipeline": "memory", "corpus": "0123"})  # planned batches
+            with self.assertLogs("t2t_keras.runs", "WARNING"):
+                self.assertEqual(run.resolve_config(config("/new")).data.train_files, ["/new/a.en", "/new/a.de"])
+            self.assertEqual(run.load_config().data.train_files, ["/new/a.en", "/new/a.de"])
