@@ -663,21 +663,28 @@ def build_parser():
     return parser
 
 
+# Commands whose process decodes a run and trains nothing: their float32 searches run without oneDNN.
+DECODING_COMMANDS = ("translate", "evaluate")
+
+
 def _choose_kernels(args):
-    """`--saved-model`: `kernel_choice.choose_onednn` and `thread_choice.choose_intra_op_threads` before anything
-    imports TensorFlow, which reads both once. Returns what each set (None: nothing)."""
-    if not getattr(args, "saved_model", None):
-        return None, None
-    from t2t_keras.export.kernel_choice import choose_onednn
+    """`--saved-model`: `kernel_choice.choose_onednn` and `thread_choice.choose_intra_op_threads`; `translate` and
+    `evaluate` with `--run-dir`: `kernel_choice.choose_onednn_for_runs`. Made before anything imports TensorFlow,
+    which reads both once. Returns what each set (None: nothing)."""
+    from t2t_keras.export.kernel_choice import choose_onednn, choose_onednn_for_runs
     from t2t_keras.export.thread_choice import choose_intra_op_threads
 
-    return choose_onednn(args.saved_model), choose_intra_op_threads(args.saved_model)
+    if getattr(args, "saved_model", None):
+        return choose_onednn(args.saved_model), choose_intra_op_threads(args.saved_model)
+    if args.command in DECODING_COMMANDS and getattr(args, "run_dirs", None) and not getattr(args, "litert", None):
+        return choose_onednn_for_runs(args.run_dirs, getattr(args, "precision", None)), None
+    return None, None
 
 
 def _log_kernels(onednn, threads):
     logger = logging.getLogger(__name__)
     if onednn is not None:
-        logger.info("A float32 export: TensorFlow's own CPU kernels, not oneDNN's (TF_ENABLE_ONEDNN_OPTS=%s; set "
+        logger.info("A float32 search: TensorFlow's own CPU kernels, not oneDNN's (TF_ENABLE_ONEDNN_OPTS=%s; set "
                     "TF_ENABLE_ONEDNN_OPTS=1 to keep them).", onednn)
     if threads is not None:
         logger.info("A narrow export searching in shards: %s thread(s) per op, each shard on its share of the cores "

@@ -1,4 +1,5 @@
-"""oneDNN or TensorFlow's own kernels for an export, chosen from its record before TensorFlow is imported."""
+"""oneDNN or TensorFlow's own kernels for a search, chosen before TensorFlow is imported: from an export's record,
+or from the config of the runs a decoding command (`translate`, `evaluate`) opens."""
 
 import json
 import os
@@ -8,7 +9,10 @@ import sys
 import tempfile
 import unittest
 
-from t2t_keras.export.kernel_choice import VARIABLE, choose_onednn, export_arithmetic
+import yaml
+
+from t2t_keras.export.kernel_choice import (VARIABLE, choose_onednn, choose_onednn_for_runs,
+                                           export_arithmetic, run_arithmetic)
 
 
 def export_with(directory, record):
@@ -18,6 +22,16 @@ def export_with(directory, record):
     if record is not None:
         (extra / "weights.json").write_text(record if isinstance(record, str) else json.dumps(record))
     return directory
+
+
+def run_with(directory, architecture="encoder_decoder", precision="float32"):
+    """A run directory whose config.yaml holds `architecture` and `decoding.precision`."""
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True)
+    config = {"model": {"architecture": architecture}, "training": {"task": None},
+              "decoding": {"precision": precision}}
+    (directory / "config.yaml").write_text(yaml.safe_dump(config))
+    return str(directory)
 
 
 class KernelChoiceTest(unittest.TestCase):
@@ -69,6 +83,39 @@ class KernelChoiceTest(unittest.TestCase):
         out = subprocess.run([sys.executable, "-c", code, str(float32)], capture_output=True, text=True, env=env,
                              check=True).stdout.split()
         self.assertEqual(out, ["0", "0", "False"])
+
+
+    def test_a_translation_run_that_searches_in_float32_turns_onednn_off(self):
+        root = pathlib.Path(self.tmp.name)
+        float32, bfloat16 = run_with(root / "f32"), run_with(root / "bf16", precision="bfloat16")
+        lm = run_with(root / "lm", architecture="decoder_only")
+        self.assertEqual([run_arithmetic(float32), run_arithmetic(bfloat16), run_arithmetic(lm)],
+                         ["float32", "bfloat16", None])
+        self.assertEqual(run_arithmetic(bfloat16, precision="float32"), "float32")  # --precision wins
+        self.assertIsNone(run_arithmetic(root / "no-run"))
+        environ = {}
+        self.assertEqual(choose_onednn_for_runs([float32], environ=environ, modules={}), "0")
+        self.assertEqual(environ, {VARIABLE: "0"})
+        for runs, precision in (([float32, bfloat16], None), ([float32], "bfloat16"), ([lm], None), ([], None)):
+            environ = {}
+            self.assertIsNone(choose_onednn_for_runs(runs, precision, environ=environ, modules={}), msg=runs)
+            self.assertEqual(environ, {}, msg=runs)
+        self.assertIsNone(choose_onednn_for_runs([float32], environ={VARIABLE: "1"}, modules={}))
+
+    def test_translate_and_evaluate_choose_for_their_runs_and_train_does_not(self):
+        run = run_with(pathlib.Path(self.tmp.name) / "f32")
+        code = ("import os, sys\nfrom t2t_keras import cli\n"
+                "args = cli.build_parser().parse_args(sys.argv[1:])\n"
+                "print(cli._choose_kernels(args)[0], os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
+                "      'tensorflow' in sys.modules)")
+        env = {k: v for k, v in os.environ.items() if k != VARIABLE}
+        for argv, chosen in ((["translate", "--run-dir", run], ["0", "0"]),
+                             (["evaluate", "--run-dir", run], ["0", "0"]),
+                             (["translate", "--run-dir", run, "--precision", "bfloat16"], ["None", "None"]),
+                             (["train", "--run-dir", run], ["None", "None"])):
+            out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env,
+                                 check=True).stdout.split()
+            self.assertEqual(out, [*chosen, "False"], msg=argv)
 
 
 if __name__ == "__main__":

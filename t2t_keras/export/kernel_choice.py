@@ -1,4 +1,4 @@
-"""Which of TensorFlow's CPU kernels run an export's search: oneDNN's, or TensorFlow's own.
+"""Which of TensorFlow's CPU kernels run a search, of an export or of a run: oneDNN's, or TensorFlow's own.
 
 TensorFlow on x86 sends matmuls and many other ops to oneDNN by default. Without it a float32 export's search
 ran 1.3-2.1x faster at batch 1, as fast at batch 32, in 130-220 MB less (docs/results.md, "One beam search for
@@ -12,12 +12,21 @@ recorded neither (ids-only, or older) keeps TensorFlow's default, and a process 
 keeps what it has.
 
     choose_onednn("exports/base")   # "0" for a float32 export: TF_ENABLE_ONEDNN_OPTS=0 before TensorFlow loads
+
+A translation run's search in a process that only decodes (`translate` and `evaluate` with `--run-dir`) makes the
+same choice from the runs' config.yaml (`decoding.precision`, or `--precision`): `choose_onednn_for_runs(run_dirs,
+precision)`. Without oneDNN, `translate --run-dir` of the two-layer-decoder student took 0.95x the time on the
+1,522-sentence test set with beam 4 (the whole process) at a peak of 1.35 GB instead of 1.64 GB, and the `small`
+teacher 0.98x at 1.62 GB instead of 2.03 GB, with the same translations (docs/results.md, "Decoding a run
+without oneDNN"). Commands that train (`train`, `main`, `distill`) keep oneDNN.
 """
 
 import json
 import os
 import pathlib
 import sys
+
+import yaml
 
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 RECORD = pathlib.Path("assets.extra") / "weights.json"
@@ -48,6 +57,35 @@ def choose_onednn(export_dir, environ=None, modules=None):
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
     if VARIABLE in environ or "tensorflow" in modules or export_arithmetic(export_dir) != "float32":
+        return None
+    environ[VARIABLE] = "0"
+    return "0"
+
+
+def run_arithmetic(run_dir, precision=None):
+    """"float32" or "bfloat16": what a translation run's search computes in (`precision`, else the run's
+    `decoding.precision`); None for a run of another task, or whose config.yaml cannot be read."""
+    try:
+        saved = yaml.safe_load((pathlib.Path(run_dir) / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(saved, dict):
+        return None
+    model, training = saved.get("model") or {}, saved.get("training") or {}
+    if model.get("architecture", "encoder_decoder") != "encoder_decoder" or \
+            training.get("task") not in (None, "translation"):
+        return None
+    return precision or (saved.get("decoding") or {}).get("precision", "float32")
+
+
+def choose_onednn_for_runs(run_dirs, precision=None, environ=None, modules=None):
+    """Sets `TF_ENABLE_ONEDNN_OPTS=0` in `environ` (os.environ) where every run of `run_dirs` is a translation run
+    that searches in float32, unless the variable is set or TensorFlow is in `modules` (sys.modules) already.
+    Returns the value set, or None where nothing was set."""
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    if VARIABLE in environ or "tensorflow" in modules or not run_dirs or \
+            any(run_arithmetic(run_dir, precision) != "float32" for run_dir in run_dirs):
         return None
     environ[VARIABLE] = "0"
     return "0"
