@@ -85,7 +85,7 @@ class RunDirectory:
 
     def __init__(self, path):
         self.path = pathlib.Path(path)
-        self.config_path = self.path / "config.yaml"
+        self.config_path = self.path / config_paths.RUN_CONFIG_FILE
         self.data_path = self.path / "data.json"
         self.replicas_path = self.path / "replicas.json"
         self.precision_path = self.path / "precision.json"

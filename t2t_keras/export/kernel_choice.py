@@ -28,6 +28,8 @@ import sys
 
 import yaml
 
+from t2t_keras.config_paths import RUN_CONFIG_FILE
+
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 RECORD = pathlib.Path("assets.extra") / "weights.json"
 
@@ -66,7 +68,7 @@ def run_arithmetic(run_dir, precision=None):
     """"float32" or "bfloat16": what a translation run's search computes in (`precision`, else the run's
     `decoding.precision`); None for a run of another task, or whose config.yaml cannot be read."""
     try:
-        saved = yaml.safe_load((pathlib.Path(run_dir) / "config.yaml").read_text(encoding="utf-8"))
+        saved = yaml.safe_load((pathlib.Path(run_dir) / RUN_CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return None
     if not isinstance(saved, dict):
