@@ -40,7 +40,12 @@ def map_paths(data, change):
 def paths(data):
     """Every file path the data section `data` (a dict) names, in order."""
     named = []
-    map_paths(data, lambda path: named.append(path) or path)
+
+    def keep(path):
+        named.append(path)
+        return path
+
+    map_paths(data, keep)
     return named
 
 

@@ -28,6 +28,7 @@ import sys
 
 import yaml
 
+from t2t_keras.config import TASK_OF_ARCHITECTURE, DecodingConfig, ModelConfig
 from t2t_keras.config_paths import RUN_CONFIG_FILE
 
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
@@ -56,12 +57,7 @@ def export_arithmetic(export_dir):
 def choose_onednn(export_dir, environ=None, modules=None):
     """Sets `TF_ENABLE_ONEDNN_OPTS=0` in `environ` (os.environ) for a float32 export, unless the variable is set or
     TensorFlow is in `modules` (sys.modules) already. Returns the value set, or None where nothing was set."""
-    environ = os.environ if environ is None else environ
-    modules = sys.modules if modules is None else modules
-    if VARIABLE in environ or "tensorflow" in modules or export_arithmetic(export_dir) != "float32":
-        return None
-    environ[VARIABLE] = "0"
-    return "0"
+    return _turn_off(export_arithmetic(export_dir) == "float32", environ, modules)
 
 
 def run_arithmetic(run_dir, precision=None):
@@ -74,20 +70,26 @@ def run_arithmetic(run_dir, precision=None):
     if not isinstance(saved, dict):
         return None
     model, training = saved.get("model") or {}, saved.get("training") or {}
-    if model.get("architecture", "encoder_decoder") != "encoder_decoder" or \
-            training.get("task") not in (None, "translation"):
+    task = training.get("task") or TASK_OF_ARCHITECTURE.get(model.get("architecture", ModelConfig.architecture))
+    if task != "translation":
         return None
-    return precision or (saved.get("decoding") or {}).get("precision", "float32")
+    return precision or (saved.get("decoding") or {}).get("precision", DecodingConfig.precision)
 
 
 def choose_onednn_for_runs(run_dirs, precision=None, environ=None, modules=None):
     """Sets `TF_ENABLE_ONEDNN_OPTS=0` in `environ` (os.environ) where every run of `run_dirs` is a translation run
     that searches in float32, unless the variable is set or TensorFlow is in `modules` (sys.modules) already.
     Returns the value set, or None where nothing was set."""
+    float32 = bool(run_dirs) and all(run_arithmetic(run_dir, precision) == "float32" for run_dir in run_dirs)
+    return _turn_off(float32, environ, modules)
+
+
+def _turn_off(float32, environ, modules):
+    """`TF_ENABLE_ONEDNN_OPTS=0` in `environ` for a `float32` search, unless set already or TensorFlow (in
+    `modules`) read it already; the value set, or None."""
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
-    if VARIABLE in environ or "tensorflow" in modules or not run_dirs or \
-            any(run_arithmetic(run_dir, precision) != "float32" for run_dir in run_dirs):
+    if not float32 or VARIABLE in environ or "tensorflow" in modules:
         return None
     environ[VARIABLE] = "0"
     return "0"
