@@ -57,7 +57,7 @@ fi
 
 SYSTEMS=(--system "teacher=$WORK/teacher" --system "student=$WORK/student")
 # Shrink and fine-tune: the student with SHRUNK_DECODER_LAYERS decoder layers, starting from its own evenly spaced
-# ones (train --init-from), trained on on the distilled corpus at a constant rate near where the student ended.
+# ones (train --init-from), then trained on the distilled corpus at a constant rate near where the student ended.
 if [ "$SHRUNK_DECODER_LAYERS" != 0 ]; then
   if [ ! -f "$WORK/student-shrunk/averaged/averaged.json" ]; then
     if [ -f "$WORK/student-shrunk/config.yaml" ]; then
