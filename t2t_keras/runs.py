@@ -139,9 +139,10 @@ class RunDirectory:
         self._config = config
         return config
 
-    def resolve_config(self, config):
-        """The config to train with: `config` for a new run; for an existing run, the saved one
-        with the new training/decoding sections, after checking model and data did not change."""
+    def resolve_config(self, config, save=True):
+        """The config to train with: `config` for a new run (saved, which makes the run); for an existing run,
+        the saved one with the new training/decoding sections, after checking model and data did not change,
+        saved unless `save` is False (a caller with more checks to make saves it once they pass)."""
         if not self.exists():
             return self.save_config(config)
         saved = self.load_config()
@@ -159,7 +160,7 @@ class RunDirectory:
                 )
         resolved = config_lib.replace(saved, data=config.data.__dict__, training=config.training.__dict__,
                                       decoding=config.decoding.__dict__)
-        return self.save_config(resolved)
+        return self.save_config(resolved) if save else resolved
 
     def _check_frozen_sections(self, saved, config):
         """Refuses `config` where its model or data section differs from the run's `saved` one; data files that

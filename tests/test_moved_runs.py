@@ -123,16 +123,28 @@ class MovedRunTest(TestCase):
         record = json.loads((student / "distilled" / "distill.json").read_text(encoding="utf-8"))
         self.assertEqual(record["settings"]["teacher"], str(teacher.resolve()))
 
-    def test_a_corpus_that_changed_as_it_moved_is_refused_on_resume(self):
+    def test_a_corpus_that_changed_as_it_moved_is_refused_on_resume_and_the_run_is_left_as_it_was(self):
+        teacher = self.new / "teacher"
+        files = {path: path.read_bytes() for path in teacher.iterdir() if path.suffix in (".json", ".yaml")}
         with open(self.new / "data" / "train.de", "a", encoding="utf-8") as handle:
             handle.write("ein neuer Satz\n")
         with open(self.new / "data" / "train.en", "a", encoding="utf-8") as handle:
             handle.write("a new sentence\n")
-        refused = cli_in_process("train", "--run-dir", self.new / "teacher", *corpus(self.new / "data"),
-                                 *settings("training.train_steps=6"))
+        refused = cli_in_process("train", "--run-dir", teacher, *corpus(self.new / "data"),
+                                 *settings("training.train_steps=6", "training.mixed_precision=mixed_bfloat16"))
         self.assertEqual(refused.returncode, 2)
         self.assertIn("trained 4 steps on another training stream (corpus=", refused.stderr.decode())
-        self.assertEqual(RunDirectory(self.new / "teacher").checkpoint_paths()[-1].rsplit("-", 1)[1], "4")
+        self.assertEqual(RunDirectory(teacher).checkpoint_paths()[-1].rsplit("-", 1)[1], "4")
+        self.assertIn(teacher / "config.yaml", files)  # still naming the corpus's old place
+        self.assertEqual({path: path.read_bytes() for path in files}, files)
+
+    def test_a_new_place_without_the_files_is_refused_and_not_written_to_the_run(self):
+        teacher = self.new / "teacher"
+        saved = (teacher / "config.yaml").read_bytes()
+        refused = cli_in_process("train", "--run-dir", teacher, *corpus(self.new / "nowhere"))
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("does not exist", refused.stderr.decode())
+        self.assertEqual((teacher / "config.yaml").read_bytes(), saved)
 
     def test_another_corpus_is_still_refused_as_another_data_config(self):
         other = self.new / "other"
@@ -152,6 +164,20 @@ class MovedRunTest(TestCase):
         manifest = json.loads((prepared / "prepared" / "manifest.json").read_text(encoding="utf-8"))
         self.assertEqual([entry["path"] for entry in manifest["corpus"]],
                          [str((self.new / "data" / name).resolve()) for name in ("train.en", "train.de")])
+
+    def test_preparing_a_corpus_that_changed_as_it_moved_is_refused_and_the_run_is_left_as_it_was(self):
+        prepared = self.new / "prepared"
+        files = [prepared / "config.yaml", prepared / "prepared" / "manifest.json"]
+        before = [path.read_bytes() for path in files]
+        with open(self.new / "data" / "train.en", "a", encoding="utf-8") as handle:
+            handle.write("a new sentence\n")
+        with open(self.new / "data" / "train.de", "a", encoding="utf-8") as handle:
+            handle.write("ein neuer Satz\n")
+        refused = cli_in_process("prepare", "--config", prepared / "config.yaml", "--run-dir", prepared,
+                                 *corpus(self.new / "data"))
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("restore what changed", refused.stderr.decode())
+        self.assertEqual([path.read_bytes() for path in files], before)
 
     def test_a_run_s_config_yaml_given_as_a_config_file_finds_the_run_s_files(self):
         with working_directory(self.new / "data"):

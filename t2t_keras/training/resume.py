@@ -89,12 +89,13 @@ def check_input_stream(run, stream, step):
     run.write_json(run.input_stream_path, stream)
 
 
-def settle_precision(run, training):
+def settle_precision(run, training, record=True):
     """`(precision, jit, fuse)` for this session: `auto` is resolved once per run and kept in `RUN/precision.json`.
 
     A run resumed on other hardware (a CPU without bfloat16 units after one with them, say) goes on in the
     precision and compilation it started with, so the continuation stays exact. An explicit setting that
-    differs from what the run used so far is honoured and logged as not exact.
+    differs from what the run used so far is honoured and logged as not exact. `record=False` leaves the file
+    to `record_precision`, for a caller with checks still to make.
     """
     previous = run.read_json(run.precision_path) or {}
     precision, jit, fuse = training.mixed_precision, training.jit_compile, training.fuse_elementwise
@@ -112,10 +113,19 @@ def settle_precision(run, training):
         fuse = previous["fuse_elementwise"]
     else:
         fuse = choose_fusion(fuse, precision, jit)
-    chosen = {"mixed_precision": precision, "jit_compile": jit, "fuse_elementwise": fuse}
-    for key, value in chosen.items():
+    for key, value in _chosen(precision, jit, fuse).items():
         if key in previous and previous[key] != value:
             logger.warning("training.%s is %s; this run trained with %s so far: the rest of the run is not an "
                            "exact continuation.", key, value, previous[key])
-    run.write_json(run.precision_path, chosen)
+    if record:
+        record_precision(run, precision, jit, fuse)
     return precision, jit, fuse
+
+
+def record_precision(run, precision, jit, fuse):
+    """Keeps this session's `settle_precision` choice in RUN/precision.json."""
+    run.write_json(run.precision_path, _chosen(precision, jit, fuse))
+
+
+def _chosen(precision, jit, fuse):
+    return {"mixed_precision": precision, "jit_compile": jit, "fuse_elementwise": fuse}

@@ -26,7 +26,7 @@ from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import per_worker_batches
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
 from t2t_keras.training.resume import (InputPosition, check_input_stream, check_replicas, random_state,
-                                       settle_precision)
+                                       record_precision, settle_precision)
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
 from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity
@@ -142,15 +142,14 @@ def _set_up(config, run_dir, init_from=None):
     run = open_run(run_dir)
     if init_from is not None:
         config = adopt(config, init_from, run)
-    config = run.resolve_config(config)
+    config = run.resolve_config(config, save=False)  # saved below, once resuming has passed its checks
     if init_from is not None:
         copy_tokenizer(init_from, run, config)
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
     data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync, worker_count(strategy))
-    run.write_json(run.data_path, data.provenance)
-    precision, jit, fuse = settle_precision(run, config.training)
+    precision, jit, fuse = settle_precision(run, config.training, record=False)
     model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
                                                     "fuse_elementwise": fuse}), strategy)
     chief, task_id = worker_identity(strategy)
@@ -159,9 +158,12 @@ def _set_up(config, run_dir, init_from=None):
     manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
                                 is_chief=chief, task_id=task_id, extra_state=state.checkpointed(model))
     start = _restore(manager, model, run, init_from)
-    if chief:
-        check_replicas(run, strategy.num_replicas_in_sync, start)
+    if chief:  # a refused resume leaves the run's files as they were
         check_input_stream(run, data.stream, start)
+        check_replicas(run, strategy.num_replicas_in_sync, start)
+        config = run.save_config(config)
+        run.write_json(run.data_path, data.provenance)
+        record_precision(run, precision, jit, fuse)
     return Training(run, config, data, model, state, manager, chief, task_id), start
 
 
