@@ -139,10 +139,10 @@ class RunDirectory:
         self._config = config
         return config
 
-    def resolve_config(self, config, save=True):
+    def resolve_config(self, config):
         """The config to train with: `config` for a new run (saved, which makes the run); for an existing run,
-        the saved one with the new training/decoding sections, after checking model and data did not change,
-        saved unless `save` is False (a caller with more checks to make saves it once they pass)."""
+        the saved one with the new training/decoding sections, after checking model and data did not change. The
+        caller saves that (`save_config`) once its own checks pass, so a refused session leaves the run as it was."""
         if not self.exists():
             return self.save_config(config)
         saved = self.load_config()
@@ -160,7 +160,7 @@ class RunDirectory:
                 )
         resolved = config_lib.replace(saved, data=config.data.__dict__, training=config.training.__dict__,
                                       decoding=config.decoding.__dict__)
-        return self.save_config(resolved) if save else resolved
+        return resolved
 
     def _check_frozen_sections(self, saved, config):
         """Refuses `config` where its model or data section differs from the run's `saved` one; data files that

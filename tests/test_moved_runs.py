@@ -241,4 +241,4 @@ class StreamedRunTest(TestCase):
             run.write_json(run.input_stream_path, {"pipeline": "memory", "corpus": "0123"})  # planned batches
             with self.assertLogs("t2t_keras.runs", "WARNING"):
                 self.assertEqual(run.resolve_config(config("/new")).data.train_files, ["/new/a.en", "/new/a.de"])
-            self.assertEqual(run.load_config().data.train_files, ["/new/a.en", "/new/a.de"])
+            self.assertEqual(run.load_config().data.train_files, ["/old/a.en", "/old/a.de"])  # until training saves

@@ -244,11 +244,13 @@ class ResumedRunPrecisionTest(TestCase):
     """`auto` is resolved when a run starts; a resume on other hardware keeps that choice (RUN/precision.json)."""
 
     def settle(self, run, hardware, **settings):
-        from t2t_keras.training.resume import settle_precision
+        from t2t_keras.training.resume import record_precision, settle_precision
 
         training = load_config("tiny", [f"training.{key}={value}" for key, value in settings.items()]).training
         with mock.patch.object(FastPath, "detect", return_value=on(hardware)):
-            return settle_precision(run, training)
+            chosen = settle_precision(run, training)
+        record_precision(run, *chosen)
+        return chosen
 
     def test_a_resume_on_other_hardware_keeps_the_first_choice(self):
         from t2t_keras.runs import RunDirectory

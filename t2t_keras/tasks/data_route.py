@@ -219,7 +219,7 @@ def prepare_run(config, run_dir) -> dict:
     if recorded == MEMORY or (recorded is None and run.checkpoint_paths()):
         raise ConfigError(f"{run.path} has trained on in-memory batches, and its input position counts those: "
                           "it cannot go on from prepared shards. Prepare into a new --run-dir and train there.")
-    config = run.resolve_config(config, save=False)
+    config = run.resolve_config(config)
     manifest = prepare_run_corpus(run, config)
     run.save_config(config)  # once the preparation took the corpus: a refused one leaves the run as it was
     return manifest

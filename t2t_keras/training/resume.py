@@ -89,13 +89,13 @@ def check_input_stream(run, stream, step):
     run.write_json(run.input_stream_path, stream)
 
 
-def settle_precision(run, training, record=True):
-    """`(precision, jit, fuse)` for this session: `auto` is resolved once per run and kept in `RUN/precision.json`.
+def settle_precision(run, training):
+    """`(precision, jit, fuse)` for this session: `auto` is resolved once per run and kept in `RUN/precision.json`
+    (by `record_precision`, once the session's checks have passed).
 
     A run resumed on other hardware (a CPU without bfloat16 units after one with them, say) goes on in the
     precision and compilation it started with, so the continuation stays exact. An explicit setting that
-    differs from what the run used so far is honoured and logged as not exact. `record=False` leaves the file
-    to `record_precision`, for a caller with checks still to make.
+    differs from what the run used so far is honoured and logged as not exact.
     """
     previous = run.read_json(run.precision_path) or {}
     precision, jit, fuse = training.mixed_precision, training.jit_compile, training.fuse_elementwise
@@ -117,8 +117,6 @@ def settle_precision(run, training, record=True):
         if key in previous and previous[key] != value:
             logger.warning("training.%s is %s; this run trained with %s so far: the rest of the run is not an "
                            "exact continuation.", key, value, previous[key])
-    if record:
-        record_precision(run, precision, jit, fuse)
     return precision, jit, fuse
 
 

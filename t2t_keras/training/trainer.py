@@ -142,14 +142,14 @@ def _set_up(config, run_dir, init_from=None):
     run = open_run(run_dir)
     if init_from is not None:
         config = adopt(config, init_from, run)
-    config = run.resolve_config(config, save=False)  # saved below, once resuming has passed its checks
+    config = run.resolve_config(config)  # saved below, once resuming has passed its checks
     if init_from is not None:
         copy_tokenizer(init_from, run, config)
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
     data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync, worker_count(strategy))
-    precision, jit, fuse = settle_precision(run, config.training, record=False)
+    precision, jit, fuse = settle_precision(run, config.training)
     model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
                                                     "fuse_elementwise": fuse}), strategy)
     chief, task_id = worker_identity(strategy)
