@@ -221,6 +221,10 @@ class PreparedDataTest(TestCase):
         for a, b in zip(resumed, prepared[23]):
             np.testing.assert_array_equal(a, b)
 
+    def test_a_corpus_that_fills_no_batch_is_refused_when_its_stream_is_made(self):
+        with self.assertRaisesRegex(DataError, "fills no batch .*: lower data.batch_tokens, or train on more data"):
+            self.dataset(batch_tokens=2**20)
+
     def test_an_unfinished_preparation_is_not_read(self):
         out = self.root / "unfinished"
         with mock.patch.object(prepare, "write_shard", side_effect=KeyboardInterrupt):

@@ -205,7 +205,7 @@ def checked_count(count, plan):
     """`count`, the batches of an epoch; a DataError naming the fix when it is 0."""
     if count == 0:
         raise DataError(
-            f"An epoch of the prepared corpus fills no batch (batch sizes {list(plan.batch_sizes)} per bucket "
-            f"of lengths {list(plan.lengths)}): lower batch_tokens, or prepare a larger corpus."
+            f"An epoch of the training corpus fills no batch (batch sizes {list(plan.batch_sizes)} per bucket "
+            f"of lengths {list(plan.lengths)}): lower data.batch_tokens, or train on more data."
         )
     return count

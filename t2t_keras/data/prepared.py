@@ -89,6 +89,7 @@ def _dataset(shards, *, seed, max_length, batch_tokens, num_replicas, worker_ind
     plan = bucket_plan(max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas)
     stream = _BatchStream(shards, seed=seed, plan=plan, worker_index=worker_index, num_workers=num_workers,
                           group_shards=group_shards, shares=shares)
+    stream.count(0)  # an epoch that fills no batch is refused here, not from inside the generator
     ids = tf.TensorSpec([None, None], tf.int32)
     dataset = tf.data.Dataset.from_generator(
         lambda: stream.batches(position),
