@@ -65,6 +65,9 @@ logger = logging.getLogger(__name__)
 
 # Sections that must not change when a run is continued; training and decoding may.
 FROZEN_SECTIONS = ("model", "data")
+# Data keys that shape the batch stream only: a run takes new values of them until its first checkpoint (from then
+# on, resuming checks its stream: training.resume.check_input_stream).
+BATCH_KEYS = ("batch_tokens", "shuffle_buffer")
 # Keys of the other sections that must not change either: the checkpoints' layout depends on them.
 FROZEN_KEYS = (("training", "lora_rank"),)
 AVERAGE_ENDS = ("last", "best")  # the newest checkpoint, or the best one (RUN/best/)
@@ -164,10 +167,12 @@ class RunDirectory:
 
     def _check_frozen_sections(self, saved, config):
         """Refuses `config` where its model or data section differs from the run's `saved` one; data files that
-        moved are taken (`corpus_moved`)."""
+        moved are taken (`corpus_moved`), and before the first checkpoint the `BATCH_KEYS`."""
+        untrained = not self.checkpoint_paths()
         for section in FROZEN_SECTIONS:
             old, new = getattr(saved, section).__dict__, getattr(config, section).__dict__
-            changed = {key: (old[key], new[key]) for key in old if old[key] != new[key]}
+            changed = {key: (old[key], new[key]) for key in old if old[key] != new[key]
+                       and not (section == "data" and untrained and key in BATCH_KEYS)}
             if not changed or (section == "data" and self.corpus_moved(saved.data, config.data)):
                 continue
             details = ", ".join(f"{section}.{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())

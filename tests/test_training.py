@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.config import replace
-from t2t_keras.errors import ConfigError
+from t2t_keras.errors import ConfigError, DataError
 from t2t_keras.inspect.summary import RunAttentionSummary
 from t2t_keras.model import build_transformer
 from t2t_keras.runs import average_run, checkpoint_paths, load_run_model
@@ -120,6 +120,18 @@ class InterruptedCheckpointWriteTest(TestCase):
             self.assertTrue(all(np.isfinite(w).all() for w in model.get_weights()))
             result = train(replace(config, training={"train_steps": 4}), run_dir, verbose=0)
             self.assertEqual(result.start_step, 3)
+
+
+class FirstSessionRetryTest(TestCase):
+    def test_a_run_takes_another_batch_size_until_its_first_checkpoint(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            config = toy_config(write_toy_corpus(f"{tmp}/data", train=120, dev=8, test=8), train_steps=3)
+            with self.assertRaisesRegex(DataError, "fills no batch .*: lower data.batch_tokens"):
+                train(replace(config, data={"batch_tokens": 2**16}), f"{tmp}/run", verbose=0)
+            self.assertEqual(train(config, f"{tmp}/run", verbose=0).final_step, 3)  # the same run, as told
+            with self.assertRaisesRegex(ConfigError, r"different data config \(data.batch_tokens: 384 -> 512\)"):
+                train(replace(config, data={"batch_tokens": 512}, training={"train_steps": 6}), f"{tmp}/run",
+                      verbose=0)
 
 
 if __name__ == "__main__":
