@@ -12,7 +12,7 @@ after waiting for a quiet machine (`timing.wait_for_quiet`):
   `tf.while_loop`, compiled with XLA for float32 weights, one concurrent search per core for a batch.
 - JAX trains the same model, loss, schedule, optimizer and metrics with `model.fit` under `jax.jit`, in float32,
   and, where the TensorFlow fast path chose another precision, in that one too. It decodes with the
-  backend-neutral searches (`decoding/neutral_greedy.py`, `neutral_beam.py`) compiled with `jax.jit`.
+  greedy and beam searches (`decoding/greedy.py`, `decoding/beam_search.py`) compiled with `jax.jit`.
 
 Training batches are synthetic and identical on both backends: `--source-length` + `--target-length` tokens per
 pair, no padding, as many pairs as the size's `data.batch_tokens` holds; tokens/s counts target tokens, timed
@@ -196,12 +196,13 @@ def tensorflow_model(config):
 
 
 def jax_model(config, precision):
-    """The same model, loss, schedule, optimizer and metrics, `model.fit` under `jax.jit`; the neutral searches."""
+    """The same model, loss, schedule, optimizer and metrics, `model.fit` under `jax.jit`; the searches."""
     import keras
     import numpy as np
 
-    from t2t_keras.decoding import neutral_beam, neutral_greedy
-    from t2t_keras.decoding.neutral_compile import compiled
+    from t2t_keras.decoding.beam_search import beam_search
+    from t2t_keras.decoding.greedy import greedy_decode
+    from t2t_keras.decoding.jit import compiled
     from t2t_keras.model import build_transformer
     from t2t_keras.training.loss import LabelSmoothedCrossEntropy
     from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
@@ -218,8 +219,8 @@ def jax_model(config, precision):
         program = compiled(model, search, **options)
         return lambda source: np.asarray(keras.ops.convert_to_numpy(program(source)["tokens"]))
 
-    searches = {"greedy": lambda **fixed: make(neutral_greedy.greedy_search, **fixed),
-                "beam4": lambda **fixed: make(neutral_beam.beam_search, beam_size=4, **fixed)}
+    searches = {"greedy": lambda **fixed: make(greedy_decode, **fixed),
+                "beam4": lambda **fixed: make(beam_search, beam_size=4, **fixed)}
     return model, searches, {"precision": precision, "jit_compile": True, "fused_elementwise": False}
 
 

@@ -1,7 +1,7 @@
 """The Keras backends the model runs on, and the packages each needs.
 
-The layers, the `Transformer`, the language models, the loss, the schedule and the backend-neutral searches
-(`decoding/neutral_*.py`) run on TensorFlow, JAX and PyTorch; Keras picks the backend once, from `KERAS_BACKEND`
+The layers, the `Transformer`, the language models, the loss, the schedule and the greedy and beam searches
+(`decoding/greedy.py`, `decoding/beam_search.py`) run on TensorFlow, JAX and PyTorch; Keras picks the backend once, from `KERAS_BACKEND`
 or `keras.json`, when it is first imported. The rest of the package (data pipeline, `t2t-keras train`, the
 TensorFlow searches, export and serving) is TensorFlow's. `import t2t_keras` checks that the chosen backend is
 installed, so a missing one is named with its install command instead of failing deep inside Keras.
@@ -64,4 +64,4 @@ def require_tensorflow_backend(what, backend):
         raise BackendError(
             f"{what} runs on the TensorFlow backend only; Keras runs on {backend} here (KERAS_BACKEND={backend}). "
             "Set KERAS_BACKEND=tensorflow, or on JAX and PyTorch use the model, the loss and the schedule with "
-            "model.fit, and decode with t2t_keras.decoding.neutral_greedy / neutral_beam.")
+            "model.fit, and decode token ids with t2t_keras.decoding.greedy_decode / beam_search.")

@@ -215,7 +215,7 @@ class Transformer(keras.Model):
 
         `max_length` None: a growing cache, whose self-attention keys/values each step appends
         (`decode_step(..., growing=True)`); its shape changes from step to step, so a loop over it needs relaxed
-        shape invariants (`decoding.common.search_loop`) and cannot be compiled with XLA, but a step reads and
+        shape invariants (`decoding.loops.search_loop`) and cannot be compiled with XLA, but a step reads and
         writes only the positions decoded so far.
         """
         return self.decoder.init_cache(memory, max_length)

@@ -4,8 +4,7 @@
 
 Keras reads `KERAS_BACKEND` once, when it is first imported, so each backend needs its own process. The child sets
 it, imports the model's modules, and from what the TensorFlow parent wrote into DIR (`spec.json`, `arrays.npz`,
-`.keras` files, `initial.weights.h5`) computes the models' outputs, the backend-neutral greedy and beam-4
-searches, the loss and the schedule, and the losses of a few `model.fit` steps, noting after each part whether
+`.keras` files, `initial.weights.h5`) computes the models' outputs, the greedy and beam-4 searches, the loss and the schedule, and the losses of a few `model.fit` steps, noting after each part whether
 TensorFlow has been imported. It re-saves the Transformer as DIR/BACKEND.keras and writes its results to
 DIR/BACKEND.json.
 
@@ -29,14 +28,14 @@ def as_list(value):
 
 
 def searches(model, source, spec):
-    """The backend-neutral greedy and beam searches of `source` (compiled on JAX), as lists."""
-    from t2t_keras.decoding import neutral_beam, neutral_greedy
-    from t2t_keras.decoding.neutral_compile import compiled
+    """The greedy and beam searches of `source` (compiled on JAX), as lists."""
+    from t2t_keras.decoding.beam_search import beam_search
+    from t2t_keras.decoding.greedy import greedy_decode
+    from t2t_keras.decoding.jit import compiled
 
     extra = spec["max_extra_length"]
-    greedy = compiled(model, neutral_greedy.greedy_search, max_extra_length=extra)(source)
-    beam = compiled(model, neutral_beam.beam_search, beam_size=4, alpha=0.6, max_extra_length=extra, num_return=2)(
-        source)
+    greedy = compiled(model, greedy_decode, max_extra_length=extra)(source)
+    beam = compiled(model, beam_search, beam_size=4, alpha=0.6, max_extra_length=extra, num_return=2)(source)
     return {"greedy_tokens": as_list(greedy["tokens"]), "greedy_scores": as_list(greedy["scores"]),
             "beam_tokens": as_list(beam["tokens"]), "beam_scores": as_list(beam["scores"])}
 
@@ -46,7 +45,7 @@ def model_outputs(model, work, arrays, spec):
     schedule."""
     import keras
 
-    from t2t_keras.decoding.neutral_compile import compiled
+    from t2t_keras.decoding.jit import compiled
     from t2t_keras.training.loss import LabelSmoothedCrossEntropy
     from t2t_keras.training.schedule import TransformerSchedule
 
@@ -87,9 +86,10 @@ def training_losses(work, arrays, spec):
 
 
 def tensorflow_search_refusal():
-    """The message with which `t2t_keras.decoding` refuses its TensorFlow searches here ('' if it does not)."""
+    """The message with which `t2t_keras.decoding` refuses its TensorFlow-only translator here ('' if it does
+    not)."""
     try:
-        from t2t_keras.decoding import beam_search  # noqa: F401
+        from t2t_keras.decoding import Translator  # noqa: F401
     except Exception as error:  # the test checks the type's name and the message
         return f"{type(error).__name__}: {error}"
     return ""
@@ -103,9 +103,9 @@ def run_checks(work):
     import t2t_keras.adapters  # noqa: F401
     import t2t_keras.build  # noqa: F401
     import t2t_keras.config  # noqa: F401
-    import t2t_keras.decoding.neutral_beam  # noqa: F401
-    import t2t_keras.decoding.neutral_compile  # noqa: F401
-    import t2t_keras.decoding.neutral_greedy  # noqa: F401
+    import t2t_keras.decoding.beam_search  # noqa: F401
+    import t2t_keras.decoding.greedy  # noqa: F401
+    import t2t_keras.decoding.jit  # noqa: F401
     import t2t_keras.keras_compat  # noqa: F401
     import t2t_keras.language_models  # noqa: F401
     import t2t_keras.layers  # noqa: F401

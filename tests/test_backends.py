@@ -16,9 +16,10 @@ import tempfile
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from t2t_keras.backends import BACKEND_PACKAGES, check_backend_installed
-from t2t_keras.decoding import beam_search, greedy_decode, neutral_beam, neutral_greedy
+from t2t_keras.decoding import beam_search, greedy_decode
 from t2t_keras.errors import BackendError
 from t2t_keras.language_models import CausalLanguageModel, MaskedLanguageModel
 from t2t_keras.model import Transformer
@@ -125,7 +126,7 @@ class BackendsTest(TestCase):
         children = {backend: start_child(backend, cls.work) for backend in CHILD_BACKENDS}
         arrays = dict(np.load(cls.work / "arrays.npz"))
         cls.model = keras.saving.load_model(cls.work / "transformer.keras")
-        cls.reference = backend_child.model_outputs(cls.model, cls.work, arrays, SPEC)  # neutral searches on TF
+        cls.reference = backend_child.model_outputs(cls.model, cls.work, arrays, SPEC)  # the children's code on TF
         cls.reference["training_losses"] = backend_child.training_losses(cls.work, arrays, SPEC)
         extra = SPEC["max_extra_length"]
         cls.tf_greedy = greedy_decode(cls.model, arrays["source"], max_extra_length=extra)
@@ -162,22 +163,27 @@ class BackendsTest(TestCase):
             lengths = np.count_nonzero(tokens, axis=-1)
             self.assertTrue(np.any(lengths < limits) and np.any(lengths == limits), lengths)
 
-    def test_neutral_searches_equal_the_tensorflow_searches_on_tensorflow(self):
+    def test_the_children_searches_on_tensorflow_equal_the_eager_searches(self):
         self.assertAllEqual(self.reference["greedy_tokens"], self.tf_greedy["tokens"])
         self.assertAllClose(self.reference["greedy_scores"], self.tf_greedy["scores"], atol=1e-5)
         self.assertAllEqual(self.reference["beam_tokens"], self.tf_beam["tokens"])
         self.assertAllClose(self.reference["beam_scores"], self.tf_beam["scores"], atol=1e-5)
 
-    def test_neutral_beam_search_equals_the_tensorflow_one_for_every_length_penalty(self):
+    def test_one_search_in_its_three_loops_for_every_length_penalty(self):
+        """The fixed-shape loop (eager here), the same compiled with XLA, and graph mode's growing cache that
+        drops done sentences give the same tokens."""
         for kind, alpha, num_return in (("gnmt", 1.0, 4), ("average", 0.6, 3), ("none", 0.6, 1)):
             options = dict(beam_size=4, alpha=alpha, length_penalty=kind, max_extra_length=3, num_return=num_return)
-            neutral = neutral_beam.beam_search(self.model, sources(), **options)
-            expected = beam_search(self.model, sources(), **options)
-            self.assertAllEqual(neutral["tokens"], expected["tokens"], msg=kind)
-            self.assertAllClose(neutral["log_probs"], expected["log_probs"], atol=1e-5, msg=kind)
+            fixed = beam_search(self.model, sources(), **options)
+            compiled = tf.function(lambda s: beam_search(self.model, s, **options), jit_compile=True)(sources())
+            growing = tf.function(lambda s: beam_search(self.model, s, growing_cache=True, **options))(sources())
+            for other in (compiled, growing):
+                self.assertAllEqual(other["tokens"], fixed["tokens"], msg=kind)
+                self.assertAllClose(other["log_probs"], fixed["log_probs"], atol=1e-5, msg=kind)
         options = dict(max_length=6, min_length=3)
-        neutral = neutral_greedy.greedy_search(self.model, sources(), **options)
-        self.assertAllEqual(neutral["tokens"], greedy_decode(self.model, sources(), **options)["tokens"])
+        fixed = greedy_decode(self.model, sources(), **options)["tokens"]
+        growing = tf.function(lambda s: greedy_decode(self.model, s, growing_cache=True, **options))(sources())
+        self.assertAllEqual(growing["tokens"], fixed)
 
     def test_same_greedy_and_beam_tokens_on_every_backend(self):
         for backend, results in self.results.items():
@@ -207,11 +213,11 @@ class BackendsTest(TestCase):
         for backend, results in self.results.items():
             self.assertAllClose(results["training_losses"], reference, rtol=LOSS_RTOL, atol=0, msg=backend)
 
-    def test_tensorflow_searches_are_refused_with_the_alternative_on_other_backends(self):
+    def test_the_tensorflow_only_translator_is_refused_with_the_alternative_on_other_backends(self):
         for backend, results in self.results.items():
             self.assertIn("BackendError", results["refusal"])
             self.assertIn("TensorFlow backend", results["refusal"])
-            self.assertIn("neutral_beam", results["refusal"])
+            self.assertIn("greedy_decode / beam_search", results["refusal"])
 
 
 class MissingBackendTest(TestCase):

@@ -1,4 +1,8 @@
-"""Pieces shared by the decoders: output-length limits, buffer writes, one cached step, the search loop.
+"""Pieces shared by the searches, in `keras.ops`: output-length limits, buffer writes, one cached step.
+
+The searches (`greedy`, `beam_search`, `constrained`) are written once, in `keras.ops`, and run on every Keras
+backend; `loops` runs their steps, in a fixed-shape loop (XLA, LiteRT, JAX, PyTorch) or, on TensorFlow in graph
+mode, over a growing cache that drops done sentences.
 
 Length conventions used throughout `decoding/`:
 
@@ -8,29 +12,84 @@ Length conventions used throughout `decoding/`:
   (EOS included), §6.1, and never more than the *bound*: the static size of the
   token buffers and of the self-attention cache;
 * a hypothesis that reaches its limit without EOS ends there, without EOS;
-* PAD and BOS are never generated, so every id before EOS is non-zero and the
-  buffers hold 0 after it.
+* PAD and BOS are never generated, so every id before EOS is not PAD, and the
+  buffers hold PAD after it.
 """
 
 from typing import Any, NamedTuple
 
-import tensorflow as tf
+import keras
+from keras import ops
 
 from t2t_keras.decoding.parameters import DEFAULTS
-from t2t_keras.decoding.shortlist import searched_ids, shortlist_slots
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = float("-inf")
 
 
+class SearchIds(NamedTuple):
+    """The ids a search treats apart: `pad` (padding, never generated), `start` (the decoder's first input, never
+    generated), `end` (ends a hypothesis)."""
+
+    pad: int
+    start: int
+    end: int
+
+
+def search_ids(model):
+    """The model's `SearchIds` (its `special_ids` where it declares them, else the package's fixed ids)."""
+    special = getattr(model, "special_ids", None)
+    if special is None:
+        return SearchIds(PAD_ID, BOS_ID, EOS_ID)
+    return SearchIds(special.pad, special.decoder_start, special.eos)
+
+
 def dim(tensor, axis):
     """The size of `tensor` along `axis`: a Python int where the shape is static, else a scalar tensor."""
-    return tensor.shape[axis] if tensor.shape[axis] is not None else tf.shape(tensor)[axis]
+    size = tensor.shape[axis]
+    return size if size is not None else ops.shape(tensor)[axis]
+
+
+# Two steps of every search have a one-op form on TensorFlow that `keras.ops` spells with several: chosen here.
+def _on_tensorflow():
+    return keras.backend.backend() == "tensorflow"
+
+
+def gather_rows(values, index):
+    """`values[b, index[b, j], ...]` for `values` `(batch, n, ...)` and int `index` `(batch, k)`.
+
+    TensorFlow's batched gather is one op; `take_along_axis`, which the other backends use, broadcasts the index
+    over the trailing axes first."""
+    if _on_tensorflow():
+        import tensorflow as tf
+
+        return tf.gather(values, index, batch_dims=1)
+    rank = len(values.shape)
+    index = ops.reshape(index, tuple(ops.shape(index)) + (1,) * (rank - 2))
+    index = ops.broadcast_to(index, tuple(ops.shape(index)[:2]) + tuple(ops.shape(values)[2:]))
+    return ops.take_along_axis(values, index, axis=1)
+
+
+def argmax_ids(log_probs):
+    """`(batch,)` int32 column of each row's largest value (the lowest on ties).
+
+    `keras.ops.argmax` first rewrites every -0.0 of the `(batch, vocab)` input (four elementwise passes a step),
+    which log-probabilities never hold; TensorFlow's own argmax is one op."""
+    if _on_tensorflow():
+        import tensorflow as tf
+
+        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+    return ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+
+
+def map_rows(function, structure):
+    """`function` applied to every tensor of a nested `structure` (a cache, a dict of inputs)."""
+    return keras.tree.map_structure(function, structure)
 
 
 def source_lengths(source, pad_id=PAD_ID):
     """`(batch,)` int32 number of real (non-padding) ids in each source row."""
-    return tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.int32), axis=1)
+    return ops.sum(ops.cast(ops.not_equal(source, pad_id), "int32"), axis=1)
 
 
 def output_bound(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None):
@@ -49,13 +108,13 @@ def output_bound(model, source, max_extra_length=DEFAULTS.max_extra_length, max_
         max_length = dim(source, 1) + max_extra_length
     if isinstance(max_length, int):
         return max(1, min(max_length, model.max_length))
-    return tf.clip_by_value(max_length, 1, model.max_length)
+    return ops.clip(max_length, 1, model.max_length)
 
 
 def output_limits(source, bound, max_extra_length=DEFAULTS.max_extra_length, pad_id=PAD_ID):
     """`(batch,)` int32 longest output of each sentence: input length + extra, within [1, bound]."""
-    limits = source_lengths(source, pad_id) + tf.cast(max_extra_length, tf.int32)
-    return tf.clip_by_value(limits, 1, bound)
+    limits = source_lengths(source, pad_id) + ops.cast(max_extra_length, "int32")
+    return ops.clip(limits, 1, bound)
 
 
 def output_lengths(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None):
@@ -66,43 +125,58 @@ def output_lengths(model, source, max_extra_length=DEFAULTS.max_extra_length, ma
 
 def write_at(buffer, index, values):
     """`buffer` (..., length) with column `index` replaced by `values` (...)."""
-    columns = tf.range(tf.shape(buffer)[-1])
-    return tf.where(tf.equal(columns, index), tf.expand_dims(values, -1), buffer)
+    columns = ops.arange(dim(buffer, -1), dtype="int32")
+    return ops.where(ops.equal(columns, index), ops.expand_dims(ops.cast(values, buffer.dtype), -1), buffer)
 
 
-def previous_tokens(sequences, step):
-    """Decoder input at `step`: BOS first, then the token written at `step - 1`."""
-    last = tf.gather(sequences, tf.maximum(step - 1, 0), axis=-1)
-    return tf.where(tf.equal(step, 0), tf.constant(BOS_ID, sequences.dtype), last)
+def previous_tokens(sequences, step, ids):
+    """Decoder input at `step`: the start id first, then the token written at `step - 1`."""
+    last = ops.take(sequences, ops.maximum(step - 1, 0), axis=-1)
+    return ops.where(ops.equal(step, 0), ops.cast(ids.start, sequences.dtype), last)
 
 
-def mask_special_tokens(log_probs, step, min_length=0, output_ids=None):
-    """Sets to -inf the ids that may not come next: PAD and BOS always, EOS before `min_length`.
+def mask_special_tokens(log_probs, step, ids, min_length=0, output_ids=None):
+    """Sets to -inf the ids that may not come next: PAD and the start id always, the end id before `min_length`.
 
-    PAD would be indistinguishable from the padding after EOS, and BOS only
-    starts the decoder input. The other log-probabilities are not renormalised
-    (as in fairseq), so scores stay the model's log-probabilities. With a
-    shortlist, column i of `log_probs` is id `output_ids[i]` (`decoding.shortlist`).
+    PAD would be indistinguishable from the padding after the end, and the start
+    id only starts the decoder input. The other log-probabilities are not
+    renormalised (as in fairseq), so scores stay the model's log-probabilities.
+    With a shortlist, column i of `log_probs` is id `output_ids[i]` (`decoding.shortlist`).
     """
     vocab = searched_ids(log_probs, output_ids)
-    early_eos = tf.logical_and(tf.equal(vocab, EOS_ID), step + 1 < min_length)
-    forbidden = tf.equal(vocab, PAD_ID) | tf.equal(vocab, BOS_ID) | early_eos
-    return tf.where(forbidden, tf.constant(NEG_INF, log_probs.dtype), log_probs)
+    early_end = ops.logical_and(ops.equal(vocab, ids.end), step + 1 < min_length)
+    forbidden = ops.equal(vocab, ids.pad) | ops.equal(vocab, ids.start) | early_end
+    return ops.where(forbidden, ops.cast(NEG_INF, log_probs.dtype), log_probs)
 
 
-def force_prefix(log_probs, step, prefix, output_ids=None):
+def force_prefix(log_probs, step, prefix, pad_id=PAD_ID, output_ids=None):
     """Rows whose `prefix` has a token at `step` may only emit that token, with log-probability 0.
 
-    `prefix` int `(batch, width)` is padded with PAD_ID. A language model's
+    `prefix` int `(batch, width)` is padded with `pad_id`. A language model's
     prompt is fed this way through the same search loops; the forced tokens
     add nothing to the scores, which then measure the continuation alone.
     """
-    width = tf.shape(prefix)[1]
-    column = tf.gather(prefix, tf.minimum(step, width - 1), axis=1)  # (batch,)
-    forced = (step < width) & tf.not_equal(column, PAD_ID)
+    width = dim(prefix, 1)
+    column = ops.take(prefix, ops.minimum(step, width - 1), axis=1)  # (batch,)
+    forced = (step < width) & ops.not_equal(column, pad_id)
     vocab = searched_ids(log_probs, output_ids)
-    only = tf.where(tf.equal(vocab[None, :], column[:, None]), 0.0, NEG_INF)
-    return tf.where(forced[:, None], tf.cast(only, log_probs.dtype), log_probs)
+    only = ops.where(ops.equal(vocab[None, :], column[:, None]), 0.0, NEG_INF)
+    return ops.where(forced[:, None], ops.cast(only, log_probs.dtype), log_probs)
+
+
+def shortlist_slots(output_ids):
+    """bool `(S,)`: the slots of a shortlist's `output_ids` that hold an id (PAD_ID first), not padding."""
+    return ops.not_equal(output_ids, PAD_ID) | ops.equal(ops.arange(dim(output_ids, 0), dtype="int32"), 0)
+
+
+def searched_ids(log_probs, output_ids=None):
+    """int32 `(V,)` full-vocabulary id of each column of `log_probs`: `output_ids`, or 0..V-1 without a shortlist."""
+    return ops.arange(dim(log_probs, -1), dtype="int32") if output_ids is None else output_ids
+
+
+def vocabulary_ids(positions, output_ids=None):
+    """Full-vocabulary ids of `positions` in the searched vocabulary (themselves without a shortlist)."""
+    return positions if output_ids is None else ops.take(output_ids, positions)
 
 
 class SearchedVocabulary(NamedTuple):
@@ -131,11 +205,11 @@ def next_log_probs(model, tokens, source_mask, cache, step, vocabulary=None, gro
     options = {"growing": True} if growing else {}  # models without growing caches take no such argument
     if vocabulary is None:
         out = model.decode_step(tokens[:, None], cache, step, source_mask, **options)
-        return tf.nn.log_softmax(out.logits[:, 0]), out.cache
+        return ops.log_softmax(out.logits[:, 0], axis=-1), out.cache
     out = model.decode_step(tokens[:, None], cache, step, source_mask, output_ids=vocabulary.ids,
                             output_weights=vocabulary.weights, **options)
-    logits = tf.where(vocabulary.slots, out.logits[:, 0], NEG_INF)  # (batch, S)
-    return tf.nn.log_softmax(logits), out.cache
+    logits = ops.where(vocabulary.slots, out.logits[:, 0], NEG_INF)  # (batch, S)
+    return ops.log_softmax(logits, axis=-1), out.cache
 
 
 def new_cache(model, memory, bound, growing=False):
@@ -144,44 +218,25 @@ def new_cache(model, memory, bound, growing=False):
 
     Preallocated slots keep every shape fixed, which XLA needs; but each step then writes one slot by copying the
     whole buffer, and attends to and reorders all `bound` slots. A growing cache reads and writes only the
-    positions decoded so far: the faster choice in graph mode (docs/results.md, "Beam search that stops when the
-    beam is spent"), not compilable with XLA.
+    positions decoded so far: the faster choice in graph mode (docs/results.md), not compilable with XLA.
     """
     return model.init_cache(memory, None if growing else bound)
+
+
+def encoded(model, source, bound, rows=1, growing=False):
+    """The source mask and the decoder's initial cache (`new_cache`), each sentence's row repeated `rows` times
+    (its beams; a Python int, or a scalar tensor in graph mode)."""
+    source_mask = model.source_mask(source)
+    cache = new_cache(model, model.encode(source, training=False), bound, growing)
+    if isinstance(rows, int) and rows == 1:
+        return source_mask, cache
+
+    def repeat(tensor):
+        return ops.repeat(tensor, rows, axis=0)
+
+    return repeat(source_mask), map_rows(repeat, cache)
 
 
 def row_inputs(source_mask, forced_prefix=None):
     """A search step's inputs with one row per decoder row: the source mask and, if any, the forced prefix."""
     return {"source_mask": source_mask, **({} if forced_prefix is None else {"forced_prefix": forced_prefix})}
-
-
-def search_loop(step, state, done, bound, growing=False):
-    """Runs `state = step(state)` in one `tf.while_loop` until every sentence is done, at most `bound` times.
-
-    `state` is a dict of tensors whose shapes stay the same from step to step, except, with `growing`, the
-    self-attention keys/values of `state["cache"]` (`new_cache`), whose length axis grows; its bool `(batch,)`
-    entry `state[done]` marks the sentences that are done.
-    """
-
-    def body(state):
-        return (step(state),)
-
-    def not_done(state):
-        return tf.logical_not(tf.reduce_all(state[done]))
-
-    invariants = (_growing_invariants(state),) if growing else None
-    (state,) = tf.while_loop(not_done, body, (state,), maximum_iterations=bound, shape_invariants=invariants)
-    return state
-
-
-def _growing_invariants(state):
-    """The shapes of `state`, with the length axis of each self-attention key/value `(batch, heads, length, dim)`
-    left open."""
-    shapes = tf.nest.map_structure(lambda tensor: tensor.shape, state)
-
-    def open_length(shape):
-        return tf.TensorShape([shape[0], shape[1], None, shape[3]])
-
-    shapes["cache"] = [{**layer, "self": tf.nest.map_structure(open_length, layer["self"])}
-                       for layer in shapes["cache"]]
-    return shapes

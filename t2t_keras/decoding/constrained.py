@@ -42,19 +42,15 @@ Constraint tokens are scored with the model's log-probabilities, like any other,
 prefixes are not combined with constraints.
 """
 
-import functools
 from typing import NamedTuple
 
 import tensorflow as tf
 
 from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import common
-from t2t_keras.decoding.beam_search import (_check_options, _initial_state, _nbest, _next_finished,
-                                            _reorder_cache, _tiled_encoding, _top_candidates)
-from t2t_keras.decoding.length_penalty import normalized_score
+from t2t_keras.decoding.beam_search import BeamRule, Choice, beam_search, top_candidates
 from t2t_keras.decoding.parameters import DEFAULTS
-from t2t_keras.decoding.stopping import settled
-from t2t_keras.special_ids import EOS_ID, PAD_ID
+from t2t_keras.special_ids import PAD_ID
 
 
 class Constraints(NamedTuple):
@@ -102,58 +98,44 @@ def constrained_beam_search(model, source, constraints, beam_size=DEFAULTS.beam_
         tokens are then not a translation, and its scores -inf. Scores of n-best entries beyond the complete
         hypotheses found are -inf as well.
     """
-    _check_options(beam_size, num_return, length_penalty, stopping)
-    source = tf.convert_to_tensor(source, tf.int32)
-    terms = Constraints.of(constraints)
-    bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
-    tile = functools.partial(tf.repeat, repeats=beam_size, axis=0)
-    source_mask, cache = _tiled_encoding(model, source, bound, tile, growing_cache)
-    state = _initial_state(tf.shape(source)[0], beam_size, bound, cache)
-    state.update(_initial_progress(terms, beam_size))
-    scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
-    step = functools.partial(_constrained_step, model, source_mask=source_mask, limits=limits, min_length=min_length,
-                             scoring=scoring, num_return=num_return, terms=terms, stopping=stopping,
-                             growing=growing_cache)
-    final = common.search_loop(step, state, "done", bound, growing_cache)
-    return {**_nbest(final, num_return), "satisfied": final["finished_log_probs"][:, 0] > common.NEG_INF}
+    out = beam_search(model, source, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
+                      max_extra_length=max_extra_length, max_length=max_length, min_length=min_length,
+                      num_return=num_return, stopping=stopping, growing_cache=growing_cache,
+                      rule=ConstraintRule(Constraints.of(constraints)))
+    return {**out, "satisfied": out["log_probs"][:, 0] > common.NEG_INF}
 
 
-def _initial_progress(terms, beam_size):
-    """Every hypothesis has met the padding constraints only, and is in none."""
-    batch = tf.shape(terms.ids)[0]
-    met = tf.tile(tf.equal(terms.lengths, 0)[:, None, :], [1, beam_size, 1])  # (batch, beam, C)
-    zeros = tf.zeros((batch, beam_size), tf.int32)
-    return {"met": met, "progress": zeros, "current": zeros}
+class ConstraintRule(BeamRule):
+    """`beam_search`'s choice of candidates under a batch's `Constraints` (see the module docstring)."""
+
+    state_names = ("met", "progress", "current")
+    compacts = False  # the constraints are rows of the batch, which the search keeps whole
+
+    def __init__(self, terms):
+        self.terms = terms
+
+    def initial_state(self, batch, beam_size):
+        """Every hypothesis has met the padding constraints only, and is in none."""
+        met = tf.tile(tf.equal(self.terms.lengths, 0)[:, None, :], [1, beam_size, 1])  # (batch, beam, C)
+        zeros = tf.zeros((batch, beam_size), tf.int32)
+        return {"met": met, "progress": zeros, "current": zeros}
+
+    def choose(self, state, log_probs, step, limits, ids, output_ids=None):
+        """Constraint candidates included, in slot order; only complete hypotheses may join `finished`."""
+        log_probs = _forbid_incomplete_end(log_probs, state, ids.end)
+        candidates = _candidates(state, log_probs, self.terms, step)
+        candidates["ending"] = tf.equal(candidates["tokens"], ids.end) | (step + 1 >= limits[:, None])
+        selected = _slot_order(candidates, self.terms, state["alive_seq"], step)  # (batch, 2 * beam), slots first
+        complete = tf.reduce_all(selected["met"], axis=-1)
+        return Choice(selected, selected["ending"] & complete & selected["valid"], _next_alive(selected))
 
 
-def _constrained_step(model, state, source_mask, limits, min_length, scoring, num_return, terms, stopping,
-                      growing=False):
-    """Extends the alive hypotheses by one token, constraint candidates included, and updates both sets."""
-    step = state["step"]
-    inputs = tf.reshape(common.previous_tokens(state["alive_seq"], step), (-1,))  # (batch * beam,)
-    log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, growing=growing)
-    log_probs = _forbid_incomplete_eos(common.mask_special_tokens(log_probs, step, min_length), state)
-    candidates = _candidates(state, log_probs, terms, step)
-    candidates["ending"] = tf.equal(candidates["tokens"], EOS_ID) | (step + 1 >= limits[:, None])
-    selected = _slot_order(candidates, terms, state["alive_seq"], step)  # (batch, 2 * beam), slots first
-    complete = tf.reduce_all(selected["met"], axis=-1)
-    joins = selected["ending"] & complete & selected["valid"]
-    finished = _next_finished(state, selected, joins, scoring(selected["log_probs"], step + 1))
-    alive = _next_alive(selected)
-    done = state["done"] | (step + 1 >= limits) | settled(stopping, finished["count"], finished["scores"],
-                                                          tf.reduce_max(alive["log_probs"], axis=1), step, limits,
-                                                          scoring, num_return)
-    return {"step": step + 1, "done": done, "cache": _reorder_cache(cache, alive["beams"]),
-            "alive_seq": alive["seq"], "alive_log_probs": alive["log_probs"],
-            **{f"finished_{name}": value for name, value in finished.items()},  # seq, scores, log_probs
-            **{name: alive[name] for name in ("met", "progress", "current")}}
-
-
-def _forbid_incomplete_eos(log_probs, state):
-    """EOS gets -inf for the hypotheses (rows of `log_probs`, `(batch * beam, vocab)`) with an unmet constraint."""
+def _forbid_incomplete_end(log_probs, state, end_id):
+    """The end id gets -inf for the hypotheses (rows of `log_probs`, `(batch * beam, vocab)`) with an unmet
+    constraint."""
     incomplete = tf.reshape(tf.logical_not(tf.reduce_all(state["met"], axis=-1)), (-1, 1))
-    eos = tf.equal(tf.range(tf.shape(log_probs)[-1]), EOS_ID)[None, :]
-    return tf.where(incomplete & eos, tf.constant(common.NEG_INF, log_probs.dtype), log_probs)
+    end = tf.equal(tf.range(tf.shape(log_probs)[-1]), end_id)[None, :]
+    return tf.where(incomplete & end, tf.constant(common.NEG_INF, log_probs.dtype), log_probs)
 
 
 def _candidates(state, log_probs, terms, step):
@@ -163,7 +145,7 @@ def _candidates(state, log_probs, terms, step):
     """
     alive_log_probs = state["alive_log_probs"]
     batch, beam_size = tf.shape(alive_log_probs)[0], common.dim(alive_log_probs, 1)
-    top = _top_candidates(state["alive_seq"], alive_log_probs, log_probs, step)
+    top = top_candidates(state["alive_seq"], alive_log_probs, log_probs, step)
     per_beam = tf.reshape(log_probs, (batch, beam_size, -1))  # (batch, beam, vocab)
     own_best = tf.argmax(per_beam, axis=-1, output_type=tf.int32)  # (batch, beam)
     forced, allowed = _constraint_tokens(terms, state)  # (batch, beam, C)

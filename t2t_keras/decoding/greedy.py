@@ -1,20 +1,19 @@
-"""Greedy (and sampled) incremental decoding with the key/value cache.
+"""Greedy (and sampled) incremental decoding with the key/value cache, on every Keras backend.
 
-The whole search is one `tf.while_loop` over fixed-shape buffers, so it runs
-eagerly, inside `tf.function`, and inside `tf.function(jit_compile=True)`
-(with `growing_cache=True`, the one buffer that grows, not with XLA):
+The step is written in `keras.ops`; `loops` runs it over fixed-shape buffers (eagerly, inside `tf.function`,
+inside `tf.function(jit_compile=True)`, under `jax.jit`, on PyTorch), or on TensorFlow in graph mode over a
+growing cache that drops finished sentences (`growing_cache=True`):
 
     decode = tf.function(lambda source: greedy_decode(model, source), jit_compile=True)
 """
 
 import functools
 
-import tensorflow as tf
+from keras import ops
 
-from t2t_keras.decoding import common, sampling
-from t2t_keras.decoding.compaction import compacting_loop
+from t2t_keras.decoding import common
+from t2t_keras.decoding.loops import search_loop
 from t2t_keras.decoding.parameters import DEFAULTS
-from t2t_keras.decoding.shortlist import vocabulary_ids
 
 
 def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0,
@@ -22,67 +21,75 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
     """Decodes `source` one token at a time, choosing the argmax (or a sample) at each step.
 
     Args:
-        model: a built `Transformer`.
-        source: int `(batch, source_len)` ids, padded with 0, each row ending with EOS.
+        model: a built `Transformer` (or any `families.Searchable`).
+        source: int `(batch, source_len)` ids, padded, each row ending with the end id.
         max_extra_length: a sentence stops after `input length + max_extra_length`
             tokens (§6.1). May be a scalar or `(batch,)` tensor when `max_length` is given.
         max_length: static bound on the output length (and cache size); defaults
             to the padded source width + `max_extra_length`.
-        min_length: EOS is forbidden until this many tokens exist (benchmarks use
+        min_length: the end id is forbidden until this many tokens exist (benchmarks use
             it to force a length). May be a tensor.
         temperature: 0 (a Python number) means argmax. Otherwise tokens are sampled from
-            softmax(log p / temperature); a tensor value <= 0 still means argmax.
+            softmax(log p / temperature) (TensorFlow); a tensor value <= 0 still means argmax.
         top_k: when sampling, only the k most likely tokens are candidates; 0 keeps all.
         seed: int seed of the stateless sampler; None draws one.
-        forced_prefix: optional int `(batch, width)` ids, 0-padded, emitted first whatever the model prefers (a
+        forced_prefix: optional int `(batch, width)` ids, padded, emitted first whatever the model prefers (a
             language model's prompt; see `common.force_prefix`).
         output_ids: optional int32 `(S,)` searched vocabulary of a shortlist
             (`decoding.shortlist.batch_vocabulary`); None searches the whole vocabulary.
         growing_cache: a growing cache (`common.new_cache`), finished sentences dropped (`compaction`): graph mode.
 
     Returns:
-        dict with `tokens`: int32 `(batch, bound)`, each row ending with EOS
-        (unless cut at its length limit) followed by 0s; and `scores`: float32
+        dict with `tokens`: int32 `(batch, bound)`, each row ending with the end id
+        (unless cut at its length limit) followed by padding; and `scores`: float32
         `(batch,)` model log-probability of the tokens (untempered).
     """
-    source = tf.convert_to_tensor(source, tf.int32)
+    source = ops.convert_to_tensor(source, "int32")
+    ids = common.search_ids(model)
     bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
-    source_mask = model.source_mask(source)
-    cache = common.new_cache(model, model.encode(source, training=False), bound, growing_cache)
-    choose = _chooser(temperature, top_k, seed)
-    state = _initial_state(tf.shape(source)[0], bound, cache)
-    step = functools.partial(_greedy_step, model, min_length=min_length, choose=choose,
+    source_mask, cache = common.encoded(model, source, bound, growing=growing_cache)
+    argmax = _is_argmax(temperature)
+    choose = _argmax if argmax else _sampler(temperature, top_k, seed)
+    state = _initial_state(common.dim(source, 0), bound, cache, ids)
+    step = functools.partial(greedy_step, model, min_length=min_length, choose=choose, ids=ids,
                              vocabulary=common.searched_vocabulary(model, output_ids), growing=growing_cache)
+    inputs = common.row_inputs(source_mask, forced_prefix)
     # a sampler keeps every row in the batch: a row's random draws depend on its place in the batch
-    compact = growing_cache and sampling.is_argmax(temperature)
-    state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), compact, growing_cache)
+    if growing_cache and argmax:
+        from t2t_keras.decoding.compaction import compacting_loop  # graph mode
+
+        state = compacting_loop(step, state, ("tokens", "scores", "finished"), bound, {"limits": limits}, inputs,
+                                done="finished")
+    else:
+        state = search_loop(functools.partial(step, limits=limits, **inputs), state, "finished", bound, growing_cache)
     return {"tokens": state["tokens"], "scores": state["scores"]}
 
 
-def _run(step, state, bound, limits, row_inputs, compact, growing):
-    """The search loop: one that drops finished sentences (`compact`, graph mode), or a plain one (over a growing
-    cache if `growing`)."""
-    if compact:
-        return compacting_loop(step, state, ("tokens", "scores", "finished"), bound, {"limits": limits}, row_inputs,
-                               done="finished")
-    return common.search_loop(functools.partial(step, limits=limits, **row_inputs), state, "finished", bound, growing)
-
-
-def _initial_state(batch, bound, cache):
-    """Nothing written yet: empty `(batch, bound)` token buffers, zero scores, no sentence finished."""
+def _initial_state(batch, bound, cache, ids):
+    """Nothing written yet: `(batch, bound)` token buffers of padding, zero scores, no sentence finished."""
     return {
-        "step": tf.constant(0),
-        "tokens": tf.zeros((batch, bound), tf.int32),
-        "scores": tf.zeros((batch,), tf.float32),
-        "finished": tf.zeros((batch,), tf.bool),
+        "step": ops.convert_to_tensor(0, "int32"),  # a strongly typed scalar, as `jax.lax.while_loop` needs
+        "tokens": ops.full((batch, bound), ids.pad, "int32"),
+        "scores": ops.zeros((batch,), "float32"),
+        "finished": ops.zeros((batch,), "bool"),
         "cache": cache,
     }
 
 
-def _chooser(temperature, top_k, seed):
-    """`choose(log_probs, step) -> tokens`: argmax, or a seeded sampler."""
-    if sampling.is_argmax(temperature):
-        return lambda log_probs, step: sampling.argmax_tokens(log_probs)
+def _is_argmax(temperature):
+    """True when `temperature` is a Python number <= 0, which means plain argmax."""
+    return isinstance(temperature, (int, float)) and temperature <= 0
+
+
+def _argmax(log_probs, step):
+    """`(batch,)` int32 most likely tokens (lowest id on ties)."""
+    return common.argmax_ids(log_probs)
+
+
+def _sampler(temperature, top_k, seed):
+    """`choose(log_probs, step) -> tokens`: a seeded sampler (`sampling`, TensorFlow's stateless draws)."""
+    from t2t_keras.decoding import sampling
+
     base_seed = sampling.random_seed() if seed is None else seed
 
     def choose(log_probs, step):
@@ -91,25 +98,24 @@ def _chooser(temperature, top_k, seed):
     return choose
 
 
-def _greedy_step(model, state, source_mask, limits, min_length, choose, forced_prefix=None, vocabulary=None,
-                 growing=False):
+def greedy_step(model, state, source_mask, limits, min_length, choose, ids, forced_prefix=None, vocabulary=None,
+                growing=False):
     """Feeds the previous token, picks the next one and marks finished sentences (over a shortlist's
     `vocabulary`, `common.searched_vocabulary`, if any)."""
     step, finished = state["step"], state["finished"]
     output_ids = None if vocabulary is None else vocabulary.ids
-    inputs = common.previous_tokens(state["tokens"], step)
+    inputs = common.previous_tokens(state["tokens"], step, ids)
     log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, vocabulary, growing)
-    log_probs = common.mask_special_tokens(log_probs, step, min_length, output_ids)
+    log_probs = common.mask_special_tokens(log_probs, step, ids, min_length, output_ids)
     if forced_prefix is not None:
-        log_probs = common.force_prefix(log_probs, step, forced_prefix, output_ids)
-    choice = tf.where(finished, 0, choose(log_probs, step))  # a column of log_probs; column 0 is PAD_ID
-    token = vocabulary_ids(choice, output_ids)
-    token_log_prob = tf.gather(log_probs, choice, batch_dims=1)
-    finished = finished | tf.equal(token, common.EOS_ID) | (step + 1 >= limits)
+        log_probs = common.force_prefix(log_probs, step, forced_prefix, ids.pad, output_ids)
+    choice = ops.where(finished, 0, choose(log_probs, step))  # a column of log_probs, 0 once finished
+    token = ops.where(finished, ids.pad, common.vocabulary_ids(choice, output_ids))
+    token_log_prob = common.gather_rows(log_probs, choice[:, None])[:, 0]
     return {
         "step": step + 1,
         "tokens": common.write_at(state["tokens"], step, token),
-        "scores": state["scores"] + tf.where(state["finished"], 0.0, token_log_prob),
-        "finished": finished,
+        "scores": state["scores"] + ops.where(finished, 0.0, token_log_prob),
+        "finished": finished | ops.equal(token, ids.end) | (step + 1 >= limits),
         "cache": cache,
     }

@@ -9,8 +9,7 @@ A finished hypothesis Y is ranked by `log P(Y) / lp(Y)` with
 
 |Y| counts the generated tokens including the final EOS, not BOS.
 
-Written in `keras.ops`, so the TensorFlow beam search (`beam_search.py`) and the backend-neutral one
-(`neutral_beam.py`) rank hypotheses with the same formula.
+Written in `keras.ops`, as the beam search's step (`beam_search.py`) that calls it on every backend.
 """
 
 from keras import ops

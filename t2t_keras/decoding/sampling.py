@@ -43,8 +43,3 @@ def sample_tokens(log_probs, seed, temperature=1.0, top_k=0):
 def argmax_tokens(log_probs):
     """`(batch,)` int32 most likely tokens (lowest id on ties)."""
     return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-
-
-def is_argmax(temperature):
-    """True when `temperature` is a Python number <= 0, which means plain argmax."""
-    return isinstance(temperature, (int, float)) and temperature <= 0

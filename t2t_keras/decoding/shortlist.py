@@ -50,21 +50,6 @@ def batch_vocabulary(entries, frequent, source, vocab_size, size_multiple=SIZE_M
     return tf.pad(ids, [[0, size - count]], constant_values=PAD_ID)
 
 
-def shortlist_slots(output_ids):
-    """bool `(S,)`: the slots of `output_ids` that hold an id (PAD_ID first), not padding."""
-    return tf.not_equal(output_ids, PAD_ID) | tf.equal(tf.range(tf.shape(output_ids)[0]), 0)
-
-
-def searched_ids(log_probs, output_ids=None):
-    """int32 `(V,)` full-vocabulary id of each column of `log_probs`: `output_ids`, or 0..V-1 without a shortlist."""
-    return tf.range(tf.shape(log_probs)[-1]) if output_ids is None else output_ids
-
-
-def vocabulary_ids(positions, output_ids=None):
-    """Full-vocabulary ids of `positions` in the searched vocabulary (themselves without a shortlist)."""
-    return positions if output_ids is None else tf.gather(output_ids, positions)
-
-
 class ShortlistTable:
     """A shortlist as constant tensors, and the searched vocabulary of each batch.
 

@@ -18,8 +18,7 @@ sentence at its length limit. Before that:
   list, but with the "gnmt" penalty and a distant length limit the bound is loose and a sentence runs on for
   many steps after its translation has ended.
 
-Written in `keras.ops`, so the TensorFlow beam search (`beam_search.py`) and the backend-neutral one
-(`neutral_beam.py`) stop at the same step.
+Written in `keras.ops`, as the beam search's step (`beam_search.py`) that calls it on every backend.
 """
 
 from keras import ops

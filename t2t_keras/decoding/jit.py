@@ -1,12 +1,12 @@
-"""A backend-neutral search (or any function of a model), compiled where the backend compiles: `jax.jit` on JAX.
+"""A search (or any function of a model) compiled where the backend compiles it whole: `jax.jit` on JAX.
 
-    search = compiled(model, neutral_beam.beam_search, beam_size=4)
+    search = compiled(model, beam_search.beam_search, beam_size=4)
     result = search(source)  # on JAX: one compilation per source shape, then the compiled program
 
 On JAX the model's weights are arguments of the compiled function (through a `keras.StatelessScope`), not
 constants baked into it, so the program stays small and sees the weights the model holds at each call. PyTorch and
-TensorFlow run the search as it is (eagerly; the TensorFlow searches of `greedy.py` and `beam_search.py` are the
-XLA-compiled ones there).
+TensorFlow run the function as it is (on TensorFlow, `tf.function(jit_compile=True)` compiles a search:
+`sharding.compiled_search`).
 """
 
 import functools
