@@ -25,10 +25,10 @@ import datetime
 import json
 import os
 import pathlib
+import resource
 import shlex
 import subprocess
 import sys
-import resource
 import time
 
 SOURCE = "debian_descriptions"

@@ -11,9 +11,9 @@ learned once and copied into both run directories, so the ids are the same), and
 - **tokens/s**: target (non-padding) tokens per second of training, counted from the `target_tokens` metric after the
   first `--skip-steps` updates (graph tracing and compilation excluded);
 - **dev loss**: the un-smoothed negative log-likelihood per target token (EOS included) of the dev split under
-  the newest checkpoint, by forced decoding (`evaluation.scoring`), the same computation for both models: each
-  gives a normalised distribution over the whole vocabulary, so the figures compare directly. Dev pairs longer
-  than the model's `max_length` are left out (the same ones for both).
+  the newest checkpoint, by forced decoding (the run artifact's `score`, `evaluation.scoring`), the same
+  computation for both models: each gives a normalised distribution over the whole vocabulary, so the figures
+  compare directly. Dev pairs longer than the model's `max_length` are left out (the same ones for both).
 
 The markdown report (for docs/results.md) is printed and written to `--output`.
 """
@@ -33,10 +33,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from timing import busy_cores_seconds, machine_description, publish, wait_for_quiet  # noqa: E402
 
+from t2t_keras.artifacts import open_artifact  # noqa: E402
 from t2t_keras.config import load_config, replace  # noqa: E402
 from t2t_keras.data import sources  # noqa: E402
 from t2t_keras.evaluation.evaluate_run import load_eval_pairs  # noqa: E402
-from t2t_keras.evaluation.scoring import RunScorer, ScorePair, score_pairs  # noqa: E402
+from t2t_keras.evaluation.scoring import ScorePair  # noqa: E402
 from t2t_keras.params import count_parameters  # noqa: E402
 from t2t_keras.runs import RunDirectory  # noqa: E402
 from t2t_keras.tasks.base import prepare_tokenizer  # noqa: E402
@@ -70,12 +71,12 @@ class TokenRate(keras.callbacks.Callback):
 
 def dev_loss(run_dir):
     """(NLL per target token, tokens, pairs) of the dev split under the newest checkpoint."""
-    scorer = RunScorer(run_dir, "latest")
+    artifact = open_artifact(run_dir, model="latest")
     pairs = load_eval_pairs(run_dir, "dev")
-    lengths = [scorer.piece_lengths([side[i] for i in range(len(pairs))]) for side in zip(*pairs)]
+    lengths = [artifact.piece_lengths([side[i] for i in range(len(pairs))]) for side in zip(*pairs)]
     kept = [ScorePair(n + 1, s, t, ns, nt) for n, ((s, t), ns, nt) in enumerate(zip(pairs, *lengths))
-            if max(ns, nt) + 1 <= scorer.max_length]
-    scores = score_pairs(scorer, kept, progress=True)
+            if max(ns, nt) + 1 <= artifact.max_length]
+    scores = artifact.score(kept, progress=True)
     tokens = sum(len(score.token_nll) for score in scores)
     return sum(score.nll for score in scores) / tokens, tokens, len(kept)
 

@@ -8,7 +8,7 @@ after waiting for a quiet machine (`timing.wait_for_quiet`):
 
 - TensorFlow trains as `t2t-keras train` does: the trainer's own `compile_model` (FusedAdam on the eq. (3)
   schedule, the fused label-smoothed loss, the metrics) with the precision, XLA and fusion the fast path picks for
-  this hardware (`fast_path.py`). It decodes as the `Translator` does: `greedy_decode` / `beam_search` in one
+  this hardware (`fast_path.py`). It decodes as a run's `Generator` does: `greedy_decode` / `beam_search` in one
   `tf.while_loop`, compiled with XLA for float32 weights, one concurrent search per core for a batch.
 - JAX trains the same model, loss, schedule, optimizer and metrics with `model.fit` under `jax.jit`, in float32,
   and, where the TensorFlow fast path chose another precision, in that one too. It decodes with the
@@ -166,7 +166,7 @@ def versions(backend):
 
 
 def tensorflow_model(config):
-    """The model `t2t-keras train` compiles for this hardware, and the searches the `Translator` runs."""
+    """The model `t2t-keras train` compiles for this hardware, and the searches a run's `Generator` runs."""
     import tensorflow as tf
 
     from t2t_keras.decoding import beam_search, greedy_decode
@@ -178,7 +178,7 @@ def tensorflow_model(config):
     chosen = {"precision": model.dtype_policy.name, "jit_compile": bool(model.jit_compile),
               "fused_elementwise": tf.config.optimizer.get_jit() == "autoclustering"}
     decoded = model
-    if model.dtype_policy.name != "float32":  # decoding uses float32 weights (the Translator's default)
+    if model.dtype_policy.name != "float32":  # decoding uses float32 weights (the Generator's default)
         from t2t_keras.model import Transformer
 
         decoded = Transformer.from_config(dict(model.get_config(), dtype="float32"))

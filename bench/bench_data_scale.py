@@ -212,8 +212,8 @@ def phase_resume(args, workdir):
 
 
 def phase_planned_memory(args, workdir):
-    from t2t_keras.data.prepared import memory_training_dataset
     from t2t_keras.data.prepare import tokenized_shards
+    from t2t_keras.data.prepared import memory_training_dataset
     from t2t_keras.data.text_files import read_parallel_files
     from t2t_keras.data.tokenizers import load_tokenizer
 

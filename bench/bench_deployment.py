@@ -6,7 +6,7 @@
     python bench/bench_deployment.py ... --output bench/results/deployment.md
 
 Every engine translates the same sentences through the same interface
-(`SavedModelTranslator` / `CTranslate2Translator`.predict: strings in,
+(`SavedModelArtifact` / `CTranslate2Artifact`.generate: strings in,
 strings out) with `--threads` CPU threads (TensorFlow's intra-op pool,
 CTranslate2's `intra_threads`), beam 4 (alpha 0.6) and greedy, at each batch
 size. Random-weight models (`bench_export`'s generated text and vocabulary)
@@ -35,15 +35,15 @@ from bench_export import (  # noqa: E402
     SOURCE_PIECES,
     bench_sentences,
     generated_text,
-    time_translator,
+    time_artifact,
 )
 from timing import add_arguments, machine_description  # noqa: E402
 
+from t2t_keras.artifacts.ctranslate2 import CTranslate2Artifact  # noqa: E402
+from t2t_keras.artifacts.saved_model import SavedModelArtifact  # noqa: E402
 from t2t_keras.data.tokenizer import train_sentencepiece  # noqa: E402
-from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
+from t2t_keras.decoding.request import GenerationRequest  # noqa: E402
 from t2t_keras.export.ctranslate2_export import export_ctranslate2  # noqa: E402
-from t2t_keras.export.ctranslate2_translator import CTranslate2Translator  # noqa: E402
-from t2t_keras.export.loaded import SavedModelTranslator  # noqa: E402
 from t2t_keras.export.saved_model import export_translator  # noqa: E402
 from t2t_keras.model import Transformer  # noqa: E402
 
@@ -83,30 +83,30 @@ def bfloat16_copy(model):
     return copy
 
 
-def make_translator(engine, model, tokenizer, workdir, args):
-    """Exports `model` for `engine` and loads it; returns (translator, export seconds)."""
+def make_artifact(engine, model, tokenizer, workdir, args):
+    """Exports `model` for `engine` and opens it; returns (artifact, export seconds)."""
     start = time.perf_counter()
     out = workdir / engine.replace(" ", "-")
+    request = GenerationRequest(max_extra_length=EXTRA)
     if engine.startswith("SavedModel"):
         source = bfloat16_copy(model) if engine.endswith("bfloat16") else model
-        export_translator(source, tokenizer, out, jit_compile=True, params=DecodingParams(max_extra_length=EXTRA),
+        export_translator(source, tokenizer, out, jit_compile=True, request=request,
                           quantization="int8" if engine.endswith("int8") else None)
         seconds = time.perf_counter() - start
-        return SavedModelTranslator(out, batch_size=max(args.batches)), seconds
-    export_ctranslate2(model, tokenizer, out, quantization=engine.split()[1],
-                       params=DecodingParams(max_extra_length=EXTRA))
+        return SavedModelArtifact(out, batch_size=max(args.batches)), seconds
+    export_ctranslate2(model, tokenizer, out, quantization=engine.split()[1], request=request)
     seconds = time.perf_counter() - start
-    return CTranslate2Translator(out, batch_size=max(args.batches), threads=args.threads), seconds
+    return CTranslate2Artifact(out, batch_size=max(args.batches), threads=args.threads), seconds
 
 
-def bench_engine(label, engine, translator, sentences, args):
-    return time_translator(translator, sentences, METHODS, args, format_row, model=label, engine=engine)
+def bench_engine(label, engine, artifact, sentences, args):
+    return time_artifact(artifact, sentences, METHODS, args, format_row, model=label, engine=engine)
 
 
-def bleu_of(translator, pairs, target_lang):
+def bleu_of(artifact, pairs, target_lang):
     from t2t_keras.evaluation.bleu import score
 
-    hypotheses = translator.translate([s for s, _ in pairs], beam_size=4, alpha=0.6)
+    hypotheses = artifact.generate([s for s, _ in pairs], artifact.request(beam_size=4, alpha=0.6)).best
     return score(hypotheses, [t for _, t in pairs], target_lang=target_lang)["bleu"]
 
 
@@ -123,11 +123,11 @@ def format_row(r):
 def bench_model(label, model, tokenizer, sentences, workdir, args, pairs=None, target_lang="de"):
     rows, bleu = [], {}
     for engine in args.engines:
-        translator, export_s = make_translator(engine, model, tokenizer, workdir / label, args)
+        artifact, export_s = make_artifact(engine, model, tokenizer, workdir / label, args)
         print(f"{label} {engine}: exported in {export_s:.0f} s", flush=True)
-        rows += bench_engine(label, engine, translator, sentences, args)
+        rows += bench_engine(label, engine, artifact, sentences, args)
         if pairs:
-            bleu[engine] = bleu_of(translator, pairs, target_lang)
+            bleu[engine] = bleu_of(artifact, pairs, target_lang)
             print(f"{label} {engine}: BLEU {bleu[engine]:.2f}", flush=True)
     return rows, bleu
 

@@ -18,13 +18,13 @@ is exported by `t2t-keras` subprocesses into every engine:
   (its vmap.txt, `use_vmap`).
 
 `--engines` measures a subset. Then every engine is measured in a fresh process of its own (`--measure`, which
-makes `export.kernel_choice`'s and `export.thread_choice`'s choices as `t2t-keras translate --saved-model` does),
+makes `switches.kernels`' and `switches.threads`' choices as `t2t-keras translate --saved-model` does),
 so that its peak RSS is its own: the test split of the *first* system's run (all systems of one corpus)
 translated with beam 4 and greedy, both at batch 32 (the whole split, in order of source length as a batch job
 would, after one untimed batch: BLEU and chrF with sacreBLEU's default signature come from these translations)
 and at batch 1 (the first `--b1-sentences` sentences of the split, one call each, after one untimed call). Every
 search takes the run's `decoding.alpha` and `max_extra_length`. 2 cores: TensorFlow's pools as
-`thread_choice` sizes them (recorded as `intra_op_threads`), CTranslate2's `intra_threads=2`. Output tokens are
+`switches.threads` sizes them (recorded as `intra_op_threads`), CTranslate2's `intra_threads=2`. Output tokens are
 the target pieces of the translations (the run's SentencePiece model).
 Sizes are the bytes of each export directory. Times are wall seconds of the translation calls alone.
 
@@ -108,41 +108,41 @@ def export_system(name, run, work, chosen=None):
 # ---- one engine, in a process of its own ----
 
 def open_engine(path):
-    from t2t_keras.export.ctranslate2_translator import CTranslate2Translator  # noqa: PLC0415
-    from t2t_keras.export.loaded import SavedModelTranslator  # noqa: PLC0415
+    """The export at `path` as an artifact (`t2t_keras.artifacts`): a SavedModel, or CTranslate2 on THREADS threads."""
+    from t2t_keras.artifacts.ctranslate2 import CTranslate2Artifact  # noqa: PLC0415
+    from t2t_keras.artifacts.saved_model import SavedModelArtifact  # noqa: PLC0415
 
     if (pathlib.Path(path) / "saved_model.pb").exists():
-        return SavedModelTranslator(path, batch_size=32)
-    return CTranslate2Translator(path, batch_size=32, threads=THREADS)
+        return SavedModelArtifact(path, batch_size=32)
+    return CTranslate2Artifact(path, batch_size=32, threads=THREADS)
 
 
-def timed_b32(translator, sources, params):
+def timed_b32(artifact, sources, request):
     """Translations in input order and the seconds of translating all of them, 32 at a time by source length."""
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    translator.predict([sources[i] for i in order[:32]], params)  # untimed: first-call work
+    artifact.generate([sources[i] for i in order[:32]], request)  # untimed: first-call work
     began = time.perf_counter()
-    out = translator.predict([sources[i] for i in order], params)["translations"]
+    out = artifact.generate([sources[i] for i in order], request).best
     seconds = time.perf_counter() - began
     translations = [""] * len(sources)
-    for i, row in zip(order, out):
-        translations[i] = row[0]
+    for i, best in zip(order, out):
+        translations[i] = best
     return translations, seconds
 
 
-def timed_b1(translator, sources, params):
-    translator.predict(sources[:1], params)
+def timed_b1(artifact, sources, request):
+    artifact.generate(sources[:1], request)
     began = time.perf_counter()
-    out = [translator.predict([s], params)["translations"][0][0] for s in sources]
+    out = [artifact.generate([s], request).best[0] for s in sources]
     return out, time.perf_counter() - began
 
 
 def measure_engine(args):
     """Prints one JSON object: BLEU, chrF, speed and peak RSS of the engine at `args.measure`."""
-    from t2t_keras.export import thread_choice  # noqa: PLC0415
-    from t2t_keras.export.kernel_choice import VARIABLE, choose_onednn  # noqa: PLC0415
+    from t2t_keras.switches import kernels, threads  # noqa: PLC0415
 
-    choose_onednn(args.measure)  # as `t2t-keras translate --saved-model` does, before TensorFlow loads
-    thread_choice.choose_intra_op_threads(args.measure)
+    kernels.choose_onednn(args.measure)  # as `t2t-keras translate --saved-model` does, before TensorFlow loads
+    threads.choose_intra_op_threads(args.measure)
     import sentencepiece  # noqa: PLC0415
 
     from t2t_keras.evaluation.bleu import score  # noqa: PLC0415
@@ -150,22 +150,22 @@ def measure_engine(args):
     sources = pathlib.Path(args.sources).read_text(encoding="utf-8").splitlines()
     references = pathlib.Path(args.references).read_text(encoding="utf-8").splitlines()
     pieces = sentencepiece.SentencePieceProcessor(model_file=args.tokenizer)
-    translator = open_engine(args.measure)
+    artifact = open_engine(args.measure)
     result = {}
     for method, beam in METHODS:
-        params = translator.decoding_params(beam_size=beam)
-        translations, seconds = timed_b32(translator, sources, params)
+        request = artifact.request(beam_size=beam)
+        translations, seconds = timed_b32(artifact, sources, request)
         tokens = sum(len(p) + 1 for p in pieces.encode(translations))  # EOS included
         scores = score(translations, references, target_lang=args.target_lang)
         result[method] = {"bleu": scores["bleu"], "chrf": scores["chrf"], "signature": scores["signature"],
                           "b32_sentences_s": len(sources) / seconds, "b32_tokens_s": tokens / seconds}
         few = sources[:args.b1_sentences]
-        b1, seconds = timed_b1(translator, few, params)
+        b1, seconds = timed_b1(artifact, few, request)
         tokens = sum(len(p) + 1 for p in pieces.encode(b1))
         result[method].update(b1_sentences_s=len(few) / seconds, b1_tokens_s=tokens / seconds)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result["onednn"] = os.environ.get(VARIABLE, "default")
-    result["intra_op_threads"] = os.environ.get(thread_choice.VARIABLE, "default")
+    result["onednn"] = os.environ.get(kernels.VARIABLE, "default")
+    result["intra_op_threads"] = os.environ.get(threads.VARIABLE, "default")
     print(json.dumps(result), flush=True)
 
 

@@ -32,13 +32,19 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
-from timing import add_arguments, busy_cores_seconds, measure_quietly, publish, table_report  # noqa: E402
-from timing import wait_for_quiet  # noqa: E402
+from timing import (  # noqa: E402
+    add_arguments,
+    busy_cores_seconds,
+    measure_quietly,
+    publish,
+    table_report,
+    wait_for_quiet,  # noqa: E402
+)
 
+from t2t_keras.artifacts import open_artifact  # noqa: E402
 from t2t_keras.config import MODEL_SOURCES, load_config, replace  # noqa: E402
-from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
 from t2t_keras.evaluation.bleu import score  # noqa: E402
-from t2t_keras.evaluation.evaluate_run import load_eval_pairs, run_translator  # noqa: E402
+from t2t_keras.evaluation.evaluate_run import load_eval_pairs  # noqa: E402
 from t2t_keras.runs import RunDirectory, average_run  # noqa: E402
 from t2t_keras.training.trainer import train  # noqa: E402
 
@@ -75,17 +81,15 @@ def measure(runs, args):
     first = runs[0]
     pairs = load_eval_pairs(first, args.split)
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-    params = DecodingParams.from_config(first.load_config().decoding)
-    if args.beam_size is not None:
-        params = params.updated(beam_size=args.beam_size)
-    translator = run_translator(first, args.model, params, ensemble=runs[1:])
-    timed = measure_quietly(lambda: translator.translate(sources), args.repeats, args.quiet_wait, args.max_other,
-                            args.retries)
+    artifact = open_artifact(first, model=args.model, ensemble=runs[1:])
+    request = artifact.request(beam_size=args.beam_size)  # the first run's decoding config; None keeps its beam
+    timed = measure_quietly(lambda: artifact.generate(sources, request).best, args.repeats, args.quiet_wait,
+                            args.max_other, args.retries)
     scores = score(timed["value"], references, target_lang=first.load_config().data.target_lang)
     return dict(models=len(runs), runs=", ".join(run.path.name for run in runs), bleu=scores["bleu"],
                 chrf=scores["chrf"], speed=len(sources) / timed["median_s"], other_cores=timed["other_cores"],
-                sentences=len(sources), signature=scores["signature"], beam_size=params.beam_size,
-                alpha=params.alpha)
+                sentences=len(sources), signature=scores["signature"], beam_size=request.beam_size,
+                alpha=request.alpha)
 
 
 def row(result, single_speed):

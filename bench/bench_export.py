@@ -11,9 +11,9 @@ emit EOS, so every output runs to its limit, input length (EOS included) +
 `max_extra_length` = OUTPUT_TOKENS tokens.
 
 Each export (max_beam_size 8, as shipped) is written with
-`export_translator`, reloaded in this process with `SavedModelTranslator`,
-and called through `predict` (strings in, strings out: tokenizer, search and
-detokenizer in the graph). "greedy" is beam size 1. Every configuration waits
+`export_translator`, reloaded in this process as a `SavedModelArtifact`
+(`artifacts.open_artifact`), and called through `generate` (strings in,
+strings out: tokenizer, search and detokenizer in the graph). "greedy" is beam size 1. Every configuration waits
 for a quiet machine, makes one untimed call (the "first call" column:
 preparing the search, and with XLA compiling it for that shape), then times
 `--repeats` calls and reports the median; "other cores" is the CPU other
@@ -35,9 +35,9 @@ import tensorflow as tf  # noqa: E402
 import timing  # noqa: E402
 from timing import machine_description, measure_quietly  # noqa: E402
 
+from t2t_keras.artifacts.saved_model import SavedModelArtifact  # noqa: E402
 from t2t_keras.data.tokenizer import train_sentencepiece  # noqa: E402
-from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
-from t2t_keras.export.loaded import SavedModelTranslator  # noqa: E402
+from t2t_keras.decoding.request import GenerationRequest  # noqa: E402
 from t2t_keras.export.saved_model import export_translator  # noqa: E402
 from t2t_keras.model import Transformer  # noqa: E402
 
@@ -78,29 +78,30 @@ def bench_export(model, tokenizer, workdir, jit_compile, args):
     """Exports, reloads and times one export; returns its figures."""
     start = time.perf_counter()
     out_dir = export_translator(model, tokenizer, workdir / f"export-xla-{jit_compile}", jit_compile=jit_compile,
-                                params=DecodingParams(max_extra_length=EXTRA))
+                                request=GenerationRequest(max_extra_length=EXTRA))
     export_s = time.perf_counter() - start
     size_mb = sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file()) / 1e6
     start = time.perf_counter()
-    translator = SavedModelTranslator(out_dir, batch_size=max(args.batches))
+    artifact = SavedModelArtifact(out_dir, batch_size=max(args.batches))
     load_s = time.perf_counter() - start
     sentences = bench_sentences(tokenizer, max(args.batches))
     print(f"XLA {jit_compile}: export {export_s:.0f} s, {size_mb:.0f} MB, load {load_s:.1f} s", flush=True)
-    rows = time_translator(translator, sentences, CONFIGS, args, format_row, xla=jit_compile)
+    rows = time_artifact(artifact, sentences, CONFIGS, args, format_row, xla=jit_compile)
     return {"xla": jit_compile, "export_s": export_s, "size_mb": size_mb, "load_s": load_s, "rows": rows}
 
 
-def time_translator(translator, sentences, configs, args, format_row, **labels):
+def time_artifact(artifact, sentences, configs, args, format_row, **labels):
     """Rows of `measure_quietly` for each `(method, beam_size)` of `configs` and each batch of `args.batches`.
 
-    `translator.predict` translates the first `batch` sentences; `labels` go into every row.
+    `artifact.generate` translates the first `batch` sentences (any kind of `artifacts` artifact: a SavedModel, a
+    CTranslate2 export); `labels` go into every row.
     """
     rows = []
     for method, beam_size in configs:
-        params = DecodingParams(beam_size=beam_size, alpha=0.6, max_extra_length=EXTRA)
+        request = artifact.request(beam_size=beam_size, alpha=0.6, max_extra_length=EXTRA)
         for batch in args.batches:
             repeats = args.repeats if batch == 1 else max(1, args.repeats // 3)
-            result = measure_quietly(lambda b=batch, p=params: translator.predict(sentences[:b], p), repeats,
+            result = measure_quietly(lambda b=batch, r=request: artifact.generate(sentences[:b], r), repeats,
                                      args.quiet_wait, args.max_other, args.retries)
             result.update(labels, method=method, batch=batch, repeats=repeats)
             rows.append(result)
@@ -125,7 +126,7 @@ def report(results, args):
         f"`python bench/bench_export.py {' '.join(sys.argv[1:])}`, {time.strftime('%Y-%m-%d')}.", "",
         f"Inputs of {SOURCE_PIECES + 1} tokens (EOS included), outputs of {OUTPUT_TOKENS} tokens "
         f"(max_extra_length={EXTRA}); exports with max_beam_size=8, called through "
-        "`SavedModelTranslator.predict` (strings in and out). Median of the timed runs. \"first call\": the "
+        "`SavedModelArtifact.generate` (strings in and out). Median of the timed runs. \"first call\": the "
         "untimed call before them, which prepares the chosen search and, with XLA, compiles it for that input "
         "shape (every new batch size, width or max_extra_length compiles again).", "",
         "| XLA | export s | export MB | load s |", "|---|---|---|---|",

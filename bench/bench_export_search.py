@@ -5,7 +5,7 @@
         [--output bench/results/export_search.md]
 
 The run is exported three times (`t2t-keras export --quantization float32 --jit-compile false|auto|true`). Each
-export is measured in a fresh process of its own (`--measure`; `export.kernel_choice` decides oneDNN as
+export is measured in a fresh process of its own (`--measure`; `switches.kernels` decides oneDNN as
 `t2t-keras translate --saved-model` does), with beam 4 and greedy (the run's alpha and max_extra_length): at batch 1,
 the first `--b1-sentences` test sentences one call each, and at batch 32, the whole test split in order of source
 length, each `--passes` times over. The first pass pays for preparing every search and, with XLA, compiling each
@@ -29,28 +29,28 @@ METHODS = (("beam4", 4), ("greedy", 1))
 
 def measure_export(args):
     """Prints one JSON object: sentences/s per method, batch size and pass, and the peak RSS."""
-    from t2t_keras.export.kernel_choice import choose_onednn  # noqa: PLC0415
-    from t2t_keras.export.thread_choice import choose_intra_op_threads  # noqa: PLC0415
+    from t2t_keras.switches.kernels import choose_onednn  # noqa: PLC0415
+    from t2t_keras.switches.threads import choose_intra_op_threads  # noqa: PLC0415
 
     choose_onednn(args.measure)  # as `t2t-keras translate --saved-model` does, before TensorFlow loads
     choose_intra_op_threads(args.measure)
-    from t2t_keras.export.loaded import SavedModelTranslator  # noqa: PLC0415
+    from t2t_keras.artifacts.saved_model import SavedModelArtifact  # noqa: PLC0415
 
-    translator = SavedModelTranslator(args.measure, batch_size=32)
+    artifact = SavedModelArtifact(args.measure, batch_size=32)
     sources = pathlib.Path(args.sources).read_text(encoding="utf-8").splitlines()
     by_length = sorted(sources, key=len)
     result = {}
     for method, beam in METHODS:
-        params = translator.decoding_params(beam_size=beam)
+        request = artifact.request(beam_size=beam)
         for batch, sentences in (("b1", sources[:args.b1_sentences]), ("b32", by_length)):
             rates = []
             for _ in range(args.passes):
                 began = time.perf_counter()
                 if batch == "b1":
                     for sentence in sentences:
-                        translator.predict([sentence], params)
+                        artifact.generate([sentence], request)
                 else:
-                    translator.predict(sentences, params)
+                    artifact.generate(sentences, request)
                 rates.append(round(len(sentences) / (time.perf_counter() - began), 1))
             result[f"{method}_{batch}_sentences_s"] = rates
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

@@ -6,12 +6,14 @@
 Each engine is exported from the run's weights (those `t2t-keras export`
 takes: the averaged model when it includes the newest checkpoint):
 
-* SavedModel: `export_run`, as `t2t-keras export` writes it (XLA off), loaded
-  by `SavedModelTranslator`;
-* CTranslate2 float32 and int8_float32: `export_ctranslate2_run`, loaded by
-  `CTranslate2Translator` with `--threads` threads;
-* LiteRT float32 and int8 (dynamic range): `export_litert_run`, loaded by
-  `LiteRTTranslator` (the ai-edge-litert interpreter) with `--threads` threads.
+* SavedModel: `export_run`, as `t2t-keras export` writes it (XLA off), opened
+  as a `SavedModelArtifact`;
+* CTranslate2 float32 and int8_float32: `export_ctranslate2_run`, opened as a
+  `CTranslate2Artifact` with `--threads` threads;
+* LiteRT float32 and int8 (dynamic range): `export_litert_run`, opened as a
+  `LiteRTArtifact` (the ai-edge-litert interpreter) with `--threads` threads.
+
+Every engine translates through the same `generate(lines, request)` of `t2t_keras.artifacts`.
 
 TensorFlow runs with `--threads` intra-op threads. "size" is the export on
 disk (the SavedModel without the Keras model it keeps for inspection, which
@@ -39,14 +41,13 @@ import timing  # noqa: E402
 from bench_export import generated_text  # noqa: E402
 from timing import add_arguments, measure_quietly  # noqa: E402
 
-from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
+from t2t_keras.artifacts.ctranslate2 import CTranslate2Artifact  # noqa: E402
+from t2t_keras.artifacts.litert import LITERT_VERSION, LiteRTArtifact  # noqa: E402
+from t2t_keras.artifacts.saved_model import SavedModelArtifact  # noqa: E402
 from t2t_keras.evaluation.bleu import score  # noqa: E402
 from t2t_keras.evaluation.evaluate_run import load_eval_pairs  # noqa: E402
 from t2t_keras.export.ctranslate2_export import export_ctranslate2_run  # noqa: E402
-from t2t_keras.export.ctranslate2_translator import CTranslate2Translator  # noqa: E402
 from t2t_keras.export.litert_export import export_litert_run  # noqa: E402
-from t2t_keras.export.litert_translator import LiteRTTranslator  # noqa: E402
-from t2t_keras.export.loaded import SavedModelTranslator  # noqa: E402
 from t2t_keras.export.saved_model import export_run  # noqa: E402
 from t2t_keras.runs import open_run  # noqa: E402
 
@@ -65,11 +66,12 @@ def export(engine, run_dir, out, max_beam_size):
 
 
 def open_engine(engine, path, threads):
+    """The export at `path` as an artifact, one sentence a call, on `threads` threads (TensorFlow's: `main`)."""
     if engine.startswith("SavedModel"):
-        return SavedModelTranslator(path, batch_size=1)
+        return SavedModelArtifact(path, batch_size=1)
     if engine.startswith("CTranslate2"):
-        return CTranslate2Translator(path, batch_size=1, threads=threads)
-    return LiteRTTranslator(path, threads=threads)
+        return CTranslate2Artifact(path, batch_size=1, threads=threads)
+    return LiteRTArtifact(path, threads=threads)
 
 
 def size_mb(path):
@@ -86,18 +88,18 @@ def bench_engine(engine, run_dir, workdir, pairs, target_lang, args):
     path = export(engine, run_dir, workdir / engine.replace(" ", "-"), args.max_beam_size)
     row = {"engine": engine, "export_s": time.perf_counter() - started, "size_mb": size_mb(path)}
     started = time.perf_counter()
-    translator = open_engine(engine, path, args.threads)
+    artifact = open_engine(engine, path, args.threads)
     row["load_s"] = time.perf_counter() - started
     sentences = [source for source, _ in pairs[:args.sentences]]
     started = time.perf_counter()
-    translator.predict(sentences[:1])
+    artifact.generate(sentences[:1], artifact.request())
     row["first_s"] = time.perf_counter() - started
     for method, beam_size in METHODS:
-        params = translator.decoding_params(beam_size=beam_size, alpha=0.6)
-        result = measure_quietly(lambda p=params: [translator.predict([s], p) for s in sentences], args.repeats,
+        request = artifact.request(beam_size=beam_size, alpha=0.6)
+        result = measure_quietly(lambda r=request: [artifact.generate([s], r) for s in sentences], args.repeats,
                                  args.quiet_wait, args.max_other, args.retries)
         row[method] = {"sentences_per_s": len(sentences) / result["median_s"], "other_cores": result["other_cores"]}
-    hypotheses = translator.translate([source for source, _ in pairs])
+    hypotheses = artifact.generate([source for source, _ in pairs], artifact.request()).best
     row["bleu"] = score(hypotheses, [target for _, target in pairs], target_lang=target_lang)["bleu"]
     print(format_row(row), flush=True)
     return row
@@ -136,8 +138,6 @@ def quick_run(workdir):
 
 def report(rows, args, run_dir):
     import ctranslate2
-
-    from t2t_keras.export.litert_translator import LITERT_VERSION
 
     prose = (f"`python bench/bench_litert.py {' '.join(sys.argv[1:])}`, {time.strftime('%Y-%m-%d')}, run "
              f"`{run_dir}`. Batch 1: the first {args.sentences} test sentences one at a time, {args.threads} "

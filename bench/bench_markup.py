@@ -26,12 +26,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from help_test_pairs import add_arguments, load_pairs, write_json  # noqa: E402
 
+from t2t_keras.artifacts import open_artifact  # noqa: E402
 from t2t_keras.decoding.aligner import Aligner  # noqa: E402
 from t2t_keras.decoding.alignment import links_from_scores, positional_scores  # noqa: E402
 from t2t_keras.decoding.markup import parse_markup  # noqa: E402
 from t2t_keras.decoding.tag_placement import place_tags  # noqa: E402
-from t2t_keras.evaluation.aligned import run_aligner  # noqa: E402
-from t2t_keras.evaluation.evaluate_run import run_translator  # noqa: E402
 from t2t_keras.evaluation.tag_agreement import summarize, transfer_scores  # noqa: E402
 
 
@@ -39,10 +38,20 @@ def positional_links(sources, references):
     return [links_from_scores(positional_scores(len(s.split()), len(r.split()))) for s, r in zip(sources, references)]
 
 
-def translated_markup(translator, aligner, pairs, sources):
+def run_aligner(artifact, layer=None, heads=None, rows=None):
+    """An `Aligner` over the run artifact's model; `layer`, `heads`, `rows` None take the run's
+    `decoding.alignment_*`."""
+    decoding = artifact.config.decoding
+    return Aligner(*artifact.loaded(),
+                   decoding.alignment_layer if layer is None else layer,
+                   decoding.alignment_heads if heads is None else heads,
+                   decoding.alignment_rows if rows is None else rows)
+
+
+def translated_markup(artifact, aligner, pairs, sources):
     """`{"sentences", "tags", "tags_placed_once", "seconds"}` of translating the sources with their markup."""
     start = time.time()
-    translations = translator.translate(sources)
+    translations = artifact.generate(sources, artifact.request()).best
     placed = [place_tags(parse_markup(pair.source), translation, aligned.links) for pair, translation, aligned
               in zip(pairs, translations, aligner.align(sources, translations))]
     wanted = [collections.Counter(t.open_text for t in parse_markup(p.source).tag_list()) for p in pairs]
@@ -74,9 +83,9 @@ def main(argv=None):
     parser.add_argument("--translate", action="store_true", help="also translate with markup and check the tags")
     args = parser.parse_args(argv)
     pairs, sources, references = load_pairs(args)
-    translator = run_translator(args.run_dir, args.model)
+    artifact = open_artifact(args.run_dir, model=args.model)
     heads = None if args.heads is None else [int(h) for h in args.heads.split(",")]
-    aligner: Aligner = run_aligner(args.run_dir, translator, args.layer, heads, args.rows)
+    aligner: Aligner = run_aligner(artifact, args.layer, heads, args.rows)
     attention_links = [pair.links for pair in aligner.align(sources, references)]
     method = f"attention, layer {aligner.layer}, heads {','.join(map(str, aligner.heads))}, rows {aligner.rows}"
     results = {method: summarize(*transfer_scores(pairs, attention_links)),
@@ -84,7 +93,7 @@ def main(argv=None):
     print(report(results, pairs))
     output = {"pairs": len(pairs), "results": results}
     if args.translate:
-        output["translated"] = translated_markup(translator, aligner, pairs, sources)
+        output["translated"] = translated_markup(artifact, aligner, pairs, sources)
         print(json.dumps(output["translated"]))
     return write_json(args.json, output)
 

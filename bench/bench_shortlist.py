@@ -3,9 +3,11 @@
     python bench/bench_shortlist.py --run-dir runs/base                 # prints a markdown report
     python bench/bench_shortlist.py --run-dir runs/base --learn --output bench/results/shortlist.md
 
-For each backend (the run directory's `Translator`, and its SavedModel export
-with and without `--shortlist`), each search (beam 4, greedy) and each
-shortlist setting (off, on), the run's test split (or its first `--limit`
+For each backend (the run directory, whose `Generator` searches with or
+without the run's shortlist, and its SavedModel export with and without
+`--shortlist`, both opened with `artifacts.open_artifact`), each search
+(beam 4, greedy, the rest of the request the run's) and each shortlist
+setting (off, on), the run's test split (or its first `--limit`
 sentences) is translated once and scored with sacreBLEU, and then the first 1
 and 32 sentences are timed as one call each (`timing.measure_quietly`: one
 untimed call, the median of `--repeats` timed calls, other processes' cores
@@ -29,12 +31,11 @@ import tensorflow as tf  # noqa: E402
 import timing  # noqa: E402
 from timing import machine_description, measure_quietly  # noqa: E402
 
+from t2t_keras.artifacts import open_artifact  # noqa: E402
 from t2t_keras.decoding.batch_shapes import pad_batch  # noqa: E402
-from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
 from t2t_keras.decoding.shortlist import ShortlistTable  # noqa: E402
 from t2t_keras.evaluation.bleu import score  # noqa: E402
-from t2t_keras.evaluation.evaluate_run import load_eval_pairs, run_translator  # noqa: E402
-from t2t_keras.export.loaded import SavedModelTranslator  # noqa: E402
+from t2t_keras.evaluation.evaluate_run import load_eval_pairs  # noqa: E402
 from t2t_keras.export.saved_model import export_run  # noqa: E402
 from t2t_keras.runs import RunDirectory, learn_run_shortlist  # noqa: E402
 
@@ -43,26 +44,29 @@ HEADER = ("| backend | search | shortlist | BLEU | batch | sentences/s | ms / ca
           "| other cores |\n|---|---|---|---|---|---|---|---|---|---|")
 
 
-def run_backend(run, params, shortlist, args):
-    """`translate(sentences) -> list of str` with the run directory's own model."""
-    translator = run_translator(run, args.model, params, shortlist=shortlist, jit_compile=args.xla,
-                                batch_tokens=32 * run.load_config().model.max_length)
-    return translator.translate
+def run_backend(run, beam_size, shortlist, args):
+    """`translate(sentences) -> list of str` with the run directory's own model at `beam_size` (the rest of the
+    request: the run's `decoding` config)."""
+    artifact = open_artifact(run, model=args.model, shortlist=shortlist, jit_compile=args.xla,
+                             batch_tokens=32 * run.load_config().model.max_length)
+    request = artifact.request(beam_size=beam_size)
+    return lambda sentences: artifact.generate(sentences, request).best
 
 
 def saved_model_backends(run, workdir, args):
-    """`{shortlist: SavedModelTranslator}` of the run exported without and with its shortlist."""
+    """`{shortlist: SavedModelArtifact}` of the run exported without and with its shortlist."""
     backends = {}
     for shortlist in (False, True):
         out = export_run(run, workdir / f"export-{shortlist}", source=args.model, max_beam_size=4,
                          jit_compile=args.xla, shortlist=shortlist)
-        backends[shortlist] = SavedModelTranslator(out, batch_size=32)
+        backends[shortlist] = open_artifact(out, batch_size=32)
     return backends
 
 
-def export_backend(translator, beam_size):
+def export_backend(artifact, beam_size):
     """`translate(sentences) -> list of str` with an export at `beam_size`."""
-    return lambda sentences: translator.translate(sentences, beam_size=beam_size)
+    request = artifact.request(beam_size=beam_size)
+    return lambda sentences: artifact.generate(sentences, request).best
 
 
 def searched_size(run, sentences):
@@ -137,11 +141,10 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         exports = saved_model_backends(run, pathlib.Path(tmp), args) if "saved_model" in args.backends else {}
         for search, beam_size in SEARCHES:
-            params = DecodingParams(beam_size=beam_size, max_extra_length=run.load_config().decoding.max_extra_length)
             for shortlist in (False, True):
                 labels = dict(search=search, shortlist=shortlist)
                 if "run" in args.backends:
-                    rows += bench("run", run_backend(run, params, shortlist, args), sentences, references,
+                    rows += bench("run", run_backend(run, beam_size, shortlist, args), sentences, references,
                                   target_lang, args, **labels)
                 if exports:
                     rows += bench("SavedModel", export_backend(exports[shortlist], beam_size), sentences,

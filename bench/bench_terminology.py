@@ -18,9 +18,10 @@ is written as a TSV (`--terms`) and loaded back with `Terminology.load`. An appl
 term) pair: a term that applies to the sentence (`Terminology.targets`).
 
 Translation. The test sources (the first `--limit` of them, or all) are translated twice with the run, beam
-`--beam-size`, the run's other decoding settings: plain, as `translate --run-dir` does (`RunArtifact.translate`),
-and with the terms, as `translate --terminology` does (`evaluation.terminology.terminology_translations`). Each
-is timed once, wall seconds of the whole call: loading the run's model (both), and XLA compilation of the
+`--beam-size`, the run's other decoding settings: plain, as `translate --run-dir` does (`RunArtifact.generate`),
+and with the terms, as `translate --terminology` does (the request's `constraints` from
+`evaluation.terminology.terminology_request`). Each is timed once, wall seconds of the whole call, on a freshly
+opened run (`artifacts.open_artifact`): loading the run's model (both), and XLA compilation of the
 search for each batch shape (the constrained search has more shapes: term count and length). One untimed
 one-sentence plain translation runs first, so that TensorFlow's start-up is in neither.
 
@@ -55,7 +56,7 @@ from t2t_keras.data.terminology import Term, Terminology  # noqa: E402
 from t2t_keras.data.text_files import read_parallel_files  # noqa: E402
 from t2t_keras.errors import DataError  # noqa: E402
 from t2t_keras.evaluation.bleu import score  # noqa: E402
-from t2t_keras.evaluation.terminology import terminology_translations  # noqa: E402
+from t2t_keras.evaluation.terminology import terminology_request  # noqa: E402
 
 WORD = re.compile(r"\w+")
 
@@ -156,15 +157,28 @@ def timed(call):
     return value, time.perf_counter() - start
 
 
-def translate_both(artifact, sources, args):
+def translate_plain(args, lines):
+    """The `Generation` of `lines` by a freshly opened run (its model loaded in the call), beam `--beam-size`."""
+    artifact = open_artifact(args.run_dir, model=args.model)
+    return artifact.generate(lines, artifact.request(beam_size=args.beam_size))
+
+
+def translate_with_terms(args, lines):
+    """`translate_plain` with the constraints the terminology `args.terms` sets for each line."""
+    artifact = open_artifact(args.run_dir, model=args.model)
+    request = terminology_request(artifact, lines, args.terms, artifact.request(beam_size=args.beam_size))
+    return artifact.generate(lines, request)
+
+
+def translate_both(sources, args):
     """`{"plain", "with_terms"}`: each `{"texts", "errors", "seconds"}` for `sources`."""
-    artifact.translate(["Warm-up sentence."], beam_size=args.beam_size)  # TensorFlow start-up, untimed
-    plain, plain_s = timed(lambda: artifact.translate(sources, beam_size=args.beam_size))
+    translate_plain(args, ["Warm-up sentence."])  # TensorFlow start-up, untimed
+    plain, plain_s = timed(lambda: translate_plain(args, sources))
     print(f"plain: {len(sources)} sentences in {plain_s:.1f} s", file=sys.stderr, flush=True)
-    terms, terms_s = timed(lambda: terminology_translations(artifact, sources, args.terms, beam_size=args.beam_size))
+    terms, terms_s = timed(lambda: translate_with_terms(args, sources))
     print(f"with terms: {len(sources)} sentences in {terms_s:.1f} s", file=sys.stderr, flush=True)
-    return {"plain": {"texts": plain, "errors": [None] * len(plain), "seconds": plain_s},
-            "with_terms": {"texts": terms.texts, "errors": terms.errors, "seconds": terms_s}}
+    return {"plain": {"texts": plain.best, "errors": plain.errors, "seconds": plain_s},
+            "with_terms": {"texts": terms.best, "errors": terms.errors, "seconds": terms_s}}
 
 
 def summary(output, references, applications, terminology):
@@ -245,13 +259,13 @@ def main(argv=None):
     args = parse_args(argv)
     split = {name: read_parallel_files(f"{args.corpus_dir}/{name}.en", f"{args.corpus_dir}/{name}.de")
              for name in ("train", "test")}
-    artifact = open_artifact(args.run_dir, args.model)
+    artifact = open_artifact(args.run_dir, model=args.model)  # its tokenizer only: each translation opens the run
     counts = extract_terms(split["train"], split["test"], artifact.run.load_tokenizer(), args)
     terminology = Terminology.load(args.terms)
     pairs = split["test"][:args.limit]
     sources, references = [en for en, _ in pairs], [de for _, de in pairs]
     applications = [terminology.targets(source) for source in sources]
-    outputs = translate_both(artifact, sources, args)
+    outputs = translate_both(sources, args)
     results = {"run_dir": args.run_dir, "command": command_line(), "beam_size": args.beam_size,
                "terms_file": args.terms, "terms": counts, "test_pairs": len(split["test"]), "sentences": len(pairs),
                "sentences_with_terms": sum(bool(a) for a in applications),

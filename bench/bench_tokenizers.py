@@ -39,9 +39,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from timing import busy_cores_seconds, publish, table_report, wait_for_quiet  # noqa: E402
 
-from t2t_keras.decoding.parameters import DecodingParams  # noqa: E402
 from t2t_keras.config import TOKENIZER_CHOICES, load_config, replace  # noqa: E402
 from t2t_keras.data import sources  # noqa: E402
+from t2t_keras.decoding.request import GenerationRequest  # noqa: E402
 from t2t_keras.evaluation.evaluate_run import evaluate_run, load_eval_pairs  # noqa: E402
 from t2t_keras.runs import RunDirectory  # noqa: E402
 from t2t_keras.special_ids import UNK_ID  # noqa: E402
@@ -80,8 +80,8 @@ def compare(kind, config, run_dir, args):
     wall = time.monotonic() - wall
     other = max(0.0, (busy_cores_seconds() - machine) - (time.process_time() - own)) / wall
 
-    params = DecodingParams.from_config(config.decoding).updated(beam_size=args.beam_size)
-    scores = evaluate_run(run_dir, "dev", model_source="latest", params=params)
+    request = GenerationRequest.from_config(config.decoding).updated(beam_size=args.beam_size)
+    scores = evaluate_run(run_dir, "dev", model="latest", request=request)
     statistics = piece_statistics(tokenizer, load_eval_pairs(run_dir, "dev"))
     return dict(statistics, tokenizer=kind, vocab_size=tokenizer.vocab_size, vocabulary_seconds=vocabulary_seconds,
                 steps=result.final_step, minutes=result.seconds / 60, other_cores=other, bleu=scores["bleu"],

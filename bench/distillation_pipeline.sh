@@ -9,7 +9,7 @@
 #   SHRUNK_DECODER_LAYERS=0 bash bench/distillation_pipeline.sh  # without the shrunk student
 # Budget on 2 CPU cores: TEACHER_MINUTES + about 6 minutes of teacher translations + STUDENT_MINUTES + about
 # 22 minutes for the shrunk student's SHRUNK_STEPS + about 20 minutes of exports and measurements: about 3 hours
-# with the defaults (docs/results.md, "Issue #24's measurement in one command"; `mini` as the student: "One
+# with the defaults (bench/results/history.md, "Issue #24's measurement in one command"; `mini` as the student: "One
 # thread per shard; `mini` distilled above its teacher"; the shrunk student: "A two-layer decoder from the
 # distilled `mini`"). Results: WORK/{teacher,student,student-shrunk}/, WORK/*-test.txt (evaluate, beam 4),
 # WORK/bench/ and WORK/distillation.{json,md}; SUMMARY=bench/results/summary.json updates the summary keys.

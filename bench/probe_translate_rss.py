@@ -32,16 +32,17 @@ def main(argv=None):
     with open(args.input, encoding="utf-8") as lines_file:
         lines = lines_file.read().splitlines()
     print(f"start {rss_mb()} MB", flush=True)
-    from t2t_keras.export.loaded import SavedModelTranslator
+    from t2t_keras.artifacts.saved_model import SavedModelArtifact
 
     print(f"imported {rss_mb()} MB", flush=True)
-    translator = SavedModelTranslator(args.saved_model)
+    artifact = SavedModelArtifact(args.saved_model)
+    request = artifact.request()  # the export's defaults
     print(f"loaded {rss_mb()} MB", flush=True)
     if args.sorted:
         lines = sorted(lines, key=len)
     began = time.time()
     for start in range(0, len(lines), args.batch):
-        translator.translate(lines[start:start + args.batch])
+        artifact.generate(lines[start:start + args.batch], request)
         print(f"{min(start + args.batch, len(lines))} lines: {rss_mb()} MB, peak {peak_mb()} MB, "
               f"{time.time() - began:.0f} s", flush=True)
 

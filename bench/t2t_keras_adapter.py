@@ -11,15 +11,15 @@ elementwise ops between the oneDNN matmuls for a bfloat16 graph-mode step on a C
 `T2T_FUSE_ELEMENTWISE=0|1` overrides it). Decoding is greedy with exactly
 `gen_len` tokens: "cached" is `greedy_decode` over the key/value cache in one
 XLA-compiled loop; "naive" re-runs the decoder on the whole prefix every step. The search
-is built as the `Translator` builds its own (`decoding.sharding.compiled_search`, XLA by
+is built as a run's `Generator` builds its own (`decoding.sharding.compiled_search`, XLA by
 `FastPath.decoding_jit`): one concurrent search per CPU core (`T2T_DECODING_SHARDS=N`
-overrides it). `T2T_DECODING_PRECISION=bfloat16` decodes as `Translator(precision="bfloat16")`
+overrides it). `T2T_DECODING_PRECISION=bfloat16` decodes as `Generator(precision="bfloat16")`
 does: a copy of the model with bfloat16 weights, searched in graph mode (oneDNN's bfloat16 kernels).
 `T2T_SHORTLIST=PER_SOURCE,FREQUENT` (e.g. `50,100`, what `t2t-keras shortlist` learns by default) decodes over a
 vocabulary shortlist as `translate --shortlist` does (`decoding.shortlist.ShortlistTable`): the harness's weights
 and tokens are random, so the table is too (each source id gets PER_SOURCE target ids drawn uniformly, seed 0;
 FREQUENT ids allowed everywhere). A batch's searched vocabulary is computed before the compiled search, as the
-`Translator` computes it, inside the timed call; it is the union of its source ids' entries, and uniform random ids
+`Generator` computes it, inside the timed call; it is the union of its source ids' entries, and uniform random ids
 make that union as large as it can be for the batch (printed once per size).
 """
 
@@ -85,7 +85,7 @@ def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
 
         sizes = set()
 
-        def generate(source):  # the batch's searched vocabulary is part of the timed work, as in `Translator`
+        def generate(source):  # the batch's searched vocabulary is part of the timed work, as in `Generator`
             source = tf.constant(source, tf.int32)
             ids = shortlist.output_ids(source)
             if ids.shape[0] not in sizes:

@@ -210,14 +210,15 @@ else:
 # runs).
 
 # %%
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.evaluation.bleu import score
 
-translator = Translator(model, tokenizer, DecodingParams.from_config(config.decoding), jit_compile=t.jit_compile)
+generator = Generator(model, tokenizer, jit_compile=t.jit_compile)
+request = GenerationRequest.from_config(config.decoding)  # the config's beam size, alpha and length limit
 sources = [source for source, _ in dev_pairs[:SENTENCES]]
 references = [target for _, target in dev_pairs[:SENTENCES]]
-hypotheses = translator.translate(sources)
+hypotheses = generator.generate(sources, request).best
 for source, reference, hypothesis in zip(sources, references, hypotheses):
     print(f"source:    {source}\nreference: {reference}\nmodel:     {hypothesis}\n")
 print(score(hypotheses, references, config.data.target_lang)["bleu_details"])

@@ -46,8 +46,9 @@ OUT = pathlib.Path(os.environ.get("T2T_NOTEBOOK_OUT") or pathlib.Path(RUN_DIR, "
 # %% [markdown]
 # ## The run and a few translations
 #
-# `run_translator` loads the run's model (the averaged checkpoints if they are up to date, else the
-# newest checkpoint) and its tokenizer, with the run's decoding settings (beam search, §6.1).
+# `open_artifact` opens the run: its model (the averaged checkpoints if they are up to date, else the
+# newest checkpoint) and its tokenizer, loaded when first needed, and its decoding settings as the
+# default request (beam search, §6.1).
 
 # %%
 import html
@@ -56,14 +57,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, display
 
-from t2t_keras.evaluation.evaluate_run import load_eval_pairs, run_translator
+from t2t_keras.artifacts import open_artifact
+from t2t_keras.evaluation.evaluate_run import load_eval_pairs
 from t2t_keras.runs import RunDirectory
 
 config = RunDirectory(RUN_DIR).load_config()
-translator = run_translator(RUN_DIR, jit_compile=config.training.jit_compile)  # XLA if the run used it
-model, tokenizer = translator.model, translator.tokenizer
+artifact = open_artifact(RUN_DIR, jit_compile=config.training.jit_compile)  # XLA if the run used it
+model, tokenizer = artifact.loaded()
 dev_pairs = load_eval_pairs(RUN_DIR, "dev")[:SENTENCES]
-for (source, reference), hypothesis in zip(dev_pairs, translator.translate([s for s, _ in dev_pairs])):
+generation = artifact.generate([s for s, _ in dev_pairs], artifact.request())
+for (source, reference), hypothesis in zip(dev_pairs, generation.best):
     print(f"source:    {source}\nreference: {reference}\nmodel:     {hypothesis}\n")
 
 # %% [markdown]
@@ -203,7 +206,7 @@ plt.show()
 # %%
 from t2t_keras.inspect.inspect_run import inspect_run
 
-result = inspect_run(run_dir=RUN_DIR, text=TEXT, out=OUT)
+result = inspect_run(RUN_DIR, text=TEXT, out=OUT)
 print(result.html)
 for path in sorted(result.images.values()):
     print(path)

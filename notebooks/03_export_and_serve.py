@@ -100,18 +100,19 @@ for source, target in zip(sentences, standalone["translations"]):
     print(f"{source}\n  → {target}")
 
 # %% [markdown]
-# Inside Python, `SavedModelTranslator` wraps the same export: it checks decoding parameters, calls
-# the `translate` signature in batches and returns n-best lists with scores.
+# Inside Python, `open_artifact` opens the same export (a `SavedModelArtifact`): `request` checks
+# decoding parameters against what the export accepts, and `generate` calls the `translate`
+# signature in batches and returns a `Generation`, per sentence an n-best list with scores.
 
 # %%
-from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.artifacts import open_artifact
 
-translator = SavedModelTranslator(EXPORT_DIR)
-print("defaults:", translator.defaults, "| max beam size:", translator.max_beam_size)
-print("signatures:", sorted(translator.signature_defs()))
-result = translator.predict(sentences)
-in_process = {"translations": [nbest[0] for nbest in result["translations"]],
-              "scores": [nbest[0] for nbest in result["scores"]]}
+artifact = open_artifact(EXPORT_DIR)
+print("defaults:", artifact.defaults, "| max beam size:", artifact.max_beam_size)
+print("signatures:", sorted(artifact.signature_defs()))
+request = artifact.request()
+generation = artifact.generate(sentences, request)
+in_process = {"translations": generation.best, "scores": [nbest[0] for nbest in generation.scores]}
 
 
 def same(a, b):
@@ -195,7 +196,7 @@ print(call("/v1/models/default:predict", {"instances": [42]}))
 # %%
 batch = [source for source, _ in load_eval_pairs(RUN_DIR, "test")[:BATCH]]
 routes = {
-    "in process": lambda: translator.translate(batch),
+    "in process": lambda: artifact.generate(batch, request),
     "REST": lambda: call("/v1/models/default:predict", {"instances": batch}),
 }
 for name, route in routes.items():

@@ -5,8 +5,6 @@ __version__ = "0.1.0"
 import sys  # noqa: E402
 
 from t2t_keras.backends import check_backend_installed, requested_backend  # noqa: E402
-from t2t_keras.xla_flags import prepare_xla_flags  # noqa: E402
 
-prepare_xla_flags()  # before TensorFlow's runtime starts, which reads them once (see xla_flags.py)
 if "keras" not in sys.modules:  # once Keras is imported, its backend is installed
     check_backend_installed(requested_backend())

@@ -62,6 +62,7 @@ def check_shards(value, prefix=""):
 
 DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
 ALIGNMENT_ROWS = ("predicts", "reads")  # decoding.alignment_rows (decoding.alignment)
+LENGTH_PENALTIES = ("gnmt", "average", "none")  # decoding.length_penalty (decoding.length_penalty)
 STOPPING_RULES = ("beam", "exact")  # decoding.stopping: when a beam search is done with a sentence (decoding.stopping)
 MODEL_SOURCES = ("auto", "averaged", "latest", "best")  # which weights of a run a command uses (runs.run_weights)
 # The task each architecture trains (`training.task`).
@@ -287,6 +288,7 @@ class DecodingConfig:
 
     beam_size: int = 4
     alpha: float = 0.6  # length penalty ((5+|Y|)/6)^alpha
+    length_penalty: str = "gnmt"  # "gnmt": ((5+|Y|)/6)^alpha (GNMT's, §6.1); "average": |Y|; "none" (length_penalty.py)
     max_extra_length: int = 50  # maximum output length = input length + max_extra_length (an lm: new pieces)
     max_beam_size: int = 8  # largest beam an export accepts (with XLA each size is a search of its own in it)
     precision: str = "float32"  # translate/evaluate of a run: "bfloat16" rounds the weights (decoding.weight_precision)
@@ -306,6 +308,7 @@ class DecodingConfig:
         _check_choice("decoding", self, "alignment_rows", ALIGNMENT_ROWS)
         _check_choice("decoding", self, "precision", DECODING_PRECISIONS)
         _check_choice("decoding", self, "stopping", STOPPING_RULES)
+        _check_choice("decoding", self, "length_penalty", LENGTH_PENALTIES)
         check_shards(self.shards, prefix="decoding.")
         if self.beam_size > self.max_beam_size:
             raise ConfigError(f"decoding.beam_size={self.beam_size} is larger than decoding.max_beam_size="

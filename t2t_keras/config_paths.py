@@ -21,7 +21,7 @@ import os
 
 PATH_KEYS = ("train_files", "dev_files", "test_files")
 # RUN/config.yaml: named here, where nothing imports TensorFlow (the CLI reads it before TensorFlow loads:
-# export/kernel_choice.py), and taken from here by `runs.RunDirectory`.
+# switches/kernels.py), and taken from here by `runs.RunDirectory`.
 RUN_CONFIG_FILE = "config.yaml"
 
 

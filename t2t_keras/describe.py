@@ -1,6 +1,23 @@
 """A summary of a configuration: architecture, parameter count, training FLOPs per target token."""
 
+from t2t_keras.errors import T2TError
 from t2t_keras.params import adapter_parameters, count_parameters, training_flops_per_target_token
+
+
+def describe_command(run_dir=None, config="base", overrides=(), vocab_size=None, sequence_length=32):
+    """`t2t-keras describe`: of the run at `run_dir` (its saved config and the run it started from), else of the
+    config `config` with `overrides` (and `vocab_size`, when given)."""
+    from t2t_keras.config import load_config, replace
+    from t2t_keras.runs import open_run
+
+    if run_dir is not None:
+        if overrides or vocab_size is not None:
+            raise T2TError("describe --run-dir describes the run's saved config: leave out --set and --vocab-size.")
+        run = open_run(run_dir)
+        return describe(run.load_config(), sequence_length, init_from=run.read_json(run.init_from_path))
+    loaded = load_config(config, overrides)
+    return describe(loaded if vocab_size is None else replace(loaded, model={"vocab_size": vocab_size}),
+                    sequence_length)
 
 
 def describe(config, sequence_length=32, init_from=None):

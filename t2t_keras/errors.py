@@ -25,3 +25,11 @@ def check_applicable(given, what):
 
 class BackendError(T2TError):
     """The Keras backend asked for is not installed, or does not run what was asked of it."""
+
+
+def check_task(command, task, where, takes=("translation",)):
+    """Refuses `command` on a model of `task` it does not take (`takes`), with the same words for every command."""
+    if task not in takes:
+        raise T2TError(f"t2t-keras {command} does not apply to {where}, a {task} model: it takes "
+                       f"{' and '.join(takes)} models. For an lm or mlm run, t2t-keras evaluate reports its "
+                       "perplexity.")

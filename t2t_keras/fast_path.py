@@ -12,7 +12,7 @@ What the hardware offers decides four things, for training, decoding and export 
   and on a CPU only below `GRAPH_SEARCH_HYPOTHESES` hypotheses a batch (larger batches drop their done sentences
   in graph mode, decoding/compaction.py);
 - fusion: that bfloat16 graph-mode step on a CPU gets XLA-fused elementwise ops between its oneDNN matmuls
-  (TensorFlow's auto-clustering restricted to fusible ops; `xla_flags.py` sets what restricts it).
+  (TensorFlow's auto-clustering restricted to fusible ops; `switches/xla.py` sets what restricts it).
 
 docs/results.md has the measurements behind these rules. `FastPath.detect()` looks at the hardware the first
 time it is called and returns the same object afterwards; `xla_auto_clustering` is the process-wide switch that

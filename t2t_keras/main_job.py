@@ -13,9 +13,10 @@ import time
 import tensorflow as tf
 
 from t2t_keras import config as config_lib
+from t2t_keras.artifacts import open_artifact
 from t2t_keras.data import sources
+from t2t_keras.errors import check_task
 from t2t_keras.evaluation.evaluate_run import evaluate_baseline, evaluate_run
-from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.pipeline import train_run
 from t2t_keras.runs import average_run, checkpoint_step, open_run
@@ -93,14 +94,17 @@ def tensorboard_command(log_dir):
 def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(), examples=EXAMPLES):
     """Runs every step and returns the report dict (also written to RUN/report.json)."""
     began = time.monotonic()
+    loaded = config_lib.load_config(config, overrides)
+    check_task("main", loaded.task, f"--config {config}")
     run = open_run(run_dir)  # opened once; every step below takes it
-    result = _train(config_lib.load_config(config, overrides), run, minutes)
+    result = _train(loaded, run, minutes)
     averaged = average_run(run)
     scores = evaluate_run(run, "test")
     other_tests = _other_corpora_tests(run)
     baseline = _baseline(run)
     export_dir = export_run(run, run.export_dir, overwrite=True)
-    translations = SavedModelTranslator(export_dir).translate(examples)
+    exported = open_artifact(export_dir)
+    translations = exported.generate(examples, exported.defaults).best
     data = run.read_json(run.data_path) or {}
     report = {
         "run_dir": str(run.path),

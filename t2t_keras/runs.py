@@ -52,13 +52,13 @@ import yaml
 
 from t2t_keras import config as config_lib
 from t2t_keras import config_paths
-from t2t_keras.config import MODEL_SOURCES
 from t2t_keras.adapters import add_adapters, has_adapters, merged_into
 from t2t_keras.build import build_model
-from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.config import MODEL_SOURCES, load_config, with_overrides
 from t2t_keras.data.shortlist import learn_shortlist, load_shortlist, save_shortlist
+from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
-from t2t_keras.errors import ConfigError, T2TError, check_applicable
+from t2t_keras.errors import ConfigError, T2TError, check_applicable, check_task
 from t2t_keras.files import staged_directory, write_text_atomic
 
 logger = logging.getLogger(__name__)
@@ -253,6 +253,21 @@ def open_run(run):
     return run if isinstance(run, RunDirectory) else RunDirectory(run)
 
 
+def command_config(run_dir, config=None, overrides=(), new_run="base"):
+    """The config a command trains with: `config` (a preset or a YAML file) with `overrides`; without it the run's
+    own config with `overrides` where `run_dir` holds a run, else the preset `new_run`'s."""
+    run = open_run(run_dir)
+    if config is None and run.exists():
+        return with_overrides(run.load_config(), overrides)
+    return load_config(new_run if config is None else config, overrides)
+
+
+def format_shortlist(run_dir, shortlist):
+    """One line of `t2t-keras shortlist`: where the run's shortlist went, and what it holds."""
+    return (f"{open_run(run_dir).shortlist_path}: {shortlist.settings['per_source']} target pieces per source piece "
+            f"and the {len(shortlist.frequent)} most frequent, from {shortlist.settings['pairs']} pairs")
+
+
 def learn_run_shortlist(run, per_source=None, frequent=None):
     """Learns the shortlist of a run from its training corpus (RUN/prepared/ when there, else the data config's
     training split) tokenized with its tokenizer, and writes it to RUN/shortlist.npz atomically; returns it."""
@@ -260,7 +275,9 @@ def learn_run_shortlist(run, per_source=None, frequent=None):
     from t2t_keras.data.sources import load_pairs
 
     run = open_run(run)
-    config, tokenizer = run.load_config(), run.load_tokenizer()
+    config = run.load_config()
+    check_task("shortlist", config.task, run.path)
+    tokenizer = run.load_tokenizer()
     if (run.prepared_dir / "manifest.json").exists():
         pairs = shortlist_lib.prepared_id_pairs(run.prepared_dir)
     else:

@@ -4,7 +4,8 @@
 
 Keras reads `KERAS_BACKEND` once, when it is first imported, so each backend needs its own process. The child sets
 it, imports the model's modules, and from what the TensorFlow parent wrote into DIR (`spec.json`, `arrays.npz`,
-`.keras` files, `initial.weights.h5`) computes the models' outputs, the greedy and beam-4 searches, the loss and the schedule, and the losses of a few `model.fit` steps, noting after each part whether
+`.keras` files, `initial.weights.h5`) computes the models' outputs, the greedy and beam-4 searches, the loss and
+the schedule, and the losses of a few `model.fit` steps, noting after each part whether
 TensorFlow has been imported. It re-saves the Transformer as DIR/BACKEND.keras and writes its results to
 DIR/BACKEND.json.
 
@@ -89,7 +90,7 @@ def tensorflow_search_refusal():
     """The message with which `t2t_keras.decoding` refuses its TensorFlow-only translator here ('' if it does
     not)."""
     try:
-        from t2t_keras.decoding import Translator  # noqa: F401
+        from t2t_keras.decoding import Generator  # noqa: F401
     except Exception as error:  # the test checks the type's name and the message
         return f"{type(error).__name__}: {error}"
     return ""

@@ -204,3 +204,18 @@ class TokenizerHolder(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def detokenize(self, ids):
         return self.tokenizer.detokenize(ids)
+
+
+def best_texts(generator, lines, request=None, **fields):
+    """The best text of each line from an artifact (its request with `fields`) or a `Generator` (`request`)."""
+    if request is None:
+        request = generator.request(**fields)
+    return generator.generate(list(lines), request).best
+
+
+def predicted(artifact, lines, **fields):
+    """`generate` of `lines` under the artifact's request with `fields`, as columns: translations (n-best lists),
+    scores, truncation flags and errors."""
+    generation = artifact.generate(list(lines), artifact.request(**fields))
+    return {"translations": generation.texts, "scores": generation.scores, "truncated": generation.truncated,
+            "errors": generation.errors}

@@ -17,8 +17,8 @@ from t2t_keras.adapters import add_adapters, is_adapter
 from t2t_keras.artifacts import open_artifact
 from t2t_keras.build import build_model
 from t2t_keras.config import load_config, replace
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.describe import describe
 from t2t_keras.errors import ConfigError
 from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
@@ -29,10 +29,10 @@ from t2t_keras.runs import average_run, load_export, load_run_model, open_run, w
 from t2t_keras.training.fewer_layers import kept_layers
 from t2t_keras.training.init_from import InitSource, adopt, copy_tokenizer
 from t2t_keras.training.trainer import _set_up, train
-from tests.helpers import TestCase, cli_in_process, random_ids, toy_config, write_toy_corpus
+from tests.helpers import TestCase, best_texts, cli_in_process, random_ids, toy_config, write_toy_corpus
 
 SENTENCES = ["the cat sees a dog", "a big red house", "the old man eats bread near the tree"]
-GREEDY = DecodingParams(beam_size=1, max_extra_length=8)
+GREEDY = GenerationRequest(beam_size=1, max_extra_length=8)
 
 
 def by_path(variables):
@@ -102,8 +102,8 @@ class AdaptationTest(TestCase):
     def adapted_translations(self, tokenizer):
         """Greedy translations of SENTENCES by the adapted model as it trained (adapters not merged)."""
         if not hasattr(type(self), "translations"):
-            type(self).translations = Translator(self.adapted, tokenizer, GREEDY, jit_compile=False).translate(
-                SENTENCES)
+            type(self).translations = best_texts(Generator(self.adapted, tokenizer, jit_compile=False), SENTENCES,
+                                                 GREEDY)
             self.assertTrue(all(type(self).translations), type(self).translations)  # something to compare
         return type(self).translations
 
@@ -228,15 +228,15 @@ class AdaptationTest(TestCase):
         self.assertNotAllClose(merged((source, target)), self.base_model((source, target)), atol=1e-5)
 
     def test_the_export_merges_the_adapters_and_translates_as_the_adapted_model(self):
-        out = export_run(self.lora, self.root / "export", source="latest", params=GREEDY, max_beam_size=1)
+        out = export_run(self.lora, self.root / "export", source="latest", request=GREEDY, max_beam_size=1)
         exported_model, tokenizer = load_export(out)
         self.assertFalse(any(is_adapter(variable) for variable in exported_model.weights))
-        self.assertEqual(open_artifact(out).translate(SENTENCES, beam_size=1), self.adapted_translations(tokenizer))
+        self.assertEqual(best_texts(open_artifact(out), SENTENCES, beam_size=1), self.adapted_translations(tokenizer))
 
     def test_the_ctranslate2_export_merges_the_adapters_too(self):
-        out = export_ctranslate2_run(self.lora, self.root / "ct2", source="latest", params=GREEDY)
+        out = export_ctranslate2_run(self.lora, self.root / "ct2", source="latest", request=GREEDY)
         translations = self.adapted_translations(open_run(self.lora).load_tokenizer())
-        self.assertEqual(open_artifact(out).translate(SENTENCES, beam_size=1), translations)
+        self.assertEqual(best_texts(open_artifact(out), SENTENCES, beam_size=1), translations)
 
     def test_describe_counts_the_adapters_of_every_architecture(self):
         for preset in ("tiny", "lm-mini", "mlm-mini"):

@@ -11,13 +11,20 @@ import tensorflow as tf
 from t2t_keras.config import load_config, replace
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding.aligner import Aligner, aligned_pair, piece_rows
-from t2t_keras.decoding.alignment import (WordPieces, covered_words, format_pharaoh, links_from_scores,
-                                          parse_pharaoh, word_pieces, word_scores)
+from t2t_keras.decoding.alignment import (
+    WordPieces,
+    covered_words,
+    format_pharaoh,
+    links_from_scores,
+    parse_pharaoh,
+    word_pieces,
+    word_scores,
+)
 from t2t_keras.decoding.ensemble import Ensemble
 from t2t_keras.decoding.markup import parse_markup, strip_markup
 from t2t_keras.errors import ConfigError, T2TError
-from t2t_keras.inspect.attention import extract_attention
 from t2t_keras.evaluation.aligned import aligned_translations, export_pipeline
+from t2t_keras.inspect.attention import extract_attention
 from t2t_keras.runs import load_run, write_inspection_files
 from tests.helpers import TestCase, cli_in_process, toy_pairs
 from tests.test_ensemble import VOCAB, save_run

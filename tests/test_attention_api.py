@@ -12,16 +12,16 @@ import numpy as np
 import tensorflow as tf
 from starlette.testclient import TestClient
 
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.data.tokenizer import train_sentencepiece
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.export.saved_model import export_translator
 from t2t_keras.inspect import html_view
 from t2t_keras.inspect.attention import extract_attention
 from t2t_keras.runs import INSPECTION_DIR
 from t2t_keras.serving import attention_api
 from t2t_keras.serving.server import create_app
-from tests.helpers import TestCase, tiny_transformer, toy_pairs
+from tests.helpers import TestCase, best_texts, tiny_transformer, toy_pairs
 
 SENTENCES = [pair[0] for pair in toy_pairs(4, seed=5)]
 LONG = " ".join(pair[0] for pair in toy_pairs(6))[:200]  # more pieces than the model's max_length of 32
@@ -33,7 +33,7 @@ SHARED = {}  # the tiny export, made once for the module
 def tiny_text_export(root):
     """A random tiny model (max_length 32) exported with its tokenizer to `root/export`, beam size 2 at most.
 
-    Returns a dict with `model`, `tokenizer`, `export_dir` and `translator` (a `SavedModelTranslator`).
+    Returns a dict with `model`, `tokenizer`, `export_dir` and `translator` (a `SavedModelArtifact`).
     """
     import keras
 
@@ -45,8 +45,8 @@ def tiny_text_export(root):
                                     vocab_size=100)
     model = tiny_transformer(vocab_size=100, max_length=32)
     export_dir = export_translator(model, tokenizer, root / "export", max_beam_size=2,
-                                   params=DecodingParams(beam_size=2, max_extra_length=6))
-    return dict(model=model, tokenizer=tokenizer, export_dir=export_dir, translator=SavedModelTranslator(export_dir))
+                                   request=GenerationRequest(beam_size=2, max_extra_length=6))
+    return dict(model=model, tokenizer=tokenizer, export_dir=export_dir, translator=SavedModelArtifact(export_dir))
 
 
 def setUpModule():
@@ -95,7 +95,7 @@ class AttentionEndpointTest(TestCase):
         self.assertEqual(response.status_code, 200, response.text)
         predictions = response.json()["predictions"]
         self.assertEqual([p["translation"] for p in predictions],
-                         SHARED["translator"].translate(SENTENCES[1:3]))
+                         best_texts(SHARED["translator"], SENTENCES[1:3]))
         for prediction in predictions:
             self.assertEqual(list(prediction["kinds"]), ["cross"])  # the default kind
             cross = np.array(prediction["kinds"]["cross"]["weights"])  # (layers, heads, outputs, sources)

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from t2t_keras.evaluation.baseline import RetrievalTranslator
+from t2t_keras.evaluation.baseline import RetrievalBaseline
 from tests.helpers import TestCase
 
 TRAIN = [
@@ -12,15 +12,15 @@ TRAIN = [
 ]
 
 
-class RetrievalTranslatorTest(TestCase):
+class RetrievalBaselineTest(TestCase):
     def test_nearest_source_wins(self):
-        translator = RetrievalTranslator(TRAIN)
-        outputs = translator.translate(["Click the Save button.", "Choose Format - Rows.", "A cat on a mat."])
+        translator = RetrievalBaseline(TRAIN)
+        outputs = translator.nearest_targets(["Click the Save button.", "Choose Format - Rows.", "A cat on a mat."])
         self.assertEqual(outputs, [TRAIN[0][1], TRAIN[1][1], TRAIN[2][1]])
 
     def test_exact_match_returns_its_own_target(self):
-        translator = RetrievalTranslator(TRAIN)
-        self.assertEqual(translator.translate([s for s, _ in TRAIN], batch_size=2), [t for _, t in TRAIN])
+        translator = RetrievalBaseline(TRAIN)
+        self.assertEqual(translator.nearest_targets([s for s, _ in TRAIN], batch_size=2), [t for _, t in TRAIN])
 
 
 if __name__ == "__main__":

@@ -129,25 +129,27 @@ class RunCommandsTest(TestCase):
             for option in (["--precision", "bfloat16"], ["--shards", "2"]):
                 refused = run_cli("translate", *export, *option, stdin=sentences)
                 self.assertEqual(refused.returncode, 2, (export, option))
-                self.assertIn(f"{option[0]} does not apply to a translation export.", refused.stderr.decode())
+                self.assertIn(f"{option[0]} does not apply to ", refused.stderr.decode())
+                self.assertIn("an export: its search and weights were chosen when it was written",
+                              refused.stderr.decode())
                 self.assertEqual(refused.stdout, b"")
 
     def test_quantization_auto_is_a_saved_model_choice(self):
-        for export_format, takes in (("ctranslate2", "float32, int8_float32 or int8"), ("litert", "float32 or int8")):
+        for export_format, takes in (("ctranslate2", "float32, int8_float32, int8"), ("litert", "float32, int8")):
             out = pathlib.Path(self.tmp.name) / f"auto-{export_format}"
             refused = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--format", export_format,
                               "--quantization", "auto")
             self.assertEqual(refused.returncode, 2, export_format)
-            self.assertIn(f"--quantization auto applies to a SavedModel; --format {export_format} takes {takes}",
+            self.assertIn(f"--quantization auto does not apply to --format {export_format}, which takes {takes}",
                           refused.stderr.decode())
             self.assertFalse(out.exists())
 
     def test_the_run_configuration_gives_the_default_shards(self):
+        from t2t_keras.artifacts import open_artifact
         from t2t_keras.decoding.sharding import choose_shards
-        from t2t_keras.evaluation.evaluate_run import run_translator
 
-        self.assertEqual(run_translator(self.run_dir).shards, choose_shards("auto"))  # decoding.shards: auto
-        self.assertEqual(run_translator(self.run_dir, shards=3).shards, 3)
+        self.assertEqual(open_artifact(self.run_dir).generator.shards, choose_shards("auto"))  # decoding.shards: auto
+        self.assertEqual(open_artifact(self.run_dir, shards=3).generator.shards, 3)
 
     def test_ctranslate2_export_without_tokenizer_is_a_clear_error(self):
         broken = pathlib.Path(self.tmp.name) / "no-tokenizer"
@@ -171,9 +173,9 @@ class RunCommandsTest(TestCase):
     def test_the_export_searches_in_graph_mode_unless_told_otherwise(self):
         """By default (--jit-compile false) every search runs in graph mode; auto runs batches under 128 hypotheses
         with XLA, true every search; a CTranslate2 export refuses the flag."""
-        from t2t_keras.export.loaded import load_saved_model
+        from t2t_keras.artifacts.saved_model import load_saved_model
 
-        def compiled(path):  # and what the export records for `thread_choice`: every search in graph mode?
+        def compiled(path):  # and what the export records for `switches.threads`: every search in graph mode?
             loaded = load_saved_model(path)
             record = json.loads((pathlib.Path(path) / "assets.extra" / "weights.json").read_text("utf-8"))
             return (int(loaded.xla_below_hypotheses.numpy()), bool(loaded.jit_compiled.numpy()),

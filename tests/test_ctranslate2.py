@@ -9,7 +9,16 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
-from tests.helpers import TestCase, padded_ids, tiny_transformer, toy_pairs, toy_translation, train_toy_model
+from tests.helpers import (
+    TestCase,
+    best_texts,
+    padded_ids,
+    predicted,
+    tiny_transformer,
+    toy_pairs,
+    toy_translation,
+    train_toy_model,
+)
 
 try:
     import ctranslate2
@@ -17,12 +26,12 @@ except ImportError:  # pragma: no cover - the package is a declared dependency
     ctranslate2 = None
 
 if ctranslate2 is not None:
+    from t2t_keras.artifacts.ctranslate2 import CTranslate2Artifact
     from t2t_keras.decoding import beam_search, greedy_decode
-    from t2t_keras.decoding.parameters import DecodingParams
+    from t2t_keras.decoding.request import GenerationRequest
     from t2t_keras.errors import T2TError
     from t2t_keras.export.ctranslate2_converter import UnsupportedModelError
     from t2t_keras.export.ctranslate2_export import export_ctranslate2
-    from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
     from t2t_keras.serving.server import create_app
     from t2t_keras.special_ids import EOS_ID
 
@@ -81,7 +90,7 @@ class ConversionTest(TestCase):
         out = pathlib.Path(self.tmp.name) / f"{name}-{quantization}".replace(" ", "_").replace(",", "")
         if not out.exists():
             export_ctranslate2(trained_model(name), _SHARED["tokenizer"], out, quantization,
-                               params=DecodingParams(beam_size=4, alpha=0.0, max_extra_length=EXTRA))
+                               request=GenerationRequest(beam_size=4, alpha=0.0, max_extra_length=EXTRA))
         return out
 
     def test_forced_decoding_log_probs_equal_ours(self):
@@ -90,8 +99,8 @@ class ConversionTest(TestCase):
         for name in VARIANTS:
             with self.subTest(name):
                 model = trained_model(name)
-                translator = CTranslate2Translator(self.export(name))
-                sums, token_nll = translator.score_batch([s for s, _ in pairs], [t for _, t in pairs])
+                translator = CTranslate2Artifact(self.export(name))
+                sums, token_nll = translator._score_batch([s for s, _ in pairs], [t for _, t in pairs])
                 source, targets = ids([s for s, _ in pairs]), [t for _, t in pairs]
                 logits = model((source, ids(targets, bos=True, eos=False)), training=False)
                 log_probs = tf.nn.log_softmax(logits).numpy()
@@ -105,14 +114,15 @@ class ConversionTest(TestCase):
         source = ids(self.sentences)
         for name in VARIANTS:
             model = trained_model(name)
-            translator = CTranslate2Translator(self.export(name), exact_limits=True)
+            translator = CTranslate2Artifact(self.export(name), exact_limits=True)
             greedy = greedy_decode(model, source, max_extra_length=EXTRA)
             beam = beam_search(model, source, beam_size=4, length_penalty="none", max_extra_length=EXTRA)
             for beam_size, ours in ((1, greedy), (4, beam)):
                 with self.subTest(name, beam_size=beam_size):
                     tokens = ours["tokens"] if beam_size == 1 else ours["tokens"][:, 0]
                     scores = ours["scores"] if beam_size == 1 else ours["scores"][:, 0]
-                    got = translator.predict(self.sentences, translator.decoding_params(beam_size, 0.0, EXTRA))
+                    got = predicted(translator, self.sentences, beam_size=beam_size, alpha=0.0,
+                                    max_extra_length=EXTRA)
                     self.assertEqual([t[0] for t in got["translations"]], detokenize(tokens))
                     # CTranslate2 renormalises over tokens other than PAD and BOS: a small difference.
                     self.assertAllClose([s[0] for s in got["scores"]], scores.numpy(), atol=0.05)
@@ -123,10 +133,10 @@ class ConversionTest(TestCase):
         model, pieces = trained_model(name), _SHARED["pieces"]
         ours = greedy_decode(model, ids(self.sentences), max_extra_length=0)
         for exact_limits in (False, True):
-            translator = CTranslate2Translator(self.export(name), exact_limits=exact_limits)
-            got = translator.predict(self.sentences, translator.decoding_params(1, 0.0, 0))
+            translator = CTranslate2Artifact(self.export(name), exact_limits=exact_limits)
+            got = predicted(translator, self.sentences, beam_size=1, alpha=0.0, max_extra_length=0)
             self.assertEqual([t[0] for t in got["translations"]], detokenize(ours["tokens"]))
-            got = translator.predict(self.sentences, translator.decoding_params(4, 0.6, 0, num_return=4))
+            got = predicted(translator, self.sentences, beam_size=4, alpha=0.6, max_extra_length=0, num_return=4)
             for sentence, nbest in zip(self.sentences, got["translations"]):
                 limit = len(pieces.encode(sentence)) + 1
                 self.assertTrue(all(len(pieces.encode(t)) <= limit for t in nbest), (sentence, nbest))
@@ -139,27 +149,27 @@ class ConversionTest(TestCase):
                 out = self.export(name, quantization)
                 self.assertLess((out / "model.bin").stat().st_size, float_size)
                 self.assertEqual(json.loads((out / "t2t_keras.json").read_text())["quantization"], quantization)
-                translations = CTranslate2Translator(out).translate(self.sentences[:4], beam_size=2)
+                translations = best_texts(CTranslate2Artifact(out), self.sentences[:4], beam_size=2)
                 self.assertEqual(len(translations), 4)
                 self.assertTrue(all(isinstance(t, str) and t for t in translations))
 
     def test_translator_interface_truncation_empty_and_nbest(self):
-        translator = CTranslate2Translator(self.export(next(iter(VARIANTS))))
+        translator = CTranslate2Artifact(self.export(next(iter(VARIANTS))))
         long = " ".join(["the big red house"] * 30)
-        got = translator.predict(["", long, "the cat"], translator.decoding_params(beam_size=3, num_return=3))
+        got = predicted(translator, ["", long, "the cat"], beam_size=3, num_return=3)
         self.assertEqual(got["truncated"], [False, True, False])
         self.assertEqual(got["translations"][0], ["", "", ""])
         self.assertEqual(got["scores"][0], [0.0, 0.0, 0.0])
         self.assertEqual([len(t) for t in got["translations"]], [3, 3, 3])
         self.assertEqual(got["scores"][2], sorted(got["scores"][2], reverse=True))
         with self.assertRaisesRegex(T2TError, "beam_size must be an integer"):
-            translator.decoding_params(beam_size=0)
+            translator.request(beam_size=0)
 
     def test_rest_server_answers_with_the_translator(self):
         from starlette.testclient import TestClient
 
-        translator = CTranslate2Translator(self.export(next(iter(VARIANTS))))
-        expected = translator.predict(self.sentences[:3], translator.decoding_params(beam_size=2, num_return=2))
+        translator = CTranslate2Artifact(self.export(next(iter(VARIANTS))))
+        expected = predicted(translator, self.sentences[:3], beam_size=2, num_return=2)
         with TestClient(create_app(translator, max_wait_ms=1)) as client:
             answer = client.post("/v1/models/default:predict",
                                  json={"instances": self.sentences[:3], "params": {"beam_size": 2, "num_return": 2}})

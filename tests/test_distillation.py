@@ -19,8 +19,8 @@ from t2t_keras.config import load_config
 from t2t_keras.data.shortlist import learn_shortlist, save_shortlist
 from t2t_keras.data.text_files import read_parallel_files
 from t2t_keras.data.tokenizer import train_sentencepiece
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.distillation.distill import distill, prepare_student
 from t2t_keras.distillation.distilled import shard_files
 from t2t_keras.distillation.student import student_config
@@ -88,9 +88,9 @@ class DistillationTest(TestCase):
         cls.result = distill(cls.teacher, cls.student, load_config("tiny", STUDENT), **student_options())
         # What the student must have learned from: the teacher's translations with the same settings.
         decoding = cls.teacher.load_config().decoding
-        cls.expected = Translator(load_run_model(cls.teacher), cls.teacher.load_tokenizer(),
-                                  DecodingParams(BEAM, decoding.alpha, decoding.max_extra_length), jit_compile=False,
-                                  shards=1).translate(cls.sources)
+        generator = Generator(load_run_model(cls.teacher), cls.teacher.load_tokenizer(), jit_compile=False, shards=1)
+        request = GenerationRequest(beam_size=BEAM, alpha=decoding.alpha, max_extra_length=decoding.max_extra_length)
+        cls.expected = generator.generate(cls.sources, request).best
 
     @classmethod
     def tearDownClass(cls):

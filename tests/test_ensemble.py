@@ -15,23 +15,23 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.artifacts import open_artifact
 from t2t_keras.build import build_model
 from t2t_keras.config import load_config
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.common import next_log_probs
 from t2t_keras.decoding.ensemble import Ensemble
+from t2t_keras.decoding.generator import Generator
 from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.decoding.translator import Translator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import ConfigError, T2TError
-from t2t_keras.evaluation.evaluate_run import run_translator
 from t2t_keras.runs import RunDirectory, ensemble_runs, load_run_model
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 from tests.helpers import TestCase, cli_in_process, random_ids, toy_pairs
 
 VOCAB = 100
-GREEDY = DecodingParams(beam_size=1, max_extra_length=6)
+GREEDY = GenerationRequest(beam_size=1, max_extra_length=6)
 SENTENCES = ["the cat sees a dog", "a big red house near the tree", "water"]
 
 
@@ -73,8 +73,8 @@ class EnsembleTest(TestCase):
         cls.source[:, -1] = EOS_ID
         cls.source[2, 4:] = [EOS_ID, PAD_ID]  # a shorter sentence
         # What the CLI's XLA-compiled searches must give: the ensemble's greedy translations, in graph mode.
-        cls.translations = Translator(Ensemble([cls.a, cls.b]), cls.run_a.load_tokenizer(), GREEDY, jit_compile=False,
-                                      shards=1).translate(SENTENCES)
+        generator = Generator(Ensemble([cls.a, cls.b]), cls.run_a.load_tokenizer(), jit_compile=False, shards=1)
+        cls.translations = generator.generate(SENTENCES, GREEDY).best
 
     @classmethod
     def tearDownClass(cls):
@@ -173,8 +173,8 @@ class EnsembleTest(TestCase):
         self.assertEqual(output.read_text().splitlines(), self.translations)
 
     def test_bfloat16_decoding_rounds_every_member(self):
-        translator = run_translator(self.run_a, params=GREEDY, precision="bfloat16", ensemble=[self.run_b])
-        members = translator.model.models
+        generator = open_artifact(self.run_a, precision="bfloat16", ensemble=[self.run_b]).generator
+        members = generator.model.models
         self.assertEqual([member.dtype_policy.name for member in members], ["bfloat16", "bfloat16"])
         for member, model in zip(members, (self.a, self.b)):
             self.assertAllClose(member.target_embedding.embeddings, model.target_embedding.embeddings, rtol=1e-2)

@@ -15,7 +15,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding.request import GenerationRequest
 from tests.helpers import TINY, TestCase, cli_in_process, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -493,9 +493,9 @@ class MixedBfloat16ExportTest(TestCase):
 
     def test_fresh_process_export_gives_the_in_process_tokens(self):
         from t2t_keras.data.tokenizer import Tokenizer
-        from t2t_keras.decoding import Translator
         from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
         from t2t_keras.decoding.beam_search import beam_search
+        from t2t_keras.decoding.generator import Generator
         from t2t_keras.decoding.greedy import greedy_decode
         from t2t_keras.export.saved_model import export_run
         from t2t_keras.runs import load_run_model
@@ -506,7 +506,7 @@ class MixedBfloat16ExportTest(TestCase):
         self.assertEqual(trained.model.compute_dtype, "bfloat16")
         with tempfile.TemporaryDirectory() as tmp:
             root = pathlib.Path(tmp)
-            export_dir = export_run(run_dir, root / "export", max_beam_size=2, params=DecodingParams(beam_size=2))
+            export_dir = export_run(run_dir, root / "export", max_beam_size=2, request=GenerationRequest(beam_size=2))
             model, tokenizer = load_run_model(run_dir), Tokenizer.load(run_dir / "tokenizer.model")
             sentences = [source for source, _ in toy_pairs(5, seed=7)]
             pieces = [list(tokenizer.tokenize(tf.constant([s])).flat_values.numpy()) + [EOS_ID] for s in sentences]
@@ -523,10 +523,10 @@ class MixedBfloat16ExportTest(TestCase):
             beam = beam_search(model, tf.constant(source), beam_size=2, alpha=0.6, max_extra_length=50)["tokens"][:, 0]
             self.assertEqual(until_eos(got["tokens_1"]), until_eos(greedy))
             self.assertEqual(until_eos(got["tokens_2"]), until_eos(beam))
-            self.assertEqual(got["texts_1"], Translator(model, tokenizer, jit_compile=False,
-                                                        params=DecodingParams(beam_size=1)).translate(sentences))
-            self.assertEqual(got["texts_2"], Translator(model, tokenizer, jit_compile=False,
-                                                        params=DecodingParams(beam_size=2)).translate(sentences))
+            generator = Generator(model, tokenizer, jit_compile=False)
+            for beam in (1, 2):
+                self.assertEqual(got[f"texts_{beam}"], generator.generate(sentences,
+                                                                          GenerationRequest(beam_size=beam)).best)
             self.assertGreater(len(set(got["texts_2"])), 3)  # real, different translations
 
 

@@ -1,4 +1,4 @@
-"""Translation SavedModel: fresh-process reload equals the in-process Translator, signatures, parameters,
+"""Translation SavedModel: fresh-process reload equals the in-process generator, signatures, parameters,
 over-long and empty inputs, a TF-Text-free ids signature, atomic export."""
 
 import json
@@ -12,17 +12,17 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.artifacts import open_artifact
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.config import replace
 from t2t_keras.data.tokenizer import Tokenizer
-from t2t_keras.decoding import Translator
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.evaluation.evaluate_run import run_translator
-from t2t_keras.export.kernel_choice import export_arithmetic
-from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.export.saved_model import export_run, export_translator
 from t2t_keras.runs import load_run_model
+from t2t_keras.switches.kernels import export_arithmetic
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, toy_config, toy_pairs, write_toy_corpus
+from tests.helpers import TestCase, best_texts, predicted, toy_config, toy_pairs, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MAX_BEAM_SIZE = 3  # the export's switch covers beam sizes 1..3 (8 by default; fewer traces keep the test fast)
@@ -119,12 +119,12 @@ class ExportTest(TestCase):
         cls.model = load_run_model(cls.run_dir)
         cls.tokenizer = Tokenizer.load(cls.run_dir / "tokenizer.model")
         cls.export_dir = export_run(cls.run_dir, root / "exports" / "toy", max_beam_size=MAX_BEAM_SIZE,
-                                    params=DecodingParams(beam_size=BEAM_SIZE), quantization="auto")
+                                    request=GenerationRequest(beam_size=BEAM_SIZE), quantization="auto")
         cls.ids_export_dir = export_translator(cls.model, cls.tokenizer, root / "exports" / "ids", max_beam_size=1,
-                                               text_signatures=False, params=DecodingParams(beam_size=1))
+                                               text_signatures=False, request=GenerationRequest(beam_size=1))
         cls.cli = Background([str(pathlib.Path(sys.executable).with_name("saved_model_cli")), "show", "--all",
                               "--dir", str(cls.export_dir)])
-        cls.translator = SavedModelTranslator(cls.export_dir)
+        cls.translator = SavedModelArtifact(cls.export_dir)
         cls.signatures = cls.translator.saved_model.signatures
         cls.op_types = {name: graph_op_types(cls.signatures[name]) for name in ("translate", "translate_ids")}
         cls.source_ids = cls.tokenizer.tokenize(tf.constant(SENTENCES[:3])).to_tensor().numpy()
@@ -144,10 +144,9 @@ class ExportTest(TestCase):
     def test_fresh_process_without_t2t_keras_translates_like_the_in_process_translator(self):
         got = self.fresh_process()
         self.assertFalse(got["imported_t2t_keras"])
-        beam = Translator(self.model, self.tokenizer, jit_compile=False,
-                          params=DecodingParams(beam_size=BEAM_SIZE)).translate(SENTENCES)
-        greedy = Translator(self.model, self.tokenizer, jit_compile=False,
-                            params=DecodingParams(beam_size=1)).translate(SENTENCES)
+        generator = Generator(self.model, self.tokenizer, jit_compile=False)
+        beam = best_texts(generator, SENTENCES, GenerationRequest(beam_size=BEAM_SIZE))
+        greedy = best_texts(generator, SENTENCES, GenerationRequest(beam_size=1))
         self.assertEqual(got["beam"], beam)
         self.assertEqual(got["greedy"], greedy)
         self.assertEqual(got["single"], beam[:1])  # another batch size after reload
@@ -175,21 +174,21 @@ class ExportTest(TestCase):
         # quantization="auto", the command's default, keeps a model this small in float32 and says why
         self.assertEqual(record["quantization"], "float32")
         self.assertIn("under the 5,000,000", record["quantization_reason"])
-        self.assertEqual(record["precision"], "float32")  # what `kernel_choice` reads before TensorFlow loads
+        self.assertEqual(record["precision"], "float32")  # what `switches.kernels` reads before TensorFlow loads
         self.assertEqual(export_arithmetic(self.export_dir), "float32")
-        # and how its searches run, which `thread_choice` reads before TensorFlow loads
+        # and how its searches run, which `switches.threads` reads before TensorFlow loads
         shards = int(self.translator.saved_model.decoding_shards.numpy())
         self.assertEqual(record["search"], {"shards": shards, "graph_mode_only": True,
                                             "hidden_dim": self.model.hidden_dim})
         reader = tf.train.load_checkpoint(str(self.export_dir / "variables" / "variables"))
         self.assertNotIn(tf.int8, set(reader.get_variable_to_dtype_map().values()))
 
-    def test_an_export_without_constraints_says_how_to_get_them(self):
+    def test_an_export_without_constraints_refuses_them_naming_what_it_takes(self):
         from t2t_keras.errors import T2TError
-        from t2t_keras.export.constrained_loaded import predict_constrained
 
-        with self.assertRaisesRegex(T2TError, "no 'translate_constrained' signature.*export --constraints"):
-            predict_constrained(self.translator, ["the cat"], [["Katze"]])
+        with self.assertRaisesRegex(T2TError, r"constraints \(--constraints\) does not apply to .*, a translation "
+                                              r"SavedModel, which takes alignment_heads"):
+            self.translator.request(constraints=[["Katze"]])
 
     def test_saved_model_cli_lists_the_signatures(self):
         shown = self.cli.output()
@@ -236,28 +235,28 @@ class ExportTest(TestCase):
         self.assertAllEqual(out["scores"], [0.0, 0.0])
 
     def test_client_wrapper_checks_parameters_and_matches_the_signature(self):
-        got = self.translator.predict(SENTENCES[:2], self.translator.decoding_params(beam_size=2, num_return=2))
+        got = predicted(self.translator, SENTENCES[:2], beam_size=2, num_return=2)
         expected = call_translate(self.signatures["translate"], {"inputs": tf.constant(SENTENCES[:2])},
                                   beam_size=2, num_return=2)
         self.assertEqual(got["translations"], expected["translations"].numpy().astype(str).tolist())
-        self.assertEqual(self.translator.translate([]), [])
+        self.assertEqual(best_texts(self.translator, []), [])
         with self.assertRaisesRegex(ValueError, "beam_size must be an integer in \\[1, 3\\]"):
-            self.translator.decoding_params(beam_size=8)
-        with self.assertRaisesRegex(ValueError, "sentences\\[1\\] is a int"):
-            self.translator.translate(["a", 1])
+            self.translator.request(beam_size=8)
+        with self.assertRaisesRegex(ValueError, "lines\\[1\\] is a int"):
+            best_texts(self.translator, ["a", 1])
 
     def test_the_stopping_rule_comes_from_the_run_and_is_fixed_in_the_export(self):
         self.assertEqual(self.translator.saved_model.stopping.numpy(), b"beam")  # the run's decoding.stopping
-        self.assertEqual(run_translator(self.run_dir).stopping, "beam")
-        self.assertEqual(run_translator(self.run_dir, stopping="exact").stopping, "exact")
-        params = DecodingParams(beam_size=BEAM_SIZE)
+        self.assertEqual(open_artifact(self.run_dir).defaults.stopping, "beam")
         out = pathlib.Path(self.tmp.name) / "exact"
-        exact = SavedModelTranslator(export_translator(self.model, self.tokenizer, out, max_beam_size=BEAM_SIZE,
-                                                       params=params, stopping="exact"))
+        exact = SavedModelArtifact(export_translator(self.model, self.tokenizer, out, max_beam_size=BEAM_SIZE,
+                                                     request=GenerationRequest(beam_size=BEAM_SIZE, stopping="exact")))
         self.assertEqual(exact.saved_model.stopping.numpy(), b"exact")
+        self.assertEqual(exact.defaults.stopping, "exact")
+        generator = Generator(self.model, self.tokenizer, jit_compile=False)
         for export, stopping in ((exact, "exact"), (self.translator, "beam")):
-            expected = Translator(self.model, self.tokenizer, params, jit_compile=False, stopping=stopping)
-            self.assertEqual(export.translate(SENTENCES[:6]), expected.translate(SENTENCES[:6]), msg=stopping)
+            expected = best_texts(generator, SENTENCES[:6], GenerationRequest(beam_size=BEAM_SIZE, stopping=stopping))
+            self.assertEqual(best_texts(export, SENTENCES[:6]), expected, msg=stopping)
 
 
 class SmallExportTest(TestCase):
@@ -280,7 +279,7 @@ class SmallExportTest(TestCase):
 
     def export(self, out_dir, max_extra_length=50, **options):
         return export_translator(self.model, self.tokenizer, out_dir, max_beam_size=1, text_signatures=False,
-                                 params=DecodingParams(beam_size=1, max_extra_length=max_extra_length), **options)
+                                 request=GenerationRequest(beam_size=1, max_extra_length=max_extra_length), **options)
 
     def failing_save(self):
         real_save = tf.saved_model.save
@@ -316,15 +315,15 @@ class SmallExportTest(TestCase):
         from t2t_keras.decoding import beam_search
         from t2t_keras.export.translator_module import TranslatorModule, prepare_source
 
-        params = DecodingParams(beam_size=2, max_extra_length=5)
+        params = GenerationRequest(beam_size=2, max_extra_length=5)
         searches = {}
         for jit_compile in (False, True):
-            module = TranslatorModule(self.model, None, max_beam_size=3, params=params, jit_compile=jit_compile)
+            module = TranslatorModule(self.model, None, max_beam_size=3, request=params, jit_compile=jit_compile)
             module.signatures()  # traces what the export saves
-            searches[jit_compile] = sorted(module._searches.functions, key=str)
+            searches[jit_compile] = module.traced_searches()
         self.assertEqual(searches[False], [(1, 1, False), (None, None, False)])  # greedy, beam search of any size
         self.assertEqual(searches[True], [(1, 1, True), (2, 1, True), (2, 2, True), (3, 1, True), (3, 3, True)])
-        module = TranslatorModule(self.model, None, max_beam_size=3, params=params)
+        module = TranslatorModule(self.model, None, max_beam_size=3, request=params)
         ids = tf.constant([[5, 6, 7, 8, 0], [9, 10, 0, 0, 0]])
         source = prepare_source(ids, self.model.max_length, self.model.vocab_size)[0]
         for beam_size, num_return in ((2, 1), (3, 3), (3, 2)):
@@ -342,12 +341,11 @@ class SmallExportTest(TestCase):
         from t2t_keras.decoding.greedy import greedy_decode
         from t2t_keras.export.translator_module import TranslatorModule, prepare_source
 
-        module = TranslatorModule(self.model, None, max_beam_size=3, params=DecodingParams(beam_size=2,
+        module = TranslatorModule(self.model, None, max_beam_size=3, request=GenerationRequest(beam_size=2,
                                                                                            max_extra_length=5),
                                   jit_compile="auto")
         module.signatures()
-        self.assertEqual(sorted(module._searches.functions, key=str),
-                         [(1, 1, False), (1, 1, True), (2, 1, True), (None, None, False)])
+        self.assertEqual(module.traced_searches(), [(1, 1, False), (1, 1, True), (2, 1, True), (None, None, False)])
         self.assertEqual(int(module.xla_below_hypotheses.numpy()), 128)
         chosen = {case: bool(module._small_batch(*case)) for case in
                   [(1, 2, 1), (32, 2, 1), (33, 2, 1), (3, 2, 2), (3, 3, 1), (64, 1, 1), (65, 1, 1), (0, 1, 1)]}
@@ -370,14 +368,14 @@ class SmallExportTest(TestCase):
 
     def test_auto_export_keeps_xla_for_float32_weights_and_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name) / "auto-export"
-        options = dict(max_beam_size=2, params=DecodingParams(beam_size=2, max_extra_length=5))
-        plain = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "plain", **options))
-        auto = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "auto", jit_compile="auto",
+        options = dict(max_beam_size=2, request=GenerationRequest(beam_size=2, max_extra_length=5))
+        plain = SavedModelArtifact(export_translator(self.model, self.tokenizer, root / "plain", **options))
+        auto = SavedModelArtifact(export_translator(self.model, self.tokenizer, root / "auto", jit_compile="auto",
                                                       **options))
         self.assertEqual(int(auto.saved_model.xla_below_hypotheses.numpy()), 128)
         self.assertFalse(auto.jit_compiled)  # not XLA everywhere: the client does not pad the rows
         for sentences in (SENTENCES[:1], SENTENCES[:3], SENTENCES):  # XLA at 1 and 3 rows; "" and blanks too
-            expected, got = plain.predict(sentences), auto.predict(sentences)
+            expected, got = predicted(plain, sentences), predicted(auto, sentences)
             self.assertEqual(got["translations"], expected["translations"])
             self.assertAllClose(got["scores"], expected["scores"], atol=1e-3)
         bfloat16 = export_translator(self.model, self.tokenizer, root / "bf16", jit_compile="auto",
@@ -386,13 +384,13 @@ class SmallExportTest(TestCase):
 
     def test_xla_compiled_export_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name)
-        options = dict(max_beam_size=1, params=DecodingParams(beam_size=1, max_extra_length=5))
-        plain = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "plain", **options))
-        compiled = SavedModelTranslator(export_translator(self.model, self.tokenizer, root / "xla", jit_compile=True,
+        options = dict(max_beam_size=1, request=GenerationRequest(beam_size=1, max_extra_length=5))
+        plain = SavedModelArtifact(export_translator(self.model, self.tokenizer, root / "plain", **options))
+        compiled = SavedModelArtifact(export_translator(self.model, self.tokenizer, root / "xla", jit_compile=True,
                                                           **options))
         self.assertTrue(compiled.jit_compiled)
         sentences = SENTENCES[:3]  # padded to 4 rows for the compiled export
-        expected, got = plain.predict(sentences), compiled.predict(sentences)
+        expected, got = predicted(plain, sentences), predicted(compiled, sentences)
         self.assertEqual(got["translations"], expected["translations"])
         self.assertAllClose(got["scores"], expected["scores"], atol=1e-3)
 

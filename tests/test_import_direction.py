@@ -5,14 +5,14 @@ and mapped to the part it comes from and the part it reaches. A part may
 import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
 
     foundation (errors, special_ids, files, architecture, config_paths, config, fast_path, keras_compat, backends;
-                xla_flags, read once on import)
+                switches, the process-wide choices a command makes before TensorFlow loads)
       -> layers -> model, language_models -> build; layers -> adapters (LoRA on the projections)
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
-      -> tasks                                 what differs between translation, lm and mlm
-      -> training, evaluation, export, inspect (none of them imports another)
-      -> serving                               the HTTP server: exports, with inspect's views
-      -> artifacts, pipeline                   opening any run or export; the commands' steps by task
+      -> tasks                                 what differs between translation, lm and mlm; its generator
+      -> training, export, inspect             (none of them imports another)
+      -> artifacts                             any run or export opened, one interface: generate, score
+      -> evaluation, serving, pipeline         scoring and serving what artifacts generate; the commands' steps
       -> distillation                          a teacher's translations, then a student trained on them
       -> cli, main_job, notebook_support
 """
@@ -25,7 +25,7 @@ import unittest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
 FOUNDATION = {"errors", "special_ids", "files", "architecture", "config_paths", "config", "families", "fast_path",
-              "keras_compat", "backends"}
+              "keras_compat", "backends", "switches"}
 MODELS = {"layers", "model", "language_models", "build", "adapters"}
 SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks"}
 ALLOWED = {
@@ -33,7 +33,7 @@ ALLOWED = {
     "families": {"errors"},
     "special_ids": set(),
     "files": set(),
-    "xla_flags": set(),
+    "switches": {"config", "config_paths"},
     "fast_path": set(),
     "keras_compat": set(),
     "backends": {"errors"},
@@ -46,23 +46,24 @@ ALLOWED = {
     "build": FOUNDATION | {"model", "language_models"},
     "adapters": FOUNDATION | {"layers"},
     "params": FOUNDATION,
-    "describe": FOUNDATION | {"params", "model"},
+    "describe": FOUNDATION | {"params", "model", "runs"},
     "data": FOUNDATION,
     "decoding": FOUNDATION | {"model"},
     "runs": FOUNDATION | MODELS | {"data"},
-    "tasks": FOUNDATION | MODELS | {"data", "runs"},
+    "tasks": FOUNDATION | MODELS | {"data", "decoding", "runs"},
     "training": SHARED,
-    "evaluation": SHARED,
+    "evaluation": SHARED | {"artifacts"},
     "export": SHARED,
     "inspect": SHARED,
-    "serving": SHARED | {"export", "inspect"},
+    "serving": SHARED | {"artifacts", "inspect"},
     "notebook_support": {"inspect"},
-    "artifacts": SHARED | {"evaluation", "export"},
+    "artifacts": SHARED | {"export"},
     "pipeline": SHARED | {"training", "evaluation", "export", "inspect"},
-    "main_job": SHARED | {"training", "evaluation", "export", "inspect", "pipeline"},
+    "main_job": SHARED | {"training", "evaluation", "export", "inspect", "pipeline", "artifacts"},
     "distillation": SHARED | {"pipeline"},
     "cli": SHARED | {"training", "evaluation", "export", "inspect", "serving", "main_job", "describe", "pipeline",
-                     "artifacts", "distillation"},
+                     "artifacts", "distillation", "switches", "cli_arguments"},
+    "cli_arguments": {"config"},
     "__main__": {"cli"},
 }
 
@@ -132,10 +133,10 @@ class ImportDirectionTest(unittest.TestCase):
             visit(part)
 
     def test_the_parts_beside_the_model_do_not_import_each_other(self):
-        applications = {"training", "evaluation", "export", "inspect"}
+        applications = {"training", "export", "inspect"}
         for part in applications:
             self.assertEqual(ALLOWED[part] & applications, set(), part)
-        above = {"training", "evaluation", "export", "inspect", "serving", "cli", "main_job"}
+        above = {"training", "evaluation", "export", "inspect", "serving", "cli", "main_job", "artifacts"}
         self.assertFalse(above & ALLOWED["runs"])
 
     def test_the_checker_sees_function_level_imports(self):

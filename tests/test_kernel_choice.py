@@ -11,8 +11,13 @@ import unittest
 
 import yaml
 
-from t2t_keras.export.kernel_choice import (VARIABLE, choose_onednn, choose_onednn_for_runs,
-                                           export_arithmetic, run_arithmetic)
+from t2t_keras.switches.kernels import (
+    VARIABLE,
+    choose_onednn,
+    choose_onednn_for_runs,
+    export_arithmetic,
+    run_arithmetic,
+)
 
 
 def export_with(directory, record):
@@ -75,13 +80,14 @@ class KernelChoiceTest(unittest.TestCase):
     def test_the_cli_chooses_before_tensorflow_is_imported(self):
         # a fresh interpreter: the command's arguments parsed, the choice made, TensorFlow not yet loaded
         float32 = self.export("f32", {"precision": "float32", "quantization": "float32"})
-        code = ("import os, sys\nfrom t2t_keras import cli\n"
-                "args = cli.build_parser().parse_args(['translate', '--saved-model', sys.argv[1]])\n"
-                "print(cli._choose_kernels(args)[0], os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
+        code = ("import os, sys\nfrom t2t_keras import cli_arguments, switches\n"
+                "args = cli_arguments.build_parser().parse_args(sys.argv[1:])\n"
+                "chosen = switches.choose(args.command, vars(args))\n"
+                "print(chosen.get('TF_ENABLE_ONEDNN_OPTS'), os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
                 "      'tensorflow' in sys.modules)")
         env = {k: v for k, v in os.environ.items() if k != VARIABLE}
-        out = subprocess.run([sys.executable, "-c", code, str(float32)], capture_output=True, text=True, env=env,
-                             check=True).stdout.split()
+        out = subprocess.run([sys.executable, "-c", code, "translate", "--saved-model", str(float32)],
+                             capture_output=True, text=True, env=env, check=True).stdout.split()
         self.assertEqual(out, ["0", "0", "False"])
 
 
@@ -104,9 +110,10 @@ class KernelChoiceTest(unittest.TestCase):
 
     def test_translate_and_evaluate_choose_for_their_runs_and_train_does_not(self):
         run = run_with(pathlib.Path(self.tmp.name) / "f32")
-        code = ("import os, sys\nfrom t2t_keras import cli\n"
-                "args = cli.build_parser().parse_args(sys.argv[1:])\n"
-                "print(cli._choose_kernels(args)[0], os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
+        code = ("import os, sys\nfrom t2t_keras import cli_arguments, switches\n"
+                "args = cli_arguments.build_parser().parse_args(sys.argv[1:])\n"
+                "chosen = switches.choose(args.command, vars(args))\n"
+                "print(chosen.get('TF_ENABLE_ONEDNN_OPTS'), os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
                 "      'tensorflow' in sys.modules)")
         env = {k: v for k, v in os.environ.items() if k != VARIABLE}
         for argv, chosen in ((["translate", "--run-dir", run], ["0", "0"]),

@@ -18,7 +18,7 @@ from t2t_keras.errors import ConfigError
 from t2t_keras.runs import RunDirectory
 from t2t_keras.special_ids import EOS_ID
 from t2t_keras.tasks import task_of
-from tests.helpers import TestCase, cli_in_process, unigram_perplexity
+from tests.helpers import TestCase, best_texts, cli_in_process, unigram_perplexity
 
 # noun -> (nominative article, accusative article, adjective ending nominative, accusative)
 NOUNS = {"Hund": ("der", "den", "e", "en"), "Katze": ("die", "die", "e", "e"), "Haus": ("das", "das", "e", "e"),
@@ -133,8 +133,7 @@ class CausalLanguageModelTaskTest(_TaskRun):
     def test_export_reload_and_serve_continue_like_the_run(self):
         from starlette.testclient import TestClient
 
-        from t2t_keras.export.continuer import SavedModelContinuer
-        from t2t_keras.export.opening import open_export
+        from t2t_keras.artifacts import open_artifact
         from t2t_keras.serving.server import create_app
 
         prompts = [line.split()[0] for line in self.german["test"][:3]]
@@ -150,12 +149,11 @@ class CausalLanguageModelTaskTest(_TaskRun):
         refused = cli_in_process("translate", "--saved-model", export_dir, "--input", prompt_file,
                                  "--precision", "bfloat16")
         self.assertEqual(refused.returncode, 2)
-        self.assertIn("--precision does not apply to an lm export.",
-                      refused.stderr.decode())
-        continuer = open_export(export_dir)
-        self.assertIsInstance(continuer, SavedModelContinuer)
-        sampled = continuer.translate(prompts, temperature=1.0, top_k=5, seed=11)
-        self.assertEqual(continuer.translate(prompts, temperature=1.0, top_k=5, seed=11), sampled)
+        self.assertIn("--precision does not apply to ", refused.stderr.decode())
+        continuer = open_artifact(export_dir)
+        self.assertEqual((continuer.kind, continuer.task), ("saved_model", "lm"))
+        sampled = best_texts(continuer, prompts, temperature=1.0, top_k=5, seed=11)
+        self.assertEqual(best_texts(continuer, prompts, temperature=1.0, top_k=5, seed=11), sampled)
         with TestClient(create_app(continuer, max_wait_ms=1)) as client:  # the translation server, unchanged
             self.check_served_continuations(client, prompts, from_run.splitlines(), sampled)
 

@@ -101,7 +101,7 @@ class CausalLanguageModelTest(TestCase):
         beam = beam_search(model, prompt, beam_size=1, length_penalty="none", max_extra_length=5, max_length=7,
                            forced_prefix=prompt)["tokens"][:, 0]
         self.assertAllEqual(beam[0, :2], [5, 6])
-        beam4 = continue_prompts(model, prompt, max_extra_length=5, method="beam", beam_size=4)["tokens"]
+        beam4 = continue_prompts(model, prompt, max_extra_length=5, beam_size=4)["tokens"]
         self.assertEqual(beam4.shape, (2, 5))
         sampled = greedy_decode(model, prompt, max_extra_length=5, max_length=7, forced_prefix=prompt,
                                 temperature=1.0, seed=7)["tokens"].numpy()

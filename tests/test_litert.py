@@ -14,18 +14,18 @@ import sentencepiece as spm
 import tensorflow as tf
 from tensorflow.lite.tools import flatbuffer_utils
 
+from t2t_keras.artifacts.litert import LiteRTArtifact
 from t2t_keras.config import load_config, replace
 from t2t_keras.data.tokenizer import Tokenizer, train_sentencepiece
 from t2t_keras.data.wordpiece import WordpieceTokenizer
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import T2TError
 from t2t_keras.export import litert_export
 from t2t_keras.export.litert_export import CUSTOM_OPS, export_litert, export_litert_run
 from t2t_keras.export.litert_tokenizer import LiteRTTokenizer
-from t2t_keras.export.litert_translator import LiteRTTranslator
 from t2t_keras.runs import RunDirectory
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, cli_in_process, tiny_transformer, toy_pairs, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, predicted, tiny_transformer, toy_pairs, write_toy_corpus
 
 MAX_BEAM_SIZE = 4
 MAX_LENGTH = 32  # small, so that the over-long sentence is cut (and flagged) quickly
@@ -38,14 +38,15 @@ TOKENIZER_TEXT = ["the big red dog", "  two  spaces ", "", "Ünïcödé ß ﬁ �
 # The SavedModel of the same run, exported and called in a process of its own while this one converts.
 SAVED_MODEL_PROCESS = """
 import json, sys
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.export.saved_model import export_run
+from tests.helpers import predicted
 
 request = json.loads(sys.stdin.read())
-translator = SavedModelTranslator(export_run(request["run"], request["out"], max_beam_size=request["max_beam_size"],
-                                             params=DecodingParams(beam_size=request["max_beam_size"])))
-print(json.dumps({str(beam): translator.predict(request["sentences"], translator.decoding_params(beam_size=beam))
+translator = SavedModelArtifact(export_run(request["run"], request["out"], max_beam_size=request["max_beam_size"],
+                                           request=GenerationRequest(beam_size=request["max_beam_size"])))
+print(json.dumps({str(beam): predicted(translator, request["sentences"], beam_size=beam)
                   for beam in (1, request["max_beam_size"])}))
 """
 
@@ -70,7 +71,7 @@ class LiteRTExportTest(TestCase):
         cls.path = root / "model.tflite"
         cls.export_cli = cli_in_process("export", "--run-dir", cls.run_dir, "--format", "litert", "--out", cls.path,
                                         "--beam-size", MAX_BEAM_SIZE, "--max-beam-size", MAX_BEAM_SIZE)
-        cls.litert = LiteRTTranslator(cls.path, threads=2) if cls.path.exists() else None
+        cls.litert = LiteRTArtifact(cls.path, threads=2) if cls.path.exists() else None
         cls._saved_model_results = None
 
     @classmethod
@@ -98,7 +99,7 @@ class LiteRTExportTest(TestCase):
 
     def assert_same_as_saved_model(self, beam_size):
         expected = self.saved_model(beam_size)
-        got = self.litert.predict(SENTENCES, self.litert.decoding_params(beam_size=beam_size))
+        got = predicted(self.litert, SENTENCES, beam_size=beam_size)
         self.assertEqual(got["translations"], expected["translations"])
         self.assertEqual(got["truncated"], expected["truncated"])
         self.assertEqual(got["truncated"][-1], True)  # the over-long sentence is cut, as in the SavedModel
@@ -134,7 +135,7 @@ class LiteRTExportTest(TestCase):
         self.assertEqual(call(0, -1.0, -1), call(4, 0.6, 50))
         self.assertEqual(call(9, 0.6, 50), call(4, 0.6, 50))  # a beam over max_beam_size is clamped to it
         with self.assertRaisesRegex(T2TError, r"beam_size must be an integer in \[1, 4\]"):
-            self.litert.translate(SENTENCES[:1], beam_size=5)
+            self.litert.request(beam_size=5)
 
     def test_translate_and_evaluate_commands_use_the_file(self):
         source, reference = self.root / "test.src", self.root / "test.ref"
@@ -150,18 +151,19 @@ class LiteRTExportTest(TestCase):
         self.assertEqual(json.loads(done.stdout)["chrf"], 100.0)  # its own translations as references
         done = cli_in_process("translate", "--litert", self.path, "--input", source, "--alignments")
         self.assertEqual(done.returncode, 2)
-        self.assertIn("--alignments does not apply", done.stderr.decode())
+        self.assertRegex(done.stderr.decode(), r"alignments \(--alignments\) does not apply to .*, a translation "
+                                               r"LiteRT file, which takes alpha, beam_size, max_extra_length")
 
     def test_an_int8_file_loads_and_translates(self):
         path = export_litert_run(self.run_dir, self.root / "int8.tflite", quantization="int8", max_beam_size=2,
-                                 params=DecodingParams(beam_size=2))
-        translator = LiteRTTranslator(path, threads=2)
+                                 request=GenerationRequest(beam_size=2))
+        translator = LiteRTArtifact(path, threads=2)
         self.assertEqual(translator.metadata["quantization"], "int8")
         model = flatbuffer_utils.read_model(str(path))
         int8 = [tensor for graph in model.subgraphs for tensor in graph.tensors if tensor.type == 9]  # TensorType.INT8
         self.assertGreater(len(int8), 10)  # the weights of the matrix products, in every search
         for beam_size in (1, 2):
-            out = translator.predict(SENTENCES, translator.decoding_params(beam_size=beam_size))
+            out = predicted(translator, SENTENCES, beam_size=beam_size)
             self.assertEqual((out["translations"][-3], out["scores"][-3]), ([""], [0.0]))  # the empty sentence
             self.assertTrue(any(row[0] for row in out["translations"]))
             self.assertTrue(all(np.isfinite(row[0]) and row[0] <= 0 for row in out["scores"]))
@@ -170,7 +172,7 @@ class LiteRTExportTest(TestCase):
     def test_without_the_litert_package_the_error_says_what_to_install(self):
         with mock.patch.dict(sys.modules, {"ai_edge_litert": None, "ai_edge_litert.interpreter": None}):
             with self.assertRaisesRegex(T2TError, r"pip install ai-edge-litert==2\.3\.0"):
-                LiteRTTranslator(self.path)
+                LiteRTArtifact(self.path)
 
     def test_a_failed_export_leaves_no_file_and_an_existing_one_is_kept(self):
         before = self.path.read_bytes()
@@ -179,10 +181,10 @@ class LiteRTExportTest(TestCase):
         with mock.patch.object(litert_export, "convert", side_effect=OSError("No space left on device")):
             with self.assertRaisesRegex(OSError, "No space left"):
                 export_litert_run(self.run_dir, self.path, overwrite=True, max_beam_size=1,
-                                  params=DecodingParams(beam_size=1))
+                                  request=GenerationRequest(beam_size=1))
             with self.assertRaises(OSError):
                 export_litert_run(self.run_dir, self.root / "failed" / "model.tflite", max_beam_size=1,
-                                  params=DecodingParams(beam_size=1))
+                                  request=GenerationRequest(beam_size=1))
         self.assertEqual(self.path.read_bytes(), before)
         self.assertFalse((self.root / "failed" / "model.tflite").exists())
 
@@ -247,7 +249,7 @@ class RefusalTest(TestCase):
         path = self.root / "other.tflite"
         path.write_bytes(b"not a flatbuffer")
         with self.assertRaisesRegex(T2TError, "not a LiteRT export of t2t_keras"):
-            LiteRTTranslator(path)
+            LiteRTArtifact(path)
 
 
 class TokenizerTest(TestCase):

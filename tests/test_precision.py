@@ -19,7 +19,7 @@ from t2t_keras.fast_path import (
 )
 from t2t_keras.training import precision
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
-from t2t_keras.xla_flags import XLA_CPU_FLAGS, prepare_xla_flags
+from t2t_keras.switches.xla import XLA_CPU_FLAGS, prepare_xla_flags
 from tests.helpers import TestCase
 
 AVX2_CPU = Hardware(cpu_flags=frozenset({"sse4_2", "avx", "avx2", "fma"}))
@@ -98,10 +98,25 @@ class FusionChoiceTest(TestCase):
         self.assertEqual(environ["TF_XLA_FLAGS"].split(), ["--tf_xla_ops_to_cluster=MISC", "--xla_dump_to=/tmp/x",
                                                            "--tf_xla_cpu_global_jit"])
 
-    def test_importing_the_package_set_them_in_this_process(self):
+    def test_importing_the_package_changes_no_variable_and_a_training_command_restores_what_it_set(self):
         import os
+        import subprocess
+        import sys
 
-        self.assertTrue(set(XLA_CPU_FLAGS) <= set(os.environ["TF_XLA_FLAGS"].split()))
+        from t2t_keras.switches import command_switches
+
+        env = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")}
+        code = "import os, t2t_keras.cli; print(sorted(k for k in os.environ if k.startswith('TF_XLA')))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        self.assertEqual(out.stdout.split(), ["[]"])
+        environ = {"KEPT": "1"}
+        with command_switches("train", {}, environ, modules={}) as chosen:
+            self.assertEqual(environ["TF_XLA_FLAGS"].split(), list(XLA_CPU_FLAGS))
+            self.assertEqual(list(chosen), ["TF_XLA_FLAGS"])
+        self.assertEqual(environ, {"KEPT": "1"})
+        with self.assertRaises(KeyError), command_switches("main", {}, environ, modules={}):
+            raise KeyError("a command that fails")
+        self.assertEqual(environ, {"KEPT": "1"})  # restored on an error too
 
 
 class FastPathTest(TestCase):

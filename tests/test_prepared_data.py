@@ -17,7 +17,7 @@ from t2t_keras.data.prepared import prepared_lengths, prepared_training_dataset
 from t2t_keras.data.shards import open_shard, shard_pairs
 from t2t_keras.data.sources import as_dataset
 from t2t_keras.data.tokenizers import load_tokenizer
-from t2t_keras.errors import ConfigError, DataError
+from t2t_keras.errors import DataError
 from t2t_keras.special_ids import BOS_ID, EOS_ID
 from tests.helpers import TestCase, toy_config, toy_pairs, write_toy_corpus
 

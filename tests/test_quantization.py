@@ -5,12 +5,12 @@ import tempfile
 
 import numpy as np
 
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.data.tokenizer import train_sentencepiece
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.export.quantization import INT8_AUTO_MIN_PARAMS, choose_quantization, quantized_copy
 from t2t_keras.export.saved_model import export_translator
-from tests.helpers import TestCase, random_ids, tiny_transformer, toy_pairs
+from tests.helpers import TestCase, best_texts, random_ids, tiny_transformer, toy_pairs
 
 
 class QuantizationTest(TestCase):
@@ -44,9 +44,9 @@ class QuantizationTest(TestCase):
             model = tiny_transformer(vocab_size=100, max_length=32)
             for jit_compile in (False, True):  # greedy only: the int8 weights are the same in every search
                 out = export_translator(model, tokenizer, pathlib.Path(tmp) / f"int8-{jit_compile}", max_beam_size=1,
-                                        params=DecodingParams(beam_size=1, max_extra_length=4), quantization="int8",
+                                        request=GenerationRequest(beam_size=1, max_extra_length=4), quantization="int8",
                                         jit_compile=jit_compile)
-                translations = SavedModelTranslator(out).translate(["the cat", "a man eats bread", ""])
+                translations = best_texts(SavedModelArtifact(out), ["the cat", "a man eats bread", ""])
                 self.assertEqual(len(translations), 3)
                 self.assertEqual(translations[2], "")
 

@@ -5,12 +5,12 @@ import tempfile
 
 import numpy as np
 
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.decoding import beam_search, length_penalty
 from t2t_keras.decoding.forced import token_nll
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import DataError
-from t2t_keras.evaluation.scoring import ScorePair, format_score, read_score_pairs, score_pairs
-from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.evaluation.scoring import ScorePair, format_score, read_score_pairs
 from t2t_keras.export.saved_model import export_translator
 from tests.helpers import TestCase, padded_ids, toy_pairs, toy_translation
 
@@ -31,8 +31,8 @@ class ScoreTest(TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls.tmp.name)
         cls.tokenizer, cls.pieces, _, cls.model = toy_translation()
-        cls.export = SavedModelTranslator(export_translator(cls.model, cls.tokenizer, root / "export", max_beam_size=3,
-                                                            params=DecodingParams(beam_size=3)))
+        cls.export = SavedModelArtifact(export_translator(cls.model, cls.tokenizer, root / "export", max_beam_size=3,
+                                                            request=GenerationRequest(beam_size=3)))
         cls.pairs = toy_pairs(9, seed=5) + [("the cat", "die Katze Katze Katze")]
 
     @classmethod
@@ -45,7 +45,7 @@ class ScoreTest(TestCase):
     def test_saved_model_score_equals_numpy_teacher_forcing(self):
         sources, targets = [s for s, _ in self.pairs], [t for _, t in self.pairs]
         expected = numpy_nll(self.model, [r + [3] for r in self.encode(sources)], self.encode(targets))
-        sums, per_token = self.export.score_batch(sources, targets)
+        sums, per_token = self.export._score_batch(sources, targets)
         for got_sum, got_tokens, want in zip(sums, per_token, expected):
             self.assertAllClose(got_tokens, want, atol=1e-4)
             self.assertAllClose(got_sum, want.sum(), atol=1e-3)
@@ -53,7 +53,7 @@ class ScoreTest(TestCase):
     def test_batched_by_length_in_input_order(self):
         """Tiny batches force several length-sorted batches; results still follow the input order."""
         pairs = read_pairs(self, self.pairs, self.export)
-        scores = score_pairs(self.export, pairs, batch_tokens=8 * 8)
+        scores = self.export.score(pairs, batch_tokens=8 * 8)
         expected = numpy_nll(self.model, [r + [3] for r in self.encode([s for s, _ in self.pairs])],
                              self.encode([t for _, t in self.pairs]))
         self.assertAllClose([s.nll for s in scores], [e.sum() for e in expected], atol=1e-3)
@@ -79,10 +79,9 @@ class ScoreTest(TestCase):
 
     def test_saved_model_nbest_ranks_as_score(self):
         sources = [s for s, _ in self.pairs]
-        params = self.export.decoding_params(beam_size=3, alpha=0.6, num_return=3)
-        predicted = self.export.predict(sources, params)
-        for source, nbest, scores in zip(sources, predicted["translations"], predicted["scores"]):
-            sums, per_token = self.export.score_batch([source] * 3, nbest)
+        predicted = self.export.generate(sources, self.export.request(beam_size=3, alpha=0.6, num_return=3))
+        for source, nbest, scores in zip(sources, predicted.texts, predicted.scores):
+            sums, per_token = self.export._score_batch([source] * 3, nbest)
             normalised = -sums / length_penalty([len(t) for t in per_token], 0.6).numpy()
             self.assertAllClose(normalised, scores, atol=1e-3)
             self.assertEqual(list(np.argsort(-normalised, kind="stable")), [0, 1, 2])

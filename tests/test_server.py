@@ -17,9 +17,9 @@ import httpx
 import tensorflow as tf
 import uvicorn
 
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.data.tokenizer import train_sentencepiece
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.export.loaded import SavedModelTranslator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.export.saved_model import export_translator
 from t2t_keras.serving import rest_api
 from t2t_keras.serving.server import create_app
@@ -78,9 +78,10 @@ async def post_all(base_url, bodies):
 def expected_answer(translator, body):
     """What the server should answer for a valid body, from the SavedModel called directly."""
     parsed = rest_api.parse_predict_request(json.dumps(body).encode())
-    params = translator.decoding_params(**parsed.params)
-    result = translator.predict(parsed.sentences, params)
-    return rest_api.format_predict_response(translator.outputs(result, params), parsed.columnar)
+    request = translator.request(**parsed.params)
+    generation = translator.generate(parsed.sentences, request)
+    return rest_api.format_predict_response(rest_api.predict_outputs(generation, request, translator.task),
+                                            parsed.columnar)
 
 
 def assert_same_answer(test, got, expected):
@@ -102,7 +103,7 @@ def toy_export(root, vocab_size=100, max_length=32, max_beam_size=2, max_extra_l
                                     vocab_size=vocab_size)
     model = tiny_transformer(vocab_size=vocab_size, max_length=max_length)
     return export_translator(model, tokenizer, root / "export", max_beam_size=max_beam_size,
-                             params=DecodingParams(beam_size=max_beam_size, max_extra_length=max_extra_length))
+                             request=GenerationRequest(beam_size=max_beam_size, max_extra_length=max_extra_length))
 
 
 def start_server(app):
@@ -124,7 +125,7 @@ class ServerTest(TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.export_dir = toy_export(pathlib.Path(cls.tmp.name))
-        cls.translator = SavedModelTranslator(cls.export_dir)
+        cls.translator = SavedModelArtifact(cls.export_dir)
         cls.app = create_app(cls.translator, model_name="toy", max_batch_size=16, max_wait_ms=50, **LIMITS)
         cls.server, cls.thread, cls.base_url = start_server(cls.app)
 
@@ -176,7 +177,7 @@ class ServerTest(TestCase):
 class ServerStopTest(TestCase):
     def test_stops_cleanly(self):
         with tempfile.TemporaryDirectory() as tmp:
-            app = create_app(SavedModelTranslator(toy_export(pathlib.Path(tmp), max_beam_size=1)), model_name="toy")
+            app = create_app(SavedModelArtifact(toy_export(pathlib.Path(tmp), max_beam_size=1)), model_name="toy")
             server, thread, base_url = start_server(app)
             self.assertEqual(httpx.get(base_url + "/healthz", timeout=TIMEOUT).status_code, 200)
             server.should_exit = True
@@ -196,7 +197,7 @@ class ServeProcessTest(TestCase):
                                             pathlib.Path(tmp) / "vocab.model", vocab_size=80)
             export_dir = export_translator(tiny_transformer(vocab_size=80, max_length=16), tokenizer,
                                            pathlib.Path(tmp) / "export", max_beam_size=1,
-                                           params=DecodingParams(beam_size=1, max_extra_length=4))
+                                           request=GenerationRequest(beam_size=1, max_extra_length=4))
             code = ("import sys; from t2t_keras.serving.server import serve; "
                     f"serve(sys.argv[1], host='{HOST}', port=0, max_wait_ms=1)")  # TF Serving's default name
             process = subprocess.Popen([sys.executable, "-c", code, str(export_dir)], stderr=subprocess.PIPE,
@@ -254,10 +255,10 @@ class RestFormatTest(TestCase):
                 rest_api.parse_predict_request(raw)
 
     def test_non_finite_scores_become_null(self):
-        from t2t_keras.export.loaded import TranslatorBase
+        from t2t_keras.decoding.request import Generation
 
-        result = {"translations": [["a"]], "scores": [[float("-inf")]], "truncated": [False]}
-        outputs = TranslatorBase().outputs(result, DecodingParams(beam_size=1, alpha=0.6, max_extra_length=5))
+        generation = Generation([["a"]], [[float("-inf")]], [False], None, [None])
+        outputs = rest_api.predict_outputs(generation, GenerationRequest(beam_size=1), "translation")
         self.assertEqual(rest_api.format_predict_response(outputs, False),
                          {"predictions": [{"translations": "a", "scores": None, "truncated": False}]})
 

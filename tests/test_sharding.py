@@ -5,12 +5,13 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding import Translator
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.decoding.sharding import choose_shards, cpu_cores, sharded
 from t2t_keras.fast_path import FastPath, Hardware
+from tests.helpers import best_texts
+from tests.test_generator import SENTENCES, CharTokenizer
 from tests.test_greedy import DecodingTestCase, decoding_model
-from tests.test_translator import SENTENCES, CharTokenizer
 
 
 def shard_sizes(source):
@@ -65,17 +66,16 @@ class ShardedTranslationTest(DecodingTestCase):
     def test_greedy_and_beam_translations_equal_the_unsharded_ones(self):
         model = decoding_model()
         sentences = SENTENCES * 3  # batches of 16 rows, split in 2 and 3 shards
-        searches = {"greedy": DecodingParams(beam_size=1, max_extra_length=5),
-                    "beam": DecodingParams(max_extra_length=5)}
+        searches = {"greedy": GenerationRequest(beam_size=1, max_extra_length=5),
+                    "beam": GenerationRequest(max_extra_length=5)}
         for method in ("greedy", "beam"):
-            expected = Translator(model, CharTokenizer(), shards=1,
-                                  params=searches[method])
+            expected = Generator(model, CharTokenizer(), shards=1)
             self.assertEqual(expected.shards, 1)
             for shards in (2, 3):
-                translator = Translator(model, CharTokenizer(), shards=shards,
-                                        params=searches[method])
+                generator = Generator(model, CharTokenizer(), shards=shards)
                 with self.subTest(method=method, shards=shards):
-                    self.assertEqual(translator.translate(sentences), expected.translate(sentences))
+                    self.assertEqual(best_texts(generator, sentences, searches[method]),
+                                     best_texts(expected, sentences, searches[method]))
 
 
 class ShardedExportSearchTest(DecodingTestCase):
@@ -87,7 +87,7 @@ class ShardedExportSearchTest(DecodingTestCase):
         results = []
         for shards in (1, 2):
             module = TranslatorModule(model, None, max_beam_size=2, shards=shards,
-                                      params=DecodingParams(beam_size=2, max_extra_length=5))
+                                      request=GenerationRequest(beam_size=2, max_extra_length=5))
             self.assertEqual(int(module.decoding_shards.numpy()), shards)
             for beam_size in (1, 2):
                 results.append(module.functions.translate_ids(source, beam_size, 0.6, 5, beam_size))

@@ -7,22 +7,31 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.artifacts import open_artifact
+from t2t_keras.artifacts.ctranslate2 import CTranslate2Artifact
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.config import replace
 from t2t_keras.data.shortlist import Shortlist, learn_shortlist, load_shortlist, save_shortlist
-from t2t_keras.decoding import Translator, beam_search, greedy_decode
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding import beam_search, greedy_decode
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.decoding.shortlist import batch_vocabulary
 from t2t_keras.errors import DataError, T2TError
-from t2t_keras.evaluation.evaluate_run import run_translator
 from t2t_keras.export.ctranslate2_export import VMAP_FILE, export_ctranslate2_run
-from t2t_keras.export.ctranslate2_translator import CTranslate2Translator
-from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.runs import RunDirectory, load_run
 from t2t_keras.training.trainer import train
-from tests.helpers import (TestCase, cli_in_process, padded_ids, tiny_transformer, toy_config, toy_pairs,
-                           write_toy_corpus)
+from tests.helpers import (
+    TestCase,
+    best_texts,
+    cli_in_process,
+    padded_ids,
+    tiny_transformer,
+    toy_config,
+    toy_pairs,
+    write_toy_corpus,
+)
 
 SENTENCES = [s for s, _ in toy_pairs(6, seed=5)]
 EXTRA = 6
@@ -106,10 +115,10 @@ class ShortlistRunTest(TestCase):
 
     def test_every_id_allowed_gives_exactly_the_full_vocabulary_tokens(self):
         for beam_size in (1, 2):
-            params = DecodingParams(beam_size=beam_size, max_extra_length=EXTRA)
-            translators = [Translator(self.model, self.tokenizer, params, shards=1, jit_compile=False,
-                                      shortlist=shortlist) for shortlist in (None, all_ids(self.model.vocab_size))]
-            self.assertEqual(*[t.translate(SENTENCES) for t in translators])
+            request = GenerationRequest(beam_size=beam_size, max_extra_length=EXTRA)
+            generators = [Generator(self.model, self.tokenizer, shards=1, jit_compile=False, shortlist=shortlist)
+                          for shortlist in (None, all_ids(self.model.vocab_size))]
+            self.assertEqual(*[best_texts(generator, SENTENCES, request) for generator in generators])
 
     def test_shortlisted_search_returns_full_vocabulary_ids_that_detokenize(self):
         shortlist = self.run_dir.load_shortlist()
@@ -126,24 +135,23 @@ class ShortlistRunTest(TestCase):
             self.assertTrue(all(text for text in texts))
 
     def test_saved_model_holds_the_shortlist(self):
-        params = DecodingParams(beam_size=1, max_extra_length=EXTRA)  # one traced search keeps the export quick
-        out = export_run(self.run_dir, self.root / "exports" / "saved", shortlist=True, params=params,
+        request = GenerationRequest(beam_size=1, max_extra_length=EXTRA)  # one traced search keeps the export quick
+        out = export_run(self.run_dir, self.root / "exports" / "saved", shortlist=True, request=request,
                          max_beam_size=1)
-        exported = SavedModelTranslator(out).translate(SENTENCES)
-        expected = run_translator(self.run_dir, params=params, shortlist=True, shards=1,
-                                  jit_compile=False).translate(SENTENCES)
+        exported = best_texts(SavedModelArtifact(out), SENTENCES)
+        expected = best_texts(open_artifact(self.run_dir, shortlist=True, shards=1, jit_compile=False), SENTENCES,
+                              request)
         self.assertEqual(exported, expected)
 
     def test_ctranslate2_export_writes_a_vmap_it_translates_with(self):
         out = export_ctranslate2_run(self.run_dir, self.root / "exports" / "ct2", shortlist=True,
-                                     params=DecodingParams(beam_size=2, max_extra_length=EXTRA))
+                                     request=GenerationRequest(beam_size=2, max_extra_length=EXTRA))
         lines = (out / VMAP_FILE).read_text(encoding="utf-8").splitlines()
         self.assertTrue(lines[0].startswith("\t") and len(lines[0].split(" ")) == 4)  # the frequent pieces
         self.assertTrue(all(len(line.split("\t")) == 2 and line.split("\t")[0] for line in lines[1:]))
-        translator = CTranslate2Translator(out)
+        translator = CTranslate2Artifact(out)
         self.assertTrue(translator.use_vmap)
-        translations = translator.predict(SENTENCES)["translations"]
-        self.assertTrue(all(t[0] for t in translations))
+        self.assertTrue(all(best_texts(translator, SENTENCES)))
         shortlist, pieces = self.run_dir.load_shortlist(), translator.pieces
         sources = pieces.encode(SENTENCES, out_type=str)
         allowed = {pieces.id_to_piece(int(i)) for i in range(4)} | {pieces.id_to_piece(int(i)) for i in np.concatenate(
@@ -170,7 +178,7 @@ class ShortlistRunTest(TestCase):
             self.assertFalse((self.root / "bad").exists() and any((self.root / "bad").iterdir()))
         broken.shortlist_path.unlink()
         with self.assertRaisesRegex(T2TError, "no vocabulary shortlist.*t2t-keras shortlist --run-dir"):
-            run_translator(broken, shortlist=True)
+            open_artifact(broken, shortlist=True)
         with self.assertRaisesRegex(DataError, "was learned for a vocabulary of 7 pieces"):
             save_shortlist(broken.shortlist_path, all_ids(7))
             load_shortlist(broken.shortlist_path, self.model.vocab_size)

@@ -118,10 +118,11 @@ class ProgressLogTest(TestCase):
 
 
 class OpenArtifactTest(TestCase):
-    """`artifacts.open_artifact`: one call for a run directory of any task (exports: tests of `export.opening`)."""
+    """`artifacts.open_artifact`: one call for a run directory of any task (exports: the tests of each kind)."""
 
     def test_a_run_directory_opens_as_a_run_of_its_task(self):
-        from t2t_keras.artifacts import RunArtifact, open_artifact
+        from t2t_keras.artifacts import open_artifact
+        from t2t_keras.artifacts.run import RunArtifact
         from t2t_keras.errors import T2TError
 
         with tempfile.TemporaryDirectory() as tmp:
@@ -131,13 +132,13 @@ class OpenArtifactTest(TestCase):
                 artifact = open_artifact(run.path)
                 self.assertIsInstance(artifact, RunArtifact)
                 self.assertEqual((artifact.kind, artifact.task), ("run", task))
-                self.assertEqual(artifact.limits(), {"max_length": load_config(preset).model.max_length})
-            self.assertEqual(open_artifact(pathlib.Path(tmp) / "lm-mini").decoding_params().beam_size, 1)  # greedy
-            with self.assertRaisesRegex(T2TError, "an mlm run: a masked language model generates nothing"):
-                open_artifact(pathlib.Path(tmp) / "mlm-mini").translate(["x"])
-            with self.assertRaisesRegex(T2TError, "temperature does not apply to a translation run"):
-                open_artifact(pathlib.Path(tmp) / "mini").translate(["x"], temperature=1.0)
-            with self.assertRaisesRegex(T2TError, "neither a SavedModel .* nor a CTranslate2 model"):
+                self.assertEqual(artifact.max_length, load_config(preset).model.max_length)
+            self.assertEqual(open_artifact(pathlib.Path(tmp) / "lm-mini").defaults.beam_size, 1)  # greedy
+            with self.assertRaisesRegex(T2TError, "an mlm run does not generate: it does neither"):
+                open_artifact(pathlib.Path(tmp) / "mlm-mini").request()
+            with self.assertRaisesRegex(T2TError, "temperature .* does not apply to .*, a translation run"):
+                open_artifact(pathlib.Path(tmp) / "mini").request(temperature=1.0)
+            with self.assertRaisesRegex(T2TError, "neither a run directory .* a SavedModel .* nor a LiteRT file"):
                 open_artifact(pathlib.Path(tmp) / "nothing")
 
 

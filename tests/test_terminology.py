@@ -13,21 +13,21 @@ import httpx
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.data.terminology import Terminology
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.constrained import constrained_beam_search
-from t2t_keras.decoding.constrained_translator import ConstrainedTranslator, constraint_batch
+from t2t_keras.decoding.constraint_rows import constraint_batch
 from t2t_keras.decoding.forced import token_nll
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import DataError, T2TError
-from t2t_keras.export.constrained_loaded import predict_constrained
-from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_translator
 from t2t_keras.runs import load_run_model
+from t2t_keras.serving.server import create_app
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 from tests.helpers import TestCase, cli_in_process, padded_ids, tiny_transformer, toy_pairs
-from t2t_keras.serving.server import create_app
 from tests.test_ensemble import save_run
 from tests.test_greedy import decoding_model
 from tests.test_server import TIMEOUT, start_server
@@ -218,18 +218,20 @@ class TerminologyRunTest(TestCase):
         result = self.translate(terms=self.root / "nowhere.tsv")
         self.assertRegex(result.stderr.decode(), r"terminology file .*nowhere\.tsv does not exist")
         result = self.translate("--shortlist")
-        self.assertRegex(result.stderr.decode(), r"--shortlist does not apply to a search with --terminology")
+        self.assertRegex(result.stderr.decode(), r"shortlist does not apply to a search with terms")
 
-    def test_translator_refuses_malformed_constraints(self):
-        translator = ConstrainedTranslator(load_run_model(self.run_dir), self.run_dir.load_tokenizer(),
-                                           DecodingParams(beam_size=2, max_extra_length=EXTRA), jit_compile=False)
-        for constraints, message in (([[[]]], "non-empty list"), ([[[EOS_ID]]], "target ids"),
-                                     ([[[5]], []], "1 sentences but 2 lists")):
+    def test_the_generator_refuses_malformed_constraints(self):
+        generator = Generator(load_run_model(self.run_dir), self.run_dir.load_tokenizer(), jit_compile=False)
+        request = GenerationRequest(beam_size=2, max_extra_length=EXTRA)
+        for constraints, message in (([[" "]], "non-blank text"), ([["a\tb"]], "without tabs"),
+                                     ([["Katze"], []], "1 lines but 2 lists")):
             with self.assertRaisesRegex(T2TError, message):
-                translator.translate(["the cat"], constraints)
-        result = translator.translate(["the cat", ""], [[], [[7]]])
+                generator.generate(["the cat"], request.updated(constraints=constraints))
+        result = generator.generate(["the cat", "", "the dog"], request.updated(constraints=[[], ["Katze"], ["猫"]]))
         self.assertEqual(result.errors[0], None)
         self.assertRegex(result.errors[1], "empty")
+        self.assertRegex(result.errors[2], "characters the vocabulary does not know")
+        self.assertEqual(result.best[1:], ["", ""])
 
 
 class ExportedTerminologyTest(TestCase):
@@ -242,9 +244,9 @@ class ExportedTerminologyTest(TestCase):
         root = cls.root = pathlib.Path(cls.tmp.name)
         cls.tokenizer = train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "vocab.model", 100)
         cls.model = tiny_transformer(vocab_size=100, max_length=32)
-        cls.translator = SavedModelTranslator(export_translator(
+        cls.translator = SavedModelArtifact(export_translator(
             cls.model, cls.tokenizer, root / "export", max_beam_size=2,
-            params=DecodingParams(beam_size=2, max_extra_length=6), constraints=True))
+            request=GenerationRequest(beam_size=2, max_extra_length=6), constraints=True))
         cls.lines = ["the cat sees a dog", "a big red house", "the man eats bread", "water"]
         cls.terms = [["Katze", "Hund"], ["rotes Haus"], [], ["Wasser Brot Kind Mann Frau Katze Hund Baum"]]
 
@@ -254,18 +256,18 @@ class ExportedTerminologyTest(TestCase):
 
     def test_the_signature_puts_every_term_in_and_fails_only_what_cannot_fit(self):
         for beam_size in (1, 2):
-            params = self.translator.decoding_params(beam_size=beam_size, max_extra_length=2)
-            result = predict_constrained(self.translator, self.lines, self.terms, params)
-            self.assertEqual(result["satisfied"], [True, True, True, False])
-            for translation, terms in zip(result["translations"][:2], self.terms):
+            request = self.translator.request(beam_size=beam_size, max_extra_length=2)
+            result = self.translator.generate(self.lines, request.updated(constraints=self.terms))
+            self.assertEqual([error is None for error in result.errors], [True, True, True, False])
+            for translation, terms in zip(result.best[:2], self.terms):
                 for term in terms:
                     self.assertIn(term, translation, msg=beam_size)
-            self.assertEqual(result["translations"][3], "")
-            plain = self.translator.predict([self.lines[2]], params)
-            self.assertEqual(result["translations"][2], plain["translations"][0][0])
-            self.assertAllClose(result["scores"][2], plain["scores"][0][0], atol=1e-4)
+            self.assertEqual(result.best[3], "")
+            plain = self.translator.generate([self.lines[2]], request)
+            self.assertEqual(result.best[2], plain.best[0])
+            self.assertAllClose(result.scores[2], plain.scores[0], atol=1e-4)
         with self.assertRaisesRegex(T2TError, r"constraints\[0\] holds 'a\\tb'"):
-            predict_constrained(self.translator, ["x"], [["a\tb"]])
+            self.translator.request(constraints=[["a\tb"]])
 
     def test_exports_without_the_signature_say_how_to_get_it(self):
         with self.assertRaisesRegex(T2TError, "needs a text export.*leave out --ids-only"):

@@ -7,8 +7,13 @@ import sys
 import tempfile
 import unittest
 
-from t2t_keras.export.thread_choice import (NARROW_WIDTH, VARIABLE, choose_intra_op_threads, search_record,
-                                            threads_per_shard)
+from t2t_keras.switches.threads import (
+    NARROW_WIDTH,
+    VARIABLE,
+    choose_intra_op_threads,
+    search_record,
+    threads_per_shard,
+)
 from tests.test_kernel_choice import export_with
 
 
@@ -63,10 +68,11 @@ class ThreadChoiceTest(unittest.TestCase):
 
     def test_the_cli_chooses_before_tensorflow_is_imported(self):
         narrow = self.export("narrow", recorded())
-        code = ("import os, sys\nfrom t2t_keras import cli\n"
-                "args = cli.build_parser().parse_args(['translate', '--saved-model', sys.argv[1]])\n"
-                "print(*cli._choose_kernels(args), os.environ.get('TF_NUM_INTRAOP_THREADS'),\n"
-                "      'tensorflow' in sys.modules)")
+        code = ("import os, sys\nfrom t2t_keras import cli_arguments, switches\n"
+                "args = cli_arguments.build_parser().parse_args(['translate', '--saved-model', sys.argv[1]])\n"
+                "chosen = switches.choose(args.command, vars(args))\n"
+                "print(chosen.get('TF_ENABLE_ONEDNN_OPTS'), chosen.get('TF_NUM_INTRAOP_THREADS'),\n"
+                "      os.environ.get('TF_NUM_INTRAOP_THREADS'), 'tensorflow' in sys.modules)")
         env = {k: v for k, v in os.environ.items() if k not in (VARIABLE, "TF_ENABLE_ONEDNN_OPTS")}
         out = subprocess.run([sys.executable, "-c", code, str(narrow)], capture_output=True, text=True, env=env,
                              check=True).stdout.split()

@@ -10,17 +10,17 @@ import tempfile
 import tensorflow as tf
 import yaml
 
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.config import replace
 from t2t_keras.data.tokenizers import tokenizer_filename
-from t2t_keras.decoding import Translator
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
-from t2t_keras.export.loaded import SavedModelTranslator
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.runs import RunDirectory, load_export, load_run
 from t2t_keras.training.trainer import train
-from tests.helpers import toy_config, toy_pairs, write_toy_corpus
+from tests.helpers import best_texts, toy_config, toy_pairs, write_toy_corpus
 from tests.test_export import Background
 
 VOCAB_SIZE = 80  # the toy corpus supports it for every scheme (unigram: at most 83, WordPiece: at least 69)
@@ -60,7 +60,7 @@ class _TokenizerRun:
         train(cls.config, cls.run_dir, verbose=0)
         cls.model, cls.tokenizer = load_run(cls.run_dir)
         cls.export_dir = export_run(cls.run_dir, root / "export", max_beam_size=1,
-                                    params=DecodingParams(beam_size=1, max_extra_length=8))
+                                    request=GenerationRequest(beam_size=1, max_extra_length=8))
         cls.fresh = None
         if cls.FRESH_PROCESS:
             request = {"export": str(cls.export_dir), "sentences": SENTENCES}
@@ -74,9 +74,8 @@ class _TokenizerRun:
         super().tearDownClass()
 
     def translations(self):
-        translator = Translator(self.model, self.tokenizer, jit_compile=False,
-                                params=DecodingParams(max_extra_length=8, beam_size=1))
-        return translator.translate(SENTENCES)
+        generator = Generator(self.model, self.tokenizer, jit_compile=False)
+        return best_texts(generator, SENTENCES, GenerationRequest(max_extra_length=8, beam_size=1))
 
     def test_the_run_keeps_its_tokenizer_kind_and_every_loader_picks_it(self):
         run = RunDirectory(self.run_dir)
@@ -89,9 +88,9 @@ class _TokenizerRun:
         self.assertAllEqual(exported.tokenize(SENTENCES), self.tokenizer.tokenize(SENTENCES))
 
     def test_reloaded_export_translates_strings_like_the_in_process_translator(self):
-        reloaded = SavedModelTranslator(self.export_dir)
+        reloaded = SavedModelArtifact(self.export_dir)
         expected = self.translations()
-        self.assertEqual(reloaded.translate(SENTENCES), expected)
+        self.assertEqual(best_texts(reloaded, SENTENCES), expected)
         self.assertEqual(expected[SENTENCES.index("")], "")
         self.assertGreater(len({text for text in expected if text}), 1)  # not trivially equal empty strings
         lengths = self.tokenizer.tokenize(tf.constant(SENTENCES)).row_lengths().numpy().tolist()

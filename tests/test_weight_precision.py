@@ -8,11 +8,11 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.config import DecodingConfig
-from t2t_keras.decoding import Translator
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.errors import ConfigError
-from tests.helpers import TestCase, random_ids, tiny_transformer, toy_pairs, toy_translation
+from tests.helpers import TestCase, best_texts, random_ids, tiny_transformer, toy_pairs, toy_translation
 
 
 class Bfloat16CopyTest(TestCase):
@@ -59,16 +59,14 @@ class Bfloat16TranslationTest(TestCase):
 
     def test_a_trained_model_translates_as_with_float32_weights(self):
         sentences = [s for s, _ in toy_pairs(12, seed=7)] + [""]
-        searches = {"greedy": DecodingParams(beam_size=1, max_extra_length=10),
-                    "beam": DecodingParams(max_extra_length=10)}
+        searches = {"greedy": GenerationRequest(beam_size=1, max_extra_length=10),
+                    "beam": GenerationRequest(max_extra_length=10)}
         for method in ("greedy", "beam"):
-            want = Translator(self.model, self.tokenizer,
-                              params=searches[method]).translate(sentences)
-            translator = Translator(self.model, self.tokenizer, precision="bfloat16",
-                                    params=searches[method])
-            self.assertIsNot(translator.model, self.model)
-            self.assertEqual(translator.model.compute_dtype, "bfloat16")
-            got = translator.translate(sentences)
+            want = best_texts(Generator(self.model, self.tokenizer), sentences, searches[method])
+            generator = Generator(self.model, self.tokenizer, precision="bfloat16")
+            self.assertIsNot(generator.model, self.model)
+            self.assertEqual(generator.model.compute_dtype, "bfloat16")
+            got = best_texts(generator, sentences, searches[method])
             with self.subTest(method=method):
                 self.assertEqual(got[-1], "")
                 # A briefly trained toy model has near-ties that rounding can flip: 9 to 11 of 13 agree, as
@@ -78,27 +76,27 @@ class Bfloat16TranslationTest(TestCase):
                 self.assertGreaterEqual(same, 0.5, list(zip(got, want)))
 
     def test_an_export_in_bfloat16_holds_bfloat16_weights_and_translates_as_the_bfloat16_translator(self):
+        from t2t_keras.artifacts.saved_model import SavedModelArtifact
         from t2t_keras.errors import T2TError
-        from t2t_keras.export.loaded import SavedModelTranslator
         from t2t_keras.export.saved_model import export_translator
 
-        params = DecodingParams(beam_size=2, max_extra_length=10)  # beam search; 3 traced searches, not 15
+        request = GenerationRequest(beam_size=2, max_extra_length=10)  # beam search; 3 traced searches, not 15
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         out = pathlib.Path(tmp.name) / "bf16-export"
         with self.assertRaisesRegex(T2TError, "exclude each other"):
-            export_translator(self.model, self.tokenizer, out, params=params, precision="bfloat16",
+            export_translator(self.model, self.tokenizer, out, request=request, precision="bfloat16",
                               quantization="int8", max_beam_size=2)
         self.assertFalse(out.exists())
-        export_translator(self.model, self.tokenizer, out, params=params, precision="bfloat16", max_beam_size=2)
-        exported = SavedModelTranslator(out)
+        export_translator(self.model, self.tokenizer, out, request=request, precision="bfloat16", max_beam_size=2)
+        exported = SavedModelArtifact(out)
         reader = tf.train.load_checkpoint(str(out / "variables" / "variables"))
         shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
         matrices = {name: dtypes[name] for name, shape in shapes.items() if len(shape) == 2}  # kernels, embeddings
         self.assertGreater(len(matrices), 4)
         self.assertEqual(set(matrices.values()), {tf.bfloat16}, matrices)
         sentences = [s for s, _ in toy_pairs(12, seed=7)]
-        want = Translator(self.model, self.tokenizer, precision="bfloat16", params=params).translate(sentences)
-        got = exported.translate(sentences)
+        want = best_texts(Generator(self.model, self.tokenizer, precision="bfloat16"), sentences, request)
+        got = best_texts(exported, sentences)
         # The same bfloat16 weights and search; batches padded differently can flip a near-tie (as above).
         self.assertGreaterEqual(np.mean([a == b for a, b in zip(got, want)]), 0.75, list(zip(got, want)))

@@ -13,15 +13,15 @@ from t2t_keras.decoding.beam_search import beam_search  # every backend
 from t2t_keras.decoding.greedy import greedy_decode  # every backend
 from t2t_keras.decoding.length_penalty import LENGTH_PENALTIES, length_penalty, normalized_score  # every backend
 
-TENSORFLOW_ONLY = ("Translator", "continue_prompts", "reference_beam_search", "reference_greedy")
+TENSORFLOW_ONLY = ("Generator", "continue_prompts", "reference_beam_search", "reference_greedy")
 
-__all__ = ["LENGTH_PENALTIES", "beam_search", "greedy_decode", "length_penalty", "normalized_score",
-           *TENSORFLOW_ONLY]
+__all__ = ["LENGTH_PENALTIES", "Generator", "beam_search", "continue_prompts", "greedy_decode", "length_penalty",
+           "normalized_score", "reference_beam_search", "reference_greedy"]
 
 if keras.backend.backend() == "tensorflow":
+    from t2t_keras.decoding.generator import Generator
     from t2t_keras.decoding.prompting import continue_prompts
     from t2t_keras.decoding.reference import reference_beam_search, reference_greedy
-    from t2t_keras.decoding.translator import Translator
 else:
     def __getattr__(name):
         """The TensorFlow-only parts are missing on other backends: say so (submodules still import)."""

@@ -4,8 +4,15 @@ import typing
 
 import numpy as np
 
-from t2t_keras.decoding.alignment import (DEFAULT_LAYER, check_alignment_choice, covered_words, cross_attention,
-                                          links_from_scores, word_pieces, word_scores)
+from t2t_keras.decoding.alignment import (
+    DEFAULT_LAYER,
+    check_alignment_choice,
+    covered_words,
+    cross_attention,
+    links_from_scores,
+    word_pieces,
+    word_scores,
+)
 
 
 class AlignedPair(typing.NamedTuple):
@@ -36,7 +43,7 @@ class Aligner:
     def __init__(self, model, tokenizer, layer=DEFAULT_LAYER, heads=None, rows="predicts", batch_size=16):
         self.layer, self.heads = check_alignment_choice(model, layer, heads, rows)
         self.model, self.tokenizer, self.rows, self.batch_size = model, tokenizer, rows, batch_size
-        self.max_pieces = model.max_length - 1  # as translation cuts a source (`Translator._source_ids`)
+        self.max_pieces = model.max_length - 1  # as translation cuts a source (`Generator.source_rows`)
 
     def attention(self, sources, targets):
         """Yields per pair `(source WordPieces, target WordPieces, attention)`, the attention `(layers, heads, T,

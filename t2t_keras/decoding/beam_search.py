@@ -43,9 +43,10 @@ from keras import ops
 
 from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import common
-from t2t_keras.decoding.length_penalty import normalized_score
+from t2t_keras.decoding.length_penalty import check_length_penalty, normalized_score
 from t2t_keras.decoding.loops import search_loop
-from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_length_penalty, check_num_return
+from t2t_keras.decoding.parameters import check_beam_size, check_num_return
+from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.stopping import check_stopping, settled
 
 
@@ -93,33 +94,26 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
     Args:
         model: a built `Transformer` (or any `families.Searchable`).
         source: int `(batch, source_len)` ids, padded, each row ending with the end id.
-        beam_size: number of hypotheses kept per sentence (4 in the paper).
+        beam_size, num_return: hypotheses kept per sentence (4 in the paper); the n-best list's size.
         alpha, length_penalty: the exponent of `"gnmt"` (0.6 in the paper); `"gnmt"`, `"average"` or `"none"`.
-        max_extra_length: a sentence stops after `input length + max_extra_length` tokens (§6.1).
-        max_length: static bound on the output length (and cache size); defaults to the padded source width +
-            `max_extra_length`.
+        max_extra_length, max_length: a sentence stops after `input length + max_extra_length` tokens (§6.1);
+            a static bound on them (and the cache), by default the padded source width + `max_extra_length`.
         min_length: the end id is forbidden until this many tokens exist.
-        num_return: size of the n-best list, at most `beam_size`.
-        forced_prefix: optional int `(batch, width)` ids, padded, that every hypothesis starts with (a language
-            model's prompt; see `common.force_prefix`).
+        forced_prefix: optional int `(batch, width)` ids, padded, every hypothesis starts with (`common`).
         output_ids, stopping: int32 `(S,)` shortlist vocabulary (`decoding.shortlist`; None: all ids); `"beam"` or
             `"exact"`, when a sentence is done (`decoding.stopping`).
-        growing_cache: a growing cache (`common.new_cache`), done sentences dropped (`compaction`) where the rule
-            allows it: TensorFlow's graph mode only.
+        growing_cache: a growing cache, done sentences dropped where the rule allows it (graph mode only).
         rule: how a step's candidates are chosen (`BeamRule`; `constrained.ConstraintRule`).
 
     Returns:
-        dict with `tokens`: int32 `(batch, num_return, bound)`, each ending with the end id (unless cut at its
-        length limit) followed by padding; `scores`: float32 `(batch, num_return)` normalised scores, best first;
-        `log_probs`: their float32 log-probabilities.
+        dict with `tokens` int32 `(batch, num_return, bound)`, each ending with the end id (unless cut at its
+        limit), then padding; `scores` float32 `(batch, num_return)`, best first; `log_probs` of the same.
     """
     check_options(beam_size, num_return, length_penalty, stopping)
     source = ops.convert_to_tensor(source, "int32")
     ids = common.search_ids(model)
     bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
-    source_mask, cache = common.encoded(model, source, bound, beam_size, growing_cache)
-    batch = common.dim(source, 0)
-    state = {**initial_state(batch, beam_size, bound, cache, ids), **rule.initial_state(batch, beam_size)}
+    source_mask, state = _start(model, source, beam_size, bound, ids, rule, growing_cache)
     if forced_prefix is not None:
         forced_prefix = ops.repeat(ops.convert_to_tensor(forced_prefix, "int32"), beam_size, axis=0)
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
@@ -128,13 +122,17 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
                              growing=growing_cache, ids=ids, rule=rule)
     final = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), beam_size,
                  growing_cache, rule.compacts)
-    return {
-        "tokens": final["finished_seq"][:, :num_return],
-        "scores": final["finished_scores"][:, :num_return],
-        "log_probs": final["finished_log_probs"][:, :num_return],
-    }
+    return {name: final[f"finished_{key}"][:, :num_return] for name, key in NBEST.items()}
 
 
+def _start(model, source, beam_size, bound, ids, rule, growing):
+    """The source mask, each sentence's rows repeated for its beams, and the search's initial state."""
+    source_mask, cache = common.encoded(model, source, bound, beam_size, growing)
+    batch = common.dim(source, 0)
+    return source_mask, {**initial_state(batch, beam_size, bound, cache, ids), **rule.initial_state(batch, beam_size)}
+
+
+NBEST = {"tokens": "seq", "scores": "scores", "log_probs": "log_probs"}  # the results, from the finished set
 RESULTS = ("finished_seq", "finished_scores", "finished_log_probs", "finished_count", "done")
 
 

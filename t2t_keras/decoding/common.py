@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from t2t_keras.decoding.parameters import DEFAULTS
+from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = float("-inf")

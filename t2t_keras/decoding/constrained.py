@@ -49,7 +49,7 @@ import tensorflow as tf
 from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import common
 from t2t_keras.decoding.beam_search import BeamRule, Choice, beam_search, top_candidates
-from t2t_keras.decoding.parameters import DEFAULTS
+from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.special_ids import PAD_ID
 
 

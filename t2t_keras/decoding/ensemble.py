@@ -1,7 +1,7 @@
 """Several translation models searched as one: at each step, the average of their log-probabilities.
 
     ensemble = Ensemble([model_a, model_b])           # Transformers sharing one vocabulary
-    beam_search(ensemble, source, beam_size=4)        # or greedy_decode, or Translator(ensemble, tokenizer)
+    beam_search(ensemble, source, beam_size=4)        # or greedy_decode, or Generator(ensemble, tokenizer)
 
 `Ensemble` is `Searchable` (`families.py`), so the greedy and beam searches run it unchanged: each member encodes
 the source once and keeps its own key/value cache, and each step feeds the same previous tokens to every member.

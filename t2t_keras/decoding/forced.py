@@ -6,9 +6,23 @@ masked or renormalised, so a sum equals the log-probability beam search and
 greedy search give the same tokens (`beam_search(...)["log_probs"]`).
 """
 
+import dataclasses
+
 import tensorflow as tf
 
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclasses.dataclass(frozen=True)
+class Score:
+    """Negative log-likelihood of one translation: `nll` in nats, over `len(token_nll)` tokens (EOS included)."""
+
+    nll: float
+    token_nll: list
+
+    @property
+    def nll_per_token(self):
+        return self.nll / len(self.token_nll)
 
 
 def token_nll(model, source, target_in, target_out):

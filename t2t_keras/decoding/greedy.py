@@ -13,7 +13,7 @@ from keras import ops
 
 from t2t_keras.decoding import common
 from t2t_keras.decoding.loops import search_loop
-from t2t_keras.decoding.parameters import DEFAULTS
+from t2t_keras.decoding.request import DEFAULTS
 
 
 def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0,
@@ -21,8 +21,7 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
     """Decodes `source` one token at a time, choosing the argmax (or a sample) at each step.
 
     Args:
-        model: a built `Transformer` (or any `families.Searchable`).
-        source: int `(batch, source_len)` ids, padded, each row ending with the end id.
+        model, source: a built `Transformer` (any `families.Searchable`); int `(batch, source_len)` ids, padded.
         max_extra_length: a sentence stops after `input length + max_extra_length`
             tokens (§6.1). May be a scalar or `(batch,)` tensor when `max_length` is given.
         max_length: static bound on the output length (and cache size); defaults
@@ -37,7 +36,7 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
             language model's prompt; see `common.force_prefix`).
         output_ids: optional int32 `(S,)` searched vocabulary of a shortlist
             (`decoding.shortlist.batch_vocabulary`); None searches the whole vocabulary.
-        growing_cache: a growing cache (`common.new_cache`), finished sentences dropped (`compaction`): graph mode.
+        growing_cache: a growing cache, finished sentences dropped (`compaction`): graph mode.
 
     Returns:
         dict with `tokens`: int32 `(batch, bound)`, each row ending with the end id
@@ -53,16 +52,21 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
     state = _initial_state(common.dim(source, 0), bound, cache, ids)
     step = functools.partial(greedy_step, model, min_length=min_length, choose=choose, ids=ids,
                              vocabulary=common.searched_vocabulary(model, output_ids), growing=growing_cache)
-    inputs = common.row_inputs(source_mask, forced_prefix)
     # a sampler keeps every row in the batch: a row's random draws depend on its place in the batch
-    if growing_cache and argmax:
+    state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), growing_cache and argmax,
+                 growing_cache)
+    return {"tokens": state["tokens"], "scores": state["scores"]}
+
+
+def _run(step, state, bound, limits, row_inputs, compact, growing):
+    """The search loop: one that drops finished sentences (`compact`, graph mode), or a plain one (over a growing
+    cache if `growing`)."""
+    if compact:
         from t2t_keras.decoding.compaction import compacting_loop  # graph mode
 
-        state = compacting_loop(step, state, ("tokens", "scores", "finished"), bound, {"limits": limits}, inputs,
-                                done="finished")
-    else:
-        state = search_loop(functools.partial(step, limits=limits, **inputs), state, "finished", bound, growing_cache)
-    return {"tokens": state["tokens"], "scores": state["scores"]}
+        return compacting_loop(step, state, ("tokens", "scores", "finished"), bound, {"limits": limits}, row_inputs,
+                               done="finished")
+    return search_loop(functools.partial(step, limits=limits, **row_inputs), state, "finished", bound, growing)
 
 
 def _initial_state(batch, bound, cache, ids):

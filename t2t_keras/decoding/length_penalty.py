@@ -14,7 +14,7 @@ Written in `keras.ops`, as the beam search's step (`beam_search.py`) that calls 
 
 from keras import ops
 
-LENGTH_PENALTIES = ("gnmt", "average", "none")
+from t2t_keras.config import LENGTH_PENALTIES
 
 
 def check_length_penalty(kind):

@@ -12,7 +12,7 @@ checks that the exact early stop of the cached search changes nothing.
 import numpy as np
 
 from t2t_keras.config import DecodingConfig
-from t2t_keras.decoding.parameters import DEFAULTS
+from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.stopping import finished_enough
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 

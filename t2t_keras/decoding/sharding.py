@@ -71,7 +71,7 @@ def sharded(search, shards, min_rows=MIN_ROWS_PER_SHARD):
 def compiled_search(search, jit_compile, shards, input_signature=None):
     """`search` as a `tf.function` (XLA-compiled if `jit_compile`), run in `shards` concurrent shards if more than 1.
 
-    The searches of `Translator` and of the benchmarks are built here, so they compile and shard alike.
+    The searches of `generator.Generator` and of the benchmarks are built here, so they compile and shard alike.
     """
     compiled = tf.function(search, jit_compile=jit_compile, input_signature=input_signature, autograph=False)
     return tf.function(sharded(compiled, shards), input_signature=input_signature,
@@ -83,4 +83,4 @@ def _in_shards(search, source, args, shards):
     rows = tf.shape(source)[0]
     sizes = rows // shards + tf.cast(tf.range(shards) < rows % shards, tf.int32)
     outputs = [search(part, *args) for part in tf.split(source, sizes, num=shards)]
-    return tf.nest.map_structure(lambda *parts: tf.concat(parts, axis=0), *outputs)
+    return tf.nest.map_structure(lambda *parts: None if parts[0] is None else tf.concat(parts, axis=0), *outputs)

@@ -7,7 +7,7 @@ sentence at its length limit. Before that:
 * `"beam"`: once `PATIENCE × beam_size` hypotheses have finished. fairseq and CTranslate2 stop at `beam_size`
   (a patience of 1); Kasai et al. (2022, "A Call for Clarity in Beam Search") show that a larger patience factor
   gains quality at little cost; on the default corpus 2 gave the distilled student +0.24 BLEU over 1 for about
-  a tenth of its speed (docs/results.md, "Beam search that stops when the beam is spent"). The n-best list is
+  a tenth of its speed (bench/results/history.md, "Beam search that stops when the beam is spent"). The n-best list is
   the best of the finished hypotheses; a longer one still alive might have scored higher after the length
   penalty, so the list can differ from the exact one. The search stops soon after the longest translation of a
   batch has ended, or earlier, when the exact bound below already settles the list (which then is the one the

@@ -1,6 +1,6 @@
 """Decoding with bfloat16 weights: a copy of a trained model whose variables and arithmetic are bfloat16.
 
-    translator = Translator(model, tokenizer, precision="bfloat16")   # or: decoding.precision: bfloat16
+    generator = Generator(model, tokenizer, precision="bfloat16")   # or: decoding.precision: bfloat16
 
 A `mixed_bfloat16` model keeps float32 variables and casts every weight to bfloat16 on each decoding step; the
 copy holds them in bfloat16 once, so a step reads half the bytes and casts nothing. The search then runs in
@@ -9,7 +9,7 @@ x86, BF16 on Arm), instead of XLA, whose bfloat16 products are no faster than fl
 the products dominate a step (on a 2-core AVX-512 BF16 machine, `base`, greedy, batch 32: 1.16× the float32 XLA
 search; the `mini` model's test set with beam 4: 1.24×, the same BLEU) and not for small models or single
 sentences, where graph mode's per-op dispatch dominates (`small`, batch 32: 0.55×; `base`, batch 1: 0.61×); see
-"Decoding: the vocabulary product, bfloat16 weights, and the floors" in `docs/results.md`. The outputs are those
+"Decoding: the vocabulary product, bfloat16 weights, and the floors" in bench/results/history.md. The outputs are those
 of a model rounded to bfloat16: check BLEU on your data before deploying it.
 """
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from t2t_keras.decoding.parameters import check_beam_size
 from t2t_keras.distillation import student as students
 from t2t_keras.distillation.distilled import SHARD_SENTENCES, distil_shards, recorded_search
-from t2t_keras.distillation.teacher import open_teacher, teacher_settings, teacher_translator, training_sources
+from t2t_keras.distillation.teacher import open_teacher, teacher_settings, teacher_translate, training_sources
 from t2t_keras.errors import ConfigError
 from t2t_keras.pipeline import train_run
 from t2t_keras.runs import open_run
@@ -58,7 +58,7 @@ def prepare_student(teacher, run_dir, config, overrides=(), beam_size=DEFAULT_BE
     sentences = training_sources(teacher)
     jit_compile = recorded_search(run) if jit_compile is None else jit_compile
     settings = teacher_settings(teacher, sentences, beam_size, shard_sentences, jit_compile)
-    corpus = distil_shards(run, sentences, settings, functools.partial(teacher_translator, teacher, settings),
+    corpus = distil_shards(run, sentences, settings, functools.partial(teacher_translate, teacher, settings),
                            on_shard)
     students.write_eval_splits(run, teacher)
     students.share_tokenizer(teacher, run, config)

@@ -102,11 +102,12 @@ def _write_shard(run, record, index, sentences, translations):
     run.write_json(run.distillation_path, record)
 
 
-def distil_shards(run, sentences, settings, make_translator, on_shard=None):
+def distil_shards(run, sentences, settings, make_translate, on_shard=None):
     """Translates the shards of `sentences` not yet done into RUN/distilled/ (a progress bar over the corpus),
     then concatenates them into the training files; returns a `DistilledCorpus`.
 
-    `make_translator()` gives the teacher's `Translator`; it is called only when a shard is left to translate.
+    `make_translate()` gives the teacher's `translate(lines) -> translations`; it is called only when a shard is
+    left to translate.
     `on_shard(index)` is called after each shard written (a hook for progress reports and tests).
     """
     record = load_record(run, settings)
@@ -114,12 +115,12 @@ def distil_shards(run, sentences, settings, make_translator, on_shard=None):
     count = -(-len(sentences) // size)
     todo = [index for index in range(count) if not _is_done(run, record, index)]
     left = sum(len(sentences[index * size:(index + 1) * size]) for index in todo)
-    translator = make_translator() if todo else None
+    translate = make_translate() if todo else None
     with tqdm(total=len(sentences), initial=len(sentences) - left, desc="Distilling", unit=" sentences",
               disable=None) as bar:  # on a terminal
         for index in todo:
             chunk = sentences[index * size:(index + 1) * size]
-            _write_shard(run, record, index, chunk, translator.translate(chunk))
+            _write_shard(run, record, index, chunk, translate(chunk))
             bar.update(len(chunk))
             logger.info("Distilled shard %d of %d (%d sentences).", index + 1, count, len(chunk))
             if on_shard is not None:

@@ -22,6 +22,7 @@ from t2t_keras.data.text_files import write_lines
 from t2t_keras.distillation.distilled import SIDES, train_files
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.files import write_bytes_atomic
+from t2t_keras.runs import command_config, open_run
 
 # The data keys distill sets: the student's corpus is the teacher's translations.
 CORPUS_KEYS = ("source", "source_lang", "target_lang", "train_files", "dev_files", "test_files", "tfds_name", "sources")
@@ -76,6 +77,20 @@ def student_config(config, teacher, run, original_weight=None):
     if original_weight is not None:
         data["sources"] = [dict(distilled, weight=1.0)] + _original_entries(theirs, original_weight)
     return replace(config, data=data)
+
+
+def chosen_student_config(run_dir, config=None, overrides=(), original_weight=None, preset="student-mini"):
+    """`(config, where, original_weight)` of `distill`: `config`'s (a preset or a YAML file), else the student run's
+    own (resumed with the original weight it was distilled with, unless `original_weight` is given), else
+    `preset`'s."""
+    run = open_run(run_dir)
+    chosen = command_config(run, config, overrides, new_run=preset)
+    if config is not None:
+        return chosen, f"--config {config}", original_weight
+    if not run.exists():
+        return chosen, f"--config {preset}", original_weight
+    weight = original_weight if original_weight is not None else recorded_original_weight(chosen)
+    return chosen, f"the config of {run.path}", weight
 
 
 def recorded_original_weight(config):

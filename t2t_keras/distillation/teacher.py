@@ -12,13 +12,12 @@ import pathlib
 from typing import NamedTuple
 
 from t2t_keras.data import sources
-from t2t_keras.decoding.parameters import DecodingParams
-from t2t_keras.decoding.translator import Translator
-from t2t_keras.errors import DataError, T2TError
+from t2t_keras.decoding.request import GenerationRequest
+from t2t_keras.errors import DataError, T2TError, check_task
 from t2t_keras.runs import load_run_model, open_run, run_weights
+from t2t_keras.tasks import task_of
 
-LENGTH_PENALTY = "gnmt"  # the beam search's ((5+|Y|)/6)^alpha, as translate and evaluate use it
-BATCH_TOKENS = 4096  # source tokens per translated batch (the Translator's default)
+BATCH_TOKENS = 4096  # source tokens per translated batch (the generator's default)
 
 
 class Teacher(NamedTuple):
@@ -38,9 +37,7 @@ def open_teacher(path, weights="auto"):
         raise T2TError(f"--teacher {run.path} is not a run directory (no config.yaml): give the run directory of a "
                        "trained translation model.")
     config = run.load_config()
-    if config.task != "translation":
-        raise T2TError(f"--teacher {run.path} is a {config.task} run: a teacher translates its training sources, so "
-                       "it must be a translation run (model.architecture: encoder_decoder).")
+    check_task("distill", config.task, run.path)  # a teacher translates its training sources
     tokenizer = run.tokenizer_file(config.data.tokenizer)
     if not tokenizer.exists():
         raise T2TError(f"--teacher {run.path} has no tokenizer file ({tokenizer.name}), which its student shares: "
@@ -90,16 +87,16 @@ def sentences_sha256(sentences):
 def teacher_settings(teacher, sentences, beam_size, shard_sentences, jit_compile=None):
     """What the teacher's translations of `sentences` depend on: a JSON-able dict (see the module docstring).
 
-    `jit_compile` None ("auto") is the Translator's choice per batch (`FastPath.decoding_jit`).
+    `jit_compile` None ("auto") is the generator's choice per batch (`FastPath.decoding_jit`).
     """
     decoding, weights = teacher.config.decoding, teacher.weights
-    params = DecodingParams.from_config(decoding).updated(beam_size=beam_size)
+    params = GenerationRequest.from_config(decoding).updated(beam_size=beam_size)
     return {
         "teacher": str(teacher.run.path.resolve()),
         "weights": {"source": weights.source, "checkpoint": os.path.relpath(weights.checkpoint, teacher.run.path),
                     "steps": list(weights.steps), "sha256": weights_sha256(weights)},
         "tokenizer": {"kind": teacher.config.data.tokenizer, "sha256": file_sha256(teacher.tokenizer_path)},
-        "beam_size": params.beam_size, "alpha": params.alpha, "length_penalty": LENGTH_PENALTY,
+        "beam_size": params.beam_size, "alpha": params.alpha, "length_penalty": params.length_penalty,
         "stopping": decoding.stopping,
         "max_extra_length": params.max_extra_length, "max_length": teacher.config.model.max_length,
         "precision": decoding.precision,
@@ -109,12 +106,14 @@ def teacher_settings(teacher, sentences, beam_size, shard_sentences, jit_compile
     }
 
 
-def teacher_translator(teacher, settings):
-    """The teacher's `Translator` with `settings` (`teacher_settings`), over both CPU cores by default
-    (the teacher's decoding.shards); the distillation shows its own progress bar."""
+def teacher_translate(teacher, settings):
+    """The teacher's `translate(lines) -> translations` with `settings` (`teacher_settings`): its generator over
+    both CPU cores by default (the teacher's decoding.shards); the distillation shows its own progress bar."""
     model = load_run_model(teacher.run, teacher.weights.source)
-    params = DecodingParams(settings["beam_size"], settings["alpha"], settings["max_extra_length"])
-    return Translator(model, teacher.run.load_tokenizer(), params, length_penalty=settings["length_penalty"],
-                      stopping=settings["stopping"],
-                      batch_tokens=settings["batch_tokens"], jit_compile=settings["jit_compile"],
-                      shards=teacher.config.decoding.shards, precision=settings["precision"], progress=False)
+    request = GenerationRequest(settings["beam_size"], settings["alpha"], settings["length_penalty"],
+                                settings["max_extra_length"], settings["stopping"])
+    generator = task_of(teacher.config).build_generator(
+        model, teacher.run.load_tokenizer(), batch_tokens=settings["batch_tokens"],
+        jit_compile=settings["jit_compile"], shards=teacher.config.decoding.shards, precision=settings["precision"],
+        progress=False)
+    return lambda lines: generator.generate(lines, request).best

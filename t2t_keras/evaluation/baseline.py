@@ -21,7 +21,7 @@ def _features(text):
     return words + [f"{a} {b}" for a, b in zip(words, words[1:])]
 
 
-class RetrievalTranslator:
+class RetrievalBaseline:
     """Nearest training source by TF-IDF cosine; returns its target."""
 
     def __init__(self, train_pairs):
@@ -45,7 +45,7 @@ class RetrievalTranslator:
         norms = np.sqrt(matrix.multiply(matrix).sum(axis=1)).A1
         return sparse.diags(1.0 / np.maximum(norms, 1e-12)) @ matrix
 
-    def translate(self, sources, batch_size=512):
+    def nearest_targets(self, sources, batch_size=512):
         """The training target whose source is most similar to each of `sources`."""
         outputs = []
         for start in range(0, len(sources), batch_size):

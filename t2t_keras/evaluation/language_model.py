@@ -48,6 +48,11 @@ def evaluate_language_model(run_dir, split="test", text_file=None, model_source=
             "perplexity": math.exp(mean) if tokens else float("nan"), "nll_per_token": mean, "tokens": int(tokens)}
 
 
+def evaluate_perplexity(artifact, split="test", text_file=None):
+    """`evaluate_language_model` of an opened lm or mlm run (`artifacts.run.RunArtifact`), with its weights."""
+    return evaluate_language_model(artifact.run, split, text_file, artifact.model_source)
+
+
 def format_perplexity(result):
     where = result["file"] or f"{result['split']} split"
     return (f"{result['task']} perplexity {result['perplexity']:.2f} over {result['tokens']} tokens of {where} "

@@ -4,11 +4,11 @@
   signatures); `continuer_module`: the one an lm export saves (tokenizer + sampling).
 * `saved_model`: `export_run` for every task, `export_translator` / `export_continuer`, written atomically;
   `quantization`: int8 Dense weights.
-* `loaded`: `SavedModelTranslator`, translating (and scoring) from Python with an export; `continuer`:
-  `SavedModelContinuer`, continuing prompts with an lm export.
-* `opening`: `open_export(path)`, any of the above (and a CTranslate2 model) loaded once, as the object of its kind.
-* `ctranslate2_converter`, `ctranslate2_export`, `ctranslate2_translator`: the CTranslate2 export and
-  `CTranslate2Translator`, which has the same interface as `SavedModelTranslator`.
+* `search_table`: the searches an in-graph module holds, by beam size (`SearchTable`), for every module above and
+  `litert_module`.
+* `ctranslate2_converter`, `ctranslate2_export`: the CTranslate2 export; `litert_export`: the LiteRT file.
+* `formats`: `export_format`, what `t2t-keras export` calls: one run in one of the three formats.
 
-The HTTP server for every export is `t2t_keras.serving`.
+Writing is here; reading what was written (a SavedModel, a CTranslate2 directory, a LiteRT file) is
+`t2t_keras.artifacts`, and the HTTP server for every export is `t2t_keras.serving`.
 """

@@ -21,12 +21,11 @@ fails gets `satisfied` false; the other sentences of the call translate. The sea
 also in an export made with a shortlist.
 """
 
-import functools
-
 import tensorflow as tf
 
-from t2t_keras.decoding.constrained import constrained_beam_search
+from t2t_keras.decoding import searches
 from t2t_keras.errors import T2TError
+from t2t_keras.export.search_table import SearchTable
 from t2t_keras.export.signature_functions import function
 from t2t_keras.export.translator_module import PARAMETER_SPECS, STRINGS_SPEC, TranslatorModule, prepare_source
 from t2t_keras.special_ids import PAD_ID, UNK_ID
@@ -59,6 +58,7 @@ class ConstrainedTranslatorModule(TranslatorModule):
             raise T2TError("--constraints needs a text export (the terms are tokenized in the graph): leave out "
                            "--ids-only.")
         super().__init__(model, tokenizer, **options)
+        self._constrained_table = SearchTable(self._constrained_search, self._max_beam_size, self._jit_compile)
 
     def signatures(self):
         signatures = super().signatures()
@@ -88,28 +88,22 @@ class ConstrainedTranslatorModule(TranslatorModule):
                 "satisfied": satisfied, "truncated": truncated}
 
     def _search_constrained(self, source, ids, beam_size, alpha, max_extra_length):
-        """Tokens, scores and `satisfied` of the constrained search `beam_size` chooses: with XLA one search per
-        beam size, in graph mode a beam of one and one search for every larger beam, as `translate`'s."""
+        """Tokens, scores and `satisfied` of the constrained search `beam_size` chooses (its `SearchTable`: with
+        XLA one search per beam size, in graph mode a beam of one and one search for every larger beam, as
+        `translate`'s)."""
         arguments = (source, ids, alpha, max_extra_length, tf.shape(source)[1] + max_extra_length)
-        if self._jit_compile:
-            branches = [functools.partial(self._constrained_search(size), *arguments)
-                        for size in range(1, self._max_beam_size + 1)]
-            return tf.switch_case(tf.clip_by_value(beam_size, 1, self._max_beam_size) - 1, branches)
-        branches = [functools.partial(self._constrained_search(1), *arguments),
-                    functools.partial(self._constrained_search(None), *arguments, beam_size)]
-        return tf.switch_case(tf.cast(beam_size > 1, tf.int32), branches)
+        return self._constrained_table.select(arguments, beam_size)
 
-    def _constrained_search(self, beam_size):
-        """The constrained search for one beam size (None: any, given after `bound`), as a function of its own
-        (see `_search_function`)."""
+    def _constrained_search(self, beam_size, num_return=1):
+        """The constrained search for one beam size (None: any, given last), as a function of its own (see
+        `TranslatorModule._new_search_function`)."""
 
         def search(source, constraints, alpha, max_extra_length, bound, *size):
-            greedy = beam_size == 1  # greedy search for the sentences without terms, as `translate`
-            out = constrained_beam_search(self.model, source, constraints, beam_size=size[0] if size else beam_size,
-                                          alpha=alpha, length_penalty="none" if greedy else self.length_penalty,
-                                          max_extra_length=max_extra_length, max_length=bound,
-                                          stopping=self._stopping, growing_cache=not self._jit_compile)
-            return out["tokens"][:, 0], out["scores"][:, 0], out["satisfied"]
+            result = searches.search(self.model, source, beam_size=size[0] if size else beam_size, alpha=alpha,
+                                     length_penalty=self._length_penalty, max_extra_length=max_extra_length,
+                                     max_length=bound, stopping=self._stopping, constraints=constraints,
+                                     growing_cache=not self._jit_compile)
+            return result.tokens[:, 0], result.scores[:, 0], result.satisfied
 
         scalar = tf.TensorSpec([], tf.int32)
         signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None, None], tf.int32),

@@ -17,8 +17,8 @@ and the continuation); `max_extra_length` is cut to `max_length - 2`.
 
 import tensorflow as tf
 
-from t2t_keras.decoding.parameters import DEFAULTS
 from t2t_keras.decoding.prompting import continue_prompts
+from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.sampling import random_seed
 from t2t_keras.export.signature_functions import SignatureFunctions, function
 from t2t_keras.special_ids import PAD_ID

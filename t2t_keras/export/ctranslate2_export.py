@@ -6,18 +6,18 @@
 The directory holds what `ctranslate2.Translator` loads (`model.bin`,
 `config.json`, `shared_vocabulary.json`), the run's SentencePiece model
 (`tokenizer.model`) and `t2t_keras.json` (the model's length limit and the
-run's decoding defaults), which `CTranslate2Translator` reads.
+run's decoding defaults), which `artifacts.ctranslate2.CTranslate2Artifact` reads.
 
 With a vocabulary shortlist (`export --shortlist`) the directory also holds
 `vmap.txt`, CTranslate2's vocabulary map: one line per source piece with
 entries, `piece<TAB>target target ...`, and a line with an empty key listing the
 frequent target pieces, which CTranslate2 allows in every batch (as it always
 allows UNK, BOS and EOS). `translate_batch(..., use_vmap=True)` then restricts
-the output layer to the batch's candidates; `CTranslate2Translator` passes it
+the output layer to the batch's candidates; `CTranslate2Artifact` passes it
 when the metadata says `"shortlist": true`.
 
 Runs with `data.tokenizer: bpe` or `unigram` export (both are SentencePiece
-models, which `CTranslate2Translator` applies with the `sentencepiece`
+models, which `CTranslate2Artifact` applies with the `sentencepiece`
 package). A `wordpiece` run is refused before anything is written: CTranslate2
 takes pieces, not text, and its translator would need TF-Text's WordPiece
 tokenizer and our detokenizer beside it, the dependency this export exists to
@@ -31,7 +31,7 @@ import logging
 import pathlib
 
 from t2t_keras.data.tokenizer import check_vocab_size
-from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
+from t2t_keras.decoding.request import DEFAULTS, GenerationRequest
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_converter import TransformerConverter
 from t2t_keras.files import check_can_write, staged_directory
@@ -47,7 +47,7 @@ SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>
 
 
 def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_last=None, source="auto",
-                           overwrite=False, params=None, shortlist=None):
+                           overwrite=False, request=None, shortlist=None):
     """Converts the trained model of a run, with its tokenizer, to a CTranslate2 directory.
 
     Args:
@@ -59,8 +59,8 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
             export the average.
         source: which weights of the run, see `runs.load_run_model`.
         overwrite: replace an existing directory at `out_dir`.
-        params: the `DecodingParams` `CTranslate2Translator` defaults to; None takes the run
-            config's `decoding` section.
+        request: the `GenerationRequest` a `CTranslate2Artifact` defaults to; None takes the run's (its
+            `decoding` section).
         shortlist: true writes the run's vocabulary shortlist (RUN/shortlist.npz) as `vmap.txt`.
 
     Returns:
@@ -79,7 +79,7 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
     table = run.load_shortlist() if shortlist else None
     model, record = weights_to_export(run, source, average_last)
     return export_ctranslate2(model, load_tokenizer(tokenizer_path, config.data.tokenizer), out_dir, quantization,
-                              params or DecodingParams.from_config(config.decoding), overwrite, record, table)
+                              request or GenerationRequest.from_config(config.decoding), overwrite, record, table)
 
 
 def _check_tokenizer_file(tokenizer_path):
@@ -89,7 +89,7 @@ def _check_tokenizer_file(tokenizer_path):
                        "model; train the run (which writes it) or copy it there.")
 
 
-def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params=DEFAULTS, overwrite=False,
+def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", request=DEFAULTS, overwrite=False,
                        weights=None, shortlist=None):
     """Writes `model` and `tokenizer` as a CTranslate2 model directory at `out_dir`, atomically.
 
@@ -99,7 +99,7 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params
             must hold the SentencePiece model that maps text to its pieces.
         out_dir: the directory to create.
         quantization: see `export_ctranslate2_run`.
-        params: the `DecodingParams` stored as `CTranslate2Translator`'s defaults
+        request: the `GenerationRequest` stored as a `CTranslate2Artifact`'s defaults
             (`beam_size`, `alpha`, `max_extra_length`).
         overwrite: replace an existing directory.
         weights: which weights of a run the model holds (`runs.export_record`), recorded in the metadata.
@@ -115,8 +115,8 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params
     pieces = vocabulary(tokenizer.model_bytes)
     vmap, spec = None if shortlist is None else vmap_text(shortlist, pieces), TransformerConverter(model, pieces).spec()
     metadata = {"max_length": int(model.max_length), "quantization": quantization, "weights": weights,
-                "defaults": {"beam_size": params.beam_size, "alpha": params.alpha,
-                             "max_extra_length": params.max_extra_length},
+                "defaults": {"beam_size": request.beam_size, "alpha": request.alpha,
+                             "max_extra_length": request.max_extra_length},
                 "shortlist": shortlist is not None}
 
     with staged_directory(out_dir, overwrite) as staging:

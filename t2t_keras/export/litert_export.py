@@ -1,7 +1,7 @@
 """Writing a translation run as one LiteRT `.tflite` file, atomically: strings in, translations out.
 
     export_litert_run("runs/base", "exports/base.tflite", quantization="int8")
-    translator = LiteRTTranslator("exports/base.tflite")      # export.litert_translator
+    artifact = open_artifact("exports/base.tflite")            # artifacts.litert
 
 The file holds the SentencePiece tokenizer, the encoder, the preallocated
 key/value cache and the greedy and beam searches (`export.litert_module`),
@@ -34,9 +34,8 @@ import tensorflow as tf
 from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
 
-from t2t_keras.config import DecodingConfig
 from t2t_keras.data.tokenizer import check_vocab_size
-from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
+from t2t_keras.decoding.request import DEFAULTS, GenerationRequest
 from t2t_keras.errors import T2TError
 from t2t_keras.export.litert_module import LiteRTModule
 from t2t_keras.export.litert_tokenizer import check_litert_tokenizer
@@ -53,7 +52,7 @@ HEADROOM = 1.05  # the graph and tokenizer beside the weights; measured at well 
 
 
 def export_litert_run(run_dir, out_path, quantization="float32", average_last=None, source="auto", overwrite=False,
-                      params=None, max_beam_size=None):
+                      request=None, max_beam_size=None):
     """Converts the trained model of a translation run, with its tokenizer, to a LiteRT file.
 
     Args:
@@ -62,7 +61,7 @@ def export_litert_run(run_dir, out_path, quantization="float32", average_last=No
         quantization: "float32" (default) or "int8" (dynamic-range int8 weights).
         average_last, source: which weights (`runs.weights_to_export`).
         overwrite: replace an existing file.
-        params: the default `DecodingParams` the file records; None takes the run config's `decoding` section.
+        request: the default `GenerationRequest` the file records; None takes the run config's `decoding` section.
         max_beam_size: largest beam size `translate` accepts; None takes `decoding.max_beam_size`.
 
     Returns:
@@ -78,14 +77,13 @@ def export_litert_run(run_dir, out_path, quantization="float32", average_last=No
     tokenizer = run.load_tokenizer()
     check_litert_tokenizer(tokenizer)  # before the weights are loaded or averaged
     model, weights = weights_to_export(run, source, average_last)
-    params = params or DecodingParams.from_config(config.decoding)
+    request = request or GenerationRequest.from_config(config.decoding)
     max_beam_size = config.decoding.max_beam_size if max_beam_size is None else max_beam_size
-    return export_litert(model, tokenizer, out_path, quantization, params, max_beam_size, overwrite, weights,
-                         stopping=config.decoding.stopping)
+    return export_litert(model, tokenizer, out_path, quantization, request, max_beam_size, overwrite, weights)
 
 
-def export_litert(model, tokenizer, out_path, quantization="float32", params=DEFAULTS, max_beam_size=MAX_BEAM_SIZE,
-                  overwrite=False, weights=None, length_penalty="gnmt", stopping=DecodingConfig.stopping):
+def export_litert(model, tokenizer, out_path, quantization="float32", request=DEFAULTS, max_beam_size=MAX_BEAM_SIZE,
+                  overwrite=False, weights=None):
     """Writes `model` and `tokenizer` as one LiteRT file at `out_path` (see the module docstring).
 
     Raises:
@@ -98,11 +96,12 @@ def export_litert(model, tokenizer, out_path, quantization="float32", params=DEF
     check_litert_tokenizer(tokenizer)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     check_size(model, quantization)
-    module = LiteRTModule(model, tokenizer, max_beam_size, params, length_penalty, stopping)
+    module = LiteRTModule(model, tokenizer, max_beam_size, request)
     metadata = {"format": 1, "task": "translation", "max_length": int(model.max_length),
-                "max_beam_size": int(max_beam_size), "length_penalty": length_penalty, "stopping": stopping,
-                "defaults": {"beam_size": params.beam_size, "alpha": params.alpha,
-                             "max_extra_length": params.max_extra_length},
+                "max_beam_size": int(max_beam_size), "length_penalty": request.length_penalty,
+                "stopping": request.stopping,
+                "defaults": {"beam_size": request.beam_size, "alpha": request.alpha,
+                             "max_extra_length": request.max_extra_length},
                 "tokenizer": tokenizer.kind, "vocab_size": int(tokenizer.vocab_size), "quantization": quantization,
                 "custom_ops": list(CUSTOM_OPS), "weights": weights}
     flatbuffer = convert(module, quantization, json.dumps(metadata, sort_keys=True).encode("utf-8"))

@@ -10,7 +10,7 @@ hypothesis only. A LiteRT signature has no optional inputs, so the export's
 defaults are asked for by value: `beam_size` 0, a negative `alpha` or a
 negative `max_extra_length` take the default recorded at export (also in
 the file's metadata). LiteRT has no assertion op: a `beam_size` above
-`max_beam_size` is clamped to it (`export.litert_translator` checks the
+`max_beam_size` is clamped to it (`artifacts.litert` checks the
 parameters first). A second signature with the defaults built in would
 hold a second copy of the whole graph.
 
@@ -38,15 +38,16 @@ the tokens are the same. What makes it convert to builtin ops only:
   buffers with selects; no TensorList ops.
 """
 
+import functools
+
 import keras
 import tensorflow as tf
 
-from t2t_keras.config import DecodingConfig
-from t2t_keras.decoding.beam_search import beam_search
-from t2t_keras.decoding.stopping import check_stopping
-from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_integer, check_length_penalty
+from t2t_keras.decoding import searches
+from t2t_keras.decoding.parameters import check_beam_size, check_integer
+from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.export.litert_tokenizer import LiteRTTokenizer
+from t2t_keras.export.search_table import SearchTable
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, prepare_source
 from t2t_keras.special_ids import PAD_ID
 
@@ -65,26 +66,21 @@ class LiteRTModule(tf.Module):
         model: a built `Transformer` (float32 weights; the converter quantizes).
         tokenizer: its SentencePiece `Tokenizer` (bpe or unigram).
         max_beam_size: largest beam size; one search is traced per size from 1 to this.
-        params: the default `DecodingParams` (asked for by value, see the module docstring).
-        length_penalty: `"gnmt"`, `"average"` or `"none"`.
-        stopping: `"beam"` or `"exact"`, when the beam search is done with a sentence (`decoding.stopping`).
+        request: the default `GenerationRequest` (asked for by value, see the module docstring), whose
+            `length_penalty` and `stopping` every search keeps.
     """
 
-    def __init__(self, model, tokenizer, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS, length_penalty="gnmt",
-                 stopping=DecodingConfig.stopping, name=None):
+    def __init__(self, model, tokenizer, max_beam_size=MAX_BEAM_SIZE, request=DEFAULTS, name=None):
         super().__init__(name=name)
-        check_beam_size(params.beam_size, check_integer("max_beam_size", max_beam_size))
-        check_length_penalty(length_penalty)
+        check_beam_size(request.beam_size, check_integer("max_beam_size", max_beam_size))
         self.tokenizer = LiteRTTokenizer(tokenizer)
-        self.max_beam_size = max_beam_size
-        self.params = params
-        self.length_penalty = length_penalty
-        self.stopping = check_stopping(stopping)
+        self.max_beam_size, self.request = max_beam_size, request
         # The model stays out of the module's tracked state: the functions read its weights as constants.
         weights = [(variable, keras.ops.convert_to_numpy(variable)) for variable in model.variables]
+        self._table = SearchTable(functools.partial(self._search, model, weights), max_beam_size, per_size=True)
 
         def translate(sentence, beam_size, alpha, max_extra_length):
-            return self._translate(model, weights, sentence, beam_size, alpha, max_extra_length)
+            return self._translate(model, sentence, beam_size, alpha, max_extra_length)
 
         # No autograph: the loops and branches are tf.while_loop and tf.cond already.
         self.translate = tf.function(translate, input_signature=(SENTENCE_SPEC,) + PARAMETER_SPECS, autograph=False)
@@ -95,45 +91,33 @@ class LiteRTModule(tf.Module):
 
     def _parameters(self, beam_size, alpha, max_extra_length, max_length):
         """The search's parameters: the defaults where asked for (see the module docstring), within range."""
-        params = self.params
-        beam_size = tf.where(beam_size <= 0, params.beam_size, tf.minimum(beam_size, self.max_beam_size))
-        alpha = tf.where(alpha < 0.0, params.alpha, alpha)
-        max_extra_length = tf.where(max_extra_length < 0, params.max_extra_length, max_extra_length)
+        defaults = self.request
+        beam_size = tf.where(beam_size <= 0, defaults.beam_size, tf.minimum(beam_size, self.max_beam_size))
+        alpha = tf.where(alpha < 0.0, defaults.alpha, alpha)
+        max_extra_length = tf.where(max_extra_length < 0, defaults.max_extra_length, max_extra_length)
         return beam_size, alpha, tf.minimum(max_extra_length, max_length)  # no int32 overflow
 
-    def _translate(self, model, weights, sentence, beam_size, alpha, max_extra_length):
+    def _translate(self, model, sentence, beam_size, alpha, max_extra_length):
         """The translation of `sentence`; see the module docstring."""
         source_ids = self.tokenizer.tokenize(sentence)  # (1, width)
         source, truncated, empty = prepare_source(source_ids, model.max_length, model.vocab_size)
         beam_size, alpha, max_extra_length = self._parameters(beam_size, alpha, max_extra_length, model.max_length)
-        tokens, scores = self._search(model, weights, source, beam_size, alpha, max_extra_length)
+        arguments = (source, alpha, max_extra_length, tf.shape(source)[1] + max_extra_length)
+        tokens, scores = self._table.select_by_conds(arguments, beam_size)
         tokens = tf.where(empty[:, None], PAD_ID, tokens)  # (1, bound)
         return {"translation": self.tokenizer.detokenize(tokens), "score": tf.where(empty, 0.0, scores),
                 "truncated": truncated}
 
-    def _search(self, model, weights, source, beam_size, alpha, max_extra_length):
-        """Tokens `(batch, bound)` and scores `(batch,)` of the search for `beam_size` (a chain of conds)."""
-        bound = tf.shape(source)[1] + max_extra_length
+    def _search(self, model, weights, beam_size, num_return):
+        """The search of one beam size: tokens `(batch, bound)` and scores `(batch,)`, its weights made constants
+        inside its branch (see the module docstring)."""
 
-        def search(size):
-            def run():
-                # The weights become constants inside each branch (see the module docstring).
-                with keras.StatelessScope(state_mapping=weights):
-                    return run_search()
+        def search(source, alpha, max_extra_length, bound):
+            with keras.StatelessScope(state_mapping=weights):
+                result = searches.search(model, source, beam_size=beam_size, alpha=alpha,
+                                         length_penalty=self.request.length_penalty,
+                                         max_extra_length=max_extra_length, max_length=bound,
+                                         stopping=self.request.stopping)
+            return result.tokens[:, 0], result.scores[:, 0]
 
-            def run_search():
-                if size == 1:
-                    out = greedy_decode(model, source, max_extra_length=max_extra_length, max_length=bound)
-                    return out["tokens"], out["scores"]
-                out = beam_search(model, source, beam_size=size, alpha=alpha, length_penalty=self.length_penalty,
-                                  max_extra_length=max_extra_length, max_length=bound, stopping=self.stopping)
-                return out["tokens"][:, 0], out["scores"][:, 0]
-
-            return run
-
-        def from_size(size):  # the search of `beam_size`, known to be >= size
-            if size == self.max_beam_size:
-                return search(size)()
-            return tf.cond(beam_size <= size, search(size), lambda: from_size(size + 1))
-
-        return from_size(1)
+        return search

@@ -26,7 +26,7 @@ from t2t_keras.errors import T2TError
 from t2t_keras.keras_compat import one_garbage_collection, replace_layer
 
 SAVED_MODEL_QUANTIZATIONS = (None, "int8")
-# docs/results.md, "Deployment engines on CPU" (2-core Xeon with AVX-512 VNNI and AMX): int8 was slower than
+# bench/results/history.md, "Deployment engines on CPU" (2-core Xeon with AVX-512 VNNI and AMX): int8 was slower than
 # float32 at batch 1 for the 1.9M-parameter main job model and faster with beam 4 at batch 1 and 32 for `small`
 # (7.6M) and at every point for `base`; the threshold lies between. On a 2-core AMD EPYC with AVX-512 VNNI and
 # no AMX, int8 was slower than float32 at every point for 1.9M to 6.6M parameters ("Beam search that stops when

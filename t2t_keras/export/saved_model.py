@@ -20,38 +20,37 @@ import pathlib
 
 import tensorflow as tf
 
-from t2t_keras.config import DecodingConfig
 from t2t_keras.data.tokenizer import check_vocab_size
-from t2t_keras.decoding.parameters import DEFAULTS, DecodingParams
-from t2t_keras.errors import T2TError
-from t2t_keras.fast_path import cpu_flags
+from t2t_keras.decoding.request import DEFAULTS
+from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
+from t2t_keras.errors import T2TError, check_applicable
 from t2t_keras.export.constrained_module import ConstrainedTranslatorModule
 from t2t_keras.export.continuer_module import ContinuerModule
-from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.export.quantization import choose_quantization, quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
-from t2t_keras.export.thread_choice import search_record
+from t2t_keras.fast_path import cpu_flags
 from t2t_keras.files import check_can_write, staged_directory
 from t2t_keras.runs import open_run, weights_to_export, write_inspection_files
+from t2t_keras.switches.threads import search_record
+from t2t_keras.tasks import task_of
 
 logger = logging.getLogger(__name__)
 
 
-def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, max_beam_size=None, temperature=None,
-               top_k=None, **options):
+def export_run(run_dir, out_dir, average_last=None, source="auto", request=None, max_beam_size=None, **options):
     """Exports the trained model of a run, with its tokenizer, as a SavedModel of its task.
 
     Args:
         run_dir: a training run directory (see `t2t_keras.runs`), or an open `RunDirectory`.
         out_dir: the export directory to create.
         average_last, source: which weights (`runs.weights_to_export`), logged and in assets.extra/weights.json.
-        params: the `DecodingParams` of `serving_default`; None takes the run config's `decoding` section.
-            An lm export uses its `max_extra_length` (the new pieces).
+        request: the `GenerationRequest` of `serving_default`; None takes the run's (`Task.default_request` of its
+            `decoding` section). An lm export uses its `max_extra_length` (the new pieces), `temperature` and
+            `top_k`.
         max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
-        temperature, top_k: an lm run's sampling defaults (0: greedy; 0: all pieces).
-        **options: passed to `export_translator` (`length_penalty`, `text_signatures`, `jit_compile`, `overwrite`,
-            `quantization`, `precision`, `constraints`, `stopping` and `shards`, the last two by default the run's
-            `decoding.*`; `quantization="auto"` picks int8 or float32 by `export.quantization.choose_quantization`;
+        **options: passed to `export_translator` (`text_signatures`, `jit_compile`, `overwrite`, `quantization`,
+            `precision`, `constraints` and `shards`, by default the run's `decoding.shards`;
+            `quantization="auto"` picks int8 or float32 by `export.quantization.choose_quantization`;
             `shortlist=True` holds the run's vocabulary shortlist, RUN/shortlist.npz); an lm export takes
             `overwrite` only.
 
@@ -62,9 +61,10 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
     if config.task == "mlm":
         raise T2TError(f"{run_dir} trains task 'mlm': a masked language model has nothing to generate, so there "
                        "is nothing to export. Export a translation or lm run; score the mlm with t2t-keras evaluate.")
-    _check_task_options(config.task, dict(max_beam_size=max_beam_size, **options),
-                        dict(temperature=temperature, top_k=top_k))
-    params = params or DecodingParams.from_config(config.decoding)
+    if config.task == "lm":
+        check_applicable(sorted(name for name, value in dict(max_beam_size=max_beam_size, **options).items()
+                                if value is not None and name != "overwrite"), "the export of an lm run")
+    request = task_of(config).default_request(config.decoding) if request is None else request
     if options.pop("shortlist", None):
         options["shortlist"] = run.load_shortlist()  # before the weights: a bad file fails before any work
     model, options["weights"] = weights_to_export(run, source, average_last)
@@ -72,11 +72,11 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", params=None, 
         options["quantization"] = _auto_quantization(model, options)
     tokenizer = run.load_tokenizer()
     if config.task == "lm":
-        return export_continuer(model, tokenizer, out_dir, params.max_extra_length, temperature or 0.0, top_k or 0,
-                                **options)
-    options = {"stopping": config.decoding.stopping, "shards": config.decoding.shards, **options}
+        return export_continuer(model, tokenizer, out_dir, request.max_extra_length, request.temperature,
+                                request.top_k, **options)
+    options = {"shards": config.decoding.shards, **options}
     return export_translator(model, tokenizer, out_dir, config.decoding.max_beam_size if max_beam_size is None
-                             else max_beam_size, params, **options)
+                             else max_beam_size, request, **options)
 
 
 def _auto_quantization(model, options):
@@ -91,19 +91,9 @@ def _auto_quantization(model, options):
     return chosen
 
 
-def _check_task_options(task, translation_options, lm_options):
-    """Refuses options the run's task does not take, naming them (`overwrite` applies to every task)."""
-    given = {"translation": lm_options, "lm": {k: v for k, v in translation_options.items() if k != "overwrite"}}[task]
-    given = sorted(name for name, value in given.items() if value is not None)
-    if given:
-        raise T2TError(f"{', '.join(given)}: not for the export of a {task} run. A translation export "
-                       "takes max_beam_size and the SavedModel options; an lm export takes temperature and top_k.")
-
-
-def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS,
-                      length_penalty="gnmt", text_signatures=True, jit_compile=False,
-                      overwrite=False, quantization=None, shards=1, weights=None, shortlist=None, constraints=False,
-                      precision="float32", stopping=DecodingConfig.stopping):
+def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, request=DEFAULTS, text_signatures=True,
+                      jit_compile=False, overwrite=False, quantization=None, shards=1, weights=None, shortlist=None,
+                      constraints=False, precision="float32"):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -111,16 +101,15 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
         tokenizer: its `Tokenizer` (the vocabulary sizes must agree).
         out_dir: the export directory to create.
         max_beam_size: largest beam size the export accepts.
-        params: the `DecodingParams` of `serving_default`.
-        length_penalty: `"gnmt"`, `"average"` or `"none"`.
+        request: the `GenerationRequest` of `serving_default`, whose length penalty and stopping rule every
+            search keeps.
         text_signatures: False writes an ids-only export (`serving_default` and `translate_ids` on token
             ids, no tokenizer), which loads without TF-Text, e.g. in stock TensorFlow Serving.
         jit_compile: True: every search with XLA; "auto": float32 small batches' (`TranslatorModule`).
         overwrite: replace an existing export.
         quantization: None, or "int8" for int8 Dense weights (see `export.quantization`; the inspection
             files keep float32).
-        shards, stopping: concurrent searches per batch, and when the beam search is done with a sentence (`"beam"`
-            or `"exact"`, `decoding.stopping`); see `TranslatorModule`.
+        shards: concurrent searches per batch; see `TranslatorModule`.
         weights: what to record in assets.extra/weights.json (`runs.export_record`; with the arithmetic), or None.
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) the searches apply
             in-graph (see `TranslatorModule`).
@@ -135,15 +124,15 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, pa
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     searched = _searched_model(model, quantization, precision)
     kind = ConstrainedTranslatorModule if constraints else TranslatorModule
-    module = kind(searched, tokenizer if text_signatures else None, params=params, max_beam_size=max_beam_size,
-                  length_penalty=length_penalty, jit_compile=_search_compilation(jit_compile, quantization, precision),
-                  shards=shards, shortlist=shortlist, stopping=stopping)
+    module = kind(searched, tokenizer if text_signatures else None, request=request, max_beam_size=max_beam_size,
+                  jit_compile=_search_compilation(jit_compile, quantization, precision), shards=shards,
+                  shortlist=shortlist)
     inspection = (model, tokenizer, _record(weights, quantization, precision, module)) if text_signatures else None
     return _write(module, out_dir, overwrite, inspection, "a translation")
 
 
 def _search_facts(module):
-    """What `thread_choice` reads before TensorFlow loads: the searches' shards, whether all run in graph mode,
+    """What `switches.threads` reads before TensorFlow loads: the searches' shards, whether all run in graph mode,
     the model width."""
     graph_mode_only = not bool(module.jit_compiled.numpy()) and int(module.xla_below_hypotheses.numpy()) == 0
     return search_record(int(module.decoding_shards.numpy()), graph_mode_only, module.model.hidden_dim)
@@ -158,8 +147,8 @@ def _search_compilation(jit_compile, quantization, precision):
 
 
 def _record(weights, quantization, precision, module):
-    """`weights` with what the search computes in and how the searches of `module` run, which `kernel_choice`
-    and `thread_choice` read before TensorFlow loads."""
+    """`weights` with what the search computes in and how the searches of `module` run, which `switches.kernels`
+    and `switches.threads` read before TensorFlow loads."""
     if weights is None:
         return None
     return dict(weights, precision=check_precision(precision), quantization=quantization or "float32",

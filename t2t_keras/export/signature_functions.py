@@ -4,7 +4,7 @@
 context, besides the concrete functions the signatures were made from: a module that keeps them as attributes
 saves each function twice, the searches inside them too. A loaded export holds every saved graph node, and its
 memory grows with them (a translation export of the main job's model: 105,607 nodes, 1.9 GB resident after
-loading; docs/results.md, "Memory of a loaded SavedModel"). Kept in a `SignatureFunctions`, a plain object
+loading; docs/results.md, "Exports"). Kept in a `SignatureFunctions`, a plain object
 that saving does not track, only the signatures' concrete functions are saved; a module reaches them as
 `module.functions.NAME`.
 

@@ -40,7 +40,7 @@ more than the model's `max_length`; `num_return` in [1, `beam_size`]. Values
 out of range fail with InvalidArgumentError naming the parameter. In graph mode
 there are two searches, greedy and one beam search that takes the beam size and
 the n-best length as tensors, chosen with `tf.switch_case`: a loaded export's
-memory grows with the searches it holds (docs/results.md, "One beam search for
+memory grows with the searches it holds (bench/results/history.md, "One beam search for
 every beam size"). With XLA everywhere (`jit_compile=True`), which needs the
 shapes a beam size fixes, the search is traced for every beam size (twice per
 size above 1: for the best hypothesis only, and for the full n-best list, since
@@ -67,16 +67,16 @@ import functools
 
 import tensorflow as tf
 
+from t2t_keras.config import DecodingConfig
+from t2t_keras.decoding import searches
 from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, in_power_of_two_rows, power_of_two_rows_tensor
-from t2t_keras.decoding.beam_search import beam_search
 from t2t_keras.decoding.common import dim
 from t2t_keras.decoding.forced import teacher_forcing_targets, token_nll
-from t2t_keras.decoding.greedy import greedy_decode
-from t2t_keras.config import DecodingConfig
-from t2t_keras.decoding.parameters import DEFAULTS, check_beam_size, check_integer, check_length_penalty
+from t2t_keras.decoding.parameters import check_beam_size, check_integer
+from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.decoding.shortlist import ShortlistTable, batch_vocabulary
-from t2t_keras.decoding.stopping import check_stopping
+from t2t_keras.export.search_table import SearchTable
 from t2t_keras.export.signature_functions import SignatureFunctions, function
 from t2t_keras.fast_path import GRAPH_SEARCH_HYPOTHESES
 from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
@@ -104,10 +104,9 @@ class TranslatorModule(tf.Module):
         max_beam_size: largest beam size the export accepts; with XLA the
             search is traced for every size from 1 to this, without it one
             beam search serves every size.
-        params: the `DecodingParams` of `serving_default` (beam_size, alpha, max_extra_length).
-        length_penalty: `"gnmt"`, `"average"` or `"none"` (fixed at export).
-        stopping: `"beam"` or `"exact"`, when the beam search is done with a sentence (`decoding.stopping`;
-            fixed at export, readable as the variable `stopping`).
+        request: the `GenerationRequest` of `serving_default` (beam_size, alpha, max_extra_length), whose
+            `length_penalty` and `stopping` (when the beam search is done with a sentence) every search keeps
+            (fixed at export, readable as the variables `length_penalty` and `stopping`).
         jit_compile: True compiles each search with XLA. Faster per call once
             compiled, but every new input shape (rows, width rounded to 8,
             max_extra_length) is compiled on first use, and the compiled
@@ -128,33 +127,19 @@ class TranslatorModule(tf.Module):
         name: module name.
     """
 
-    def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, params=DEFAULTS, length_penalty="gnmt",
-                 jit_compile=False, shards=1, shortlist=None, stopping=DecodingConfig.stopping, name=None):
+    def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, request=DEFAULTS, jit_compile=False,
+                 shards=1, shortlist=None, name=None):
         super().__init__(name=name)
-        check_beam_size(params.beam_size, check_integer("max_beam_size", max_beam_size))  # the rest checked in params
-        check_length_penalty(length_penalty)
-        self.model = model
-        self.tokenizer = tokenizer
-        self.length_penalty = length_penalty
-        self._stopping = check_stopping(stopping)
-        self._max_beam_size = max_beam_size
+        check_beam_size(request.beam_size, check_integer("max_beam_size", max_beam_size))  # the rest: the request's
         if jit_compile not in (True, False, "auto"):
             raise ValueError(f"jit_compile must be True, False or 'auto'. Received: jit_compile={jit_compile!r}")
+        self.model, self.tokenizer = model, tokenizer
+        self._length_penalty, self._stopping = request.length_penalty, request.stopping
+        self._max_beam_size, self._xla_beam_size = max_beam_size, request.beam_size
         self._jit_compile = jit_compile != "auto" and bool(jit_compile)
         self._xla_below = GRAPH_SEARCH_HYPOTHESES if jit_compile == "auto" else 0
-        self._xla_beam_size = params.beam_size
         self._shards = choose_shards(shards)
-        # Variables, so that a client of the loaded SavedModel can read them.
-        self.max_beam_size = tf.Variable(max_beam_size, trainable=False, name="max_beam_size")
-        self.stopping = tf.Variable(stopping, trainable=False, name="stopping")
-        self.jit_compiled = tf.Variable(self._jit_compile, trainable=False, name="jit_compiled")
-        self.xla_below_hypotheses = tf.Variable(self._xla_below, trainable=False, name="xla_below_hypotheses")
-        self.decoding_shards = tf.Variable(self._shards, trainable=False, name="decoding_shards")
-        self.max_source_length = tf.Variable(model.max_length - 1, trainable=False, name="max_source_length")
-        self.default_beam_size = tf.Variable(params.beam_size, trainable=False, name="default_beam_size")
-        self.default_alpha = tf.Variable(params.alpha, trainable=False, name="default_alpha")
-        self.default_max_extra_length = tf.Variable(params.max_extra_length, trainable=False,
-                                                    name="default_max_extra_length")
+        self._record(request)
         self._shortlisted = shortlist is not None
         if self._shortlisted:
             ShortlistTable(shortlist, model.vocab_size)  # checks the table's size against the model's vocabulary
@@ -162,9 +147,23 @@ class TranslatorModule(tf.Module):
                                                  name="shortlist_entries")
             self.shortlist_frequent = tf.Variable(shortlist.frequent, trainable=False, dtype=tf.int32,
                                                   name="shortlist_frequent")
-        self._searches = SearchFunctions()  # (beam_size, num_return) -> its search (`_search_function`)
+        self._tables(jit_compile)
         self.functions = SignatureFunctions()  # the signatures' tf.functions, saved only as signatures
         self._make_functions()
+
+    def _record(self, request):
+        """Variables, so that a client of the loaded SavedModel can read how it searches."""
+        variable = functools.partial(tf.Variable, trainable=False)
+        self.max_beam_size = variable(self._max_beam_size, name="max_beam_size")
+        self.stopping = variable(request.stopping, name="stopping")
+        self.length_penalty = variable(request.length_penalty, name="length_penalty")
+        self.jit_compiled = variable(self._jit_compile, name="jit_compiled")
+        self.xla_below_hypotheses = variable(self._xla_below, name="xla_below_hypotheses")
+        self.decoding_shards = variable(self._shards, name="decoding_shards")
+        self.max_source_length = variable(self.model.max_length - 1, name="max_source_length")
+        self.default_beam_size = variable(request.beam_size, name="default_beam_size")
+        self.default_alpha = variable(request.alpha, name="default_alpha")
+        self.default_max_extra_length = variable(request.max_extra_length, name="default_max_extra_length")
 
     def signatures(self):
         """The signature functions for `tf.saved_model.save`, by name."""
@@ -259,35 +258,26 @@ class TranslatorModule(tf.Module):
 
     def _search(self, source, beam_size, alpha, max_extra_length, num_return):
         """Tokens `(batch, num_return, bound)` and scores `(batch, num_return)`, best first."""
-        bound = tf.shape(source)[1] + max_extra_length
-        arguments = (source, alpha, max_extra_length, bound)
-        vocabulary = ()
+        arguments = (source, alpha, max_extra_length, tf.shape(source)[1] + max_extra_length)
         if self._shortlisted:  # the batch's searched vocabulary, computed once for every branch
-            vocabulary = (batch_vocabulary(self.shortlist_entries, self.shortlist_frequent, source,
+            arguments += (batch_vocabulary(self.shortlist_entries, self.shortlist_frequent, source,
                                            self.model.vocab_size),)
-        if self._jit_compile:  # XLA needs the shapes a beam size fixes: a search per size and list kind
-            searches = [self._search_function(1, 1, True)]
-            for size in range(2, self._max_beam_size + 1):
-                searches += [self._search_function(size, 1, True), self._search_function(size, size, True)]
-            branches = [functools.partial(sharded(search, self._shards), *arguments, *vocabulary)
-                        for search in searches]
-            index = branch_index(beam_size, num_return)
-        else:  # graph mode: greedy, and one beam search for every size
-            greedy, beam = (sharded(self._search_function(*key, False), self._shards)
-                            for key in ((1, 1), (None, None)))
-            branches = [functools.partial(greedy, *arguments, *vocabulary),
-                        functools.partial(beam, *arguments, beam_size, num_return, *vocabulary)]
-            index = tf.cast(beam_size > 1, tf.int32)
-            if self._xla_below:  # then the small batches' XLA searches, greedy (2) and the default beam size (3)
-                branches += [functools.partial(in_power_of_two_rows(sharded(search, self._shards)), *arguments,
-                                               *vocabulary) for search in self._small_batch_searches()]
-                index = tf.where(self._small_batch(tf.shape(source)[0], beam_size, num_return), index + 2, index)
-        tokens, scores = tf.switch_case(index, branches)
+        shard = functools.partial(sharded, shards=self._shards)
+        if not self._xla_below:
+            tokens, scores = self._table.select(arguments, beam_size, num_return, shard)
+        else:  # then the small batches' XLA searches, greedy (2) and the default beam size (3)
+            branches = self._table.branches(arguments, beam_size, num_return, shard) + [
+                functools.partial(in_power_of_two_rows(shard(self._small_table.search(key))), *arguments)
+                for key in self._small_table.keys]
+            index = self._table.index(beam_size, num_return)
+            index = tf.where(self._small_batch(tf.shape(source)[0], beam_size, num_return), index + 2, index)
+            tokens, scores = tf.switch_case(index, branches)
         return tokens[:, :num_return], scores[:, :num_return]
 
-    def _small_batch_searches(self):
-        """The XLA searches of `jit_compile="auto"`: greedy, and the default beam size for the best translation."""
-        return [self._search_function(1, 1, True), self._search_function(self._xla_beam_size, 1, True)]
+    def traced_searches(self):
+        """`(beam_size, num_return, jit)` of every search traced so far (None: any size), sorted."""
+        return sorted([key + (self._table.per_size,) for key in self._table.made]
+                      + [key + (True,) for key in self._small_table.made], key=str)
 
     def _small_batch(self, rows, beam_size, num_return):
         """Whether a batch runs a small-batch XLA search: fewer than `xla_below_hypotheses` hypotheses (its rows
@@ -297,9 +287,20 @@ class TranslatorModule(tf.Module):
         hypotheses = power_of_two_rows_tensor(tf.maximum(rows, 1)) * beam_size
         return (rows >= 1) & (hypotheses < self._xla_below) & searched
 
-    def _search_function(self, beam_size, num_return, jit):
+    def _tables(self, jit_compile):
+        """The module's `SearchTable`s: XLA per beam size, or graph mode's two searches; with "auto" also the
+        small batches' XLA searches (greedy, and the default beam size for the best translation)."""
+        per_size = jit_compile is True
+        self._table = SearchTable(functools.partial(self._new_search_function, jit=per_size), self._max_beam_size,
+                                  per_size, nbest=True)
+        small = [(1, 1), (self._xla_beam_size, 1)]
+        self._small_table = SearchTable(functools.partial(self._new_search_function, jit=True), self._max_beam_size,
+                                        True, nbest=True)
+        self._small_table.keys = small
+
+    def _new_search_function(self, beam_size, num_return, jit):
         """The search for one beam size (None: any, given as arguments), XLA-compiled or not (`jit`), as a function
-        of its own, made once per module.
+        of its own.
 
         `_noinline` keeps it a separate function in the SavedModel rather
         than inlining every search into the signature's graph, so the runtime
@@ -307,34 +308,23 @@ class TranslatorModule(tf.Module):
         call takes seconds instead of tens of seconds. Every trace of the
         signatures calls the same function, so the SavedModel holds each search
         once: a loaded export's memory grows with the number of graph nodes it
-        holds (docs/results.md, "Memory of a loaded SavedModel").
+        holds (docs/results.md, "Exports").
         """
-        key = (beam_size, num_return, jit)
-        if key not in self._searches.functions:
-            self._searches.functions[key] = self._new_search_function(beam_size, num_return, jit)
-        return self._searches.functions[key]
-
-    def _new_search_function(self, beam_size, num_return, jit):
-        sized = beam_size is not None  # else the function takes beam_size and num_return after `bound`
+        sized = beam_size is not None  # else the function takes beam_size and num_return last
 
         def search(source, alpha, max_extra_length, bound, *rest):
-            sizes, rest = ((beam_size, num_return), rest) if sized else (rest[:2], rest[2:])
-            output_ids = rest[0] if rest else None
-            if beam_size == 1:
-                out = greedy_decode(self.model, source, max_extra_length=max_extra_length, max_length=bound,
-                                    output_ids=output_ids, growing_cache=not jit)
-                return self._pad_nbest(out["tokens"][:, None], out["scores"][:, None])
-            out = beam_search(self.model, source, beam_size=sizes[0], alpha=alpha,
-                              length_penalty=self.length_penalty, max_extra_length=max_extra_length,
-                              max_length=bound, num_return=sizes[1], output_ids=output_ids, stopping=self._stopping,
-                              growing_cache=not jit)
-            return self._pad_nbest(out["tokens"], out["scores"])
+            output_ids = rest[0] if self._shortlisted else None
+            sizes = (beam_size, num_return) if sized else rest[-2:]
+            result = searches.search(self.model, source, beam_size=sizes[0], num_return=sizes[1], alpha=alpha,
+                                     length_penalty=self._length_penalty, max_extra_length=max_extra_length,
+                                     max_length=bound, stopping=self._stopping, output_ids=output_ids,
+                                     growing_cache=not jit)
+            return self._pad_nbest(result.tokens, result.scores)
 
         scalar = tf.TensorSpec([], tf.int32)
         signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.float32), scalar, scalar)
+        signature += (tf.TensorSpec([None], tf.int32),) if self._shortlisted else ()
         signature += () if sized else (scalar, scalar)
-        if self._shortlisted:
-            signature += (tf.TensorSpec([None], tf.int32),)
         return function(search, signature, jit_compile=jit, experimental_attributes={"_noinline": True})
 
     def _pad_nbest(self, tokens, scores):
@@ -346,25 +336,11 @@ class TranslatorModule(tf.Module):
         return tf.ensure_shape(tokens, [None, width, None]), tf.ensure_shape(scores, [None, width])
 
 
-class SearchFunctions:
-    """A module's search functions by `(beam_size, num_return, jit)`: a plain object, which saving does not track (the
-    signatures that call the searches hold them)."""
-
-    def __init__(self):
-        self.functions = {}
-
-
-def branch_index(beam_size, num_return):
-    """Index of the traced search: 0 is greedy; then (size 2, best only), (2, n-best), (3, best only), ..."""
-    nbest = tf.cast(num_return > 1, tf.int32)
-    return tf.where(beam_size <= 1, 0, 1 + 2 * (beam_size - 2) + nbest)
-
-
 def prepare_source(source_ids, max_length, vocab_size):
     """Model input from right-padded piece ids: cut to `max_length - 1` pieces, EOS appended.
 
     The width is rounded up to a multiple of `LENGTH_MULTIPLE` (within
-    `max_length`), as `decoding.Translator` does, so a compiled search sees few
+    `max_length`), as `decoding.generator.Generator` does, so a compiled search sees few
     shapes.
 
     Returns:

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import greedy_decode
-from t2t_keras.decoding.parameters import DEFAULTS
+from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 # The three kinds of attention of §3.2.3, in the order they are shown.

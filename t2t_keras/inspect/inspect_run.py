@@ -3,12 +3,12 @@
 import dataclasses
 import pathlib
 
-from t2t_keras.decoding.parameters import DEFAULTS
-from t2t_keras.errors import T2TError
+from t2t_keras.decoding.request import DEFAULTS
+from t2t_keras.errors import T2TError, check_task
 from t2t_keras.inspect.attention import extract_attention
 from t2t_keras.inspect.heatmaps import all_layer_pngs
 from t2t_keras.inspect.html_view import write_html
-from t2t_keras.runs import load_export, load_run
+from t2t_keras.runs import load_export, load_run, open_run
 
 HTML_NAME = "attention.html"
 
@@ -33,16 +33,18 @@ def image_name(kind, layer):
     return f"{kind}_layer_{layer}.png"
 
 
-def _load_model_and_tokenizer(run_dir, saved_model, checkpoint):
-    if (run_dir is None) == (saved_model is None):
-        raise T2TError("Give exactly one of run_dir and saved_model. "
-                       f"Received: run_dir={run_dir!r}, saved_model={saved_model!r}")
-    if saved_model is not None:
-        return load_export(saved_model)
-    return load_run(run_dir, source=checkpoint)
+def _load_model_and_tokenizer(path, checkpoint):
+    """A translation run's model and tokenizer (its `checkpoint` weights), or those a text export keeps."""
+    if path is None:
+        raise T2TError("Give the run directory or the text export to inspect (path=...).")
+    run = open_run(path)
+    if not run.exists():
+        return load_export(path)
+    check_task("inspect", run.load_config().task, run.path)
+    return load_run(run, source=checkpoint)
 
 
-def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=None, checkpoint="auto",
+def inspect_run(path=None, text=None, out=None, reference=None, checkpoint="auto",
                 max_extra_length=DEFAULTS.max_extra_length, dpi=100):
     """Writes the attention of a trained model on `text` to the directory `out`.
 
@@ -53,8 +55,8 @@ def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=N
     self-contained interactive page.
 
     Args:
-        run_dir: a training run directory (its model and tokenizer are used).
-        saved_model: a text export of `t2t-keras export`: its signatures return
+        path: a translation run directory (its model and tokenizer are used), or
+            a text export of `t2t-keras export`: its signatures return
             translations only, so the Keras model and tokenizer it keeps in
             `assets.extra/` are used.
         text: the source sentence.
@@ -72,7 +74,7 @@ def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=N
         raise T2TError(f"Give a source sentence to inspect. Received: text={text!r}")
     if out is None:
         raise T2TError("Give an output directory (out=...).")
-    model, tokenizer = _load_model_and_tokenizer(run_dir, saved_model, checkpoint)
+    model, tokenizer = _load_model_and_tokenizer(path, checkpoint)
     maps = extract_attention(model, tokenizer, text, reference, max_extra_length)
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -80,5 +82,5 @@ def inspect_run(run_dir=None, saved_model=None, text=None, out=None, reference=N
     for (kind, layer), png in all_layer_pngs(maps, dpi).items():
         images[(kind, layer)] = out / image_name(kind, layer)
         images[(kind, layer)].write_bytes(png)
-    html = write_html(maps, out / HTML_NAME, title=f"Attention of {pathlib.Path(run_dir or saved_model).name}")
+    html = write_html(maps, out / HTML_NAME, title=f"Attention of {pathlib.Path(path).name}")
     return InspectResult(html=html, images=images, maps=maps)

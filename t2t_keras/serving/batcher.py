@@ -31,7 +31,7 @@ class RequestBatcher:
 
     Args:
         run_batch: `run_batch(sentences, params) -> dict` of per-sentence
-            lists, e.g. `SavedModelTranslator.predict`.
+            lists (or None), e.g. an artifact's `generate(...)._asdict()`.
         max_batch_size: most sentences per model call.
         max_wait_ms: how long the first request of a batch waits for company.
     """
@@ -150,7 +150,8 @@ class RequestBatcher:
         for job in batch:
             end = start + len(job.sentences)
             if not job.future.done():
-                job.future.set_result({name: values[start:end] for name, values in results.items()})
+                job.future.set_result({name: None if values is None else values[start:end]
+                                       for name, values in results.items()})
             start = end
 
     def _count(self, batch, num_sentences):

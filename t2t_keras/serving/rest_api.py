@@ -1,7 +1,7 @@
 """TensorFlow Serving's REST predict format: parsing request bodies, shaping answers.
 
 Shown here for translation; an lm export takes prompts the same way, with its own
-parameter and signature names (`export.continuer`), and answers `continuations`.
+parameter and signature names (`artifacts.saved_model`), and answers `continuations`.
 
 Request body, a JSON object with one of:
 
@@ -18,8 +18,9 @@ search). Parameters left out take the export's defaults.
 
 Terminology: `"constraints": [["rotes Haus"], []]` beside the sentences, one
 list of target terms per sentence ([] for none), asks for translations that
-hold them (the export's `translate_constrained` signature; `num_return` 1):
-see `serving.constraints`.
+hold them (the export's `translate_constrained` signature; `num_return` 1).
+Its answer adds, per sentence, `satisfied` and `error`: null, or why its
+translation ("") could not hold its terms; the other sentences translate.
 
 Answers follow TF Serving: row format gives `{"predictions": [{"translations":
 ..., "scores": ..., "truncated": ...}, ...]}` (one object per instance),
@@ -30,13 +31,16 @@ list, best first. Errors are `{"error": "..."}`.
 
 import dataclasses
 import json
+import math
 
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import T2TError
-from t2t_keras.export.constrained_loaded import check_constraint_terms
-from t2t_keras.export.loaded import PARAMETER_NAMES
 
 TOP_LEVEL_FIELDS = ("instances", "inputs", "params", "signature_name", "constraints")
 SIGNATURE_NAMES = ("serving_default", "translate")
+# The request fields a REST "params" may set, where the served artifact takes them (`artifact.accepts`).
+REST_PARAMETERS = ("beam_size", "alpha", "max_extra_length", "num_return", "temperature", "top_k", "seed")
+PARAMETER_NAMES = REST_PARAMETERS[:4]  # a translation export's
 
 
 class BadRequest(T2TError):
@@ -96,8 +100,38 @@ def parse_predict_request(body, limits=Limits(), parameter_names=PARAMETER_NAMES
     return PredictRequest(sentences, params, columnar, _constraints(request.get("constraints"), sentences))
 
 
+def parameter_names(artifact):
+    """The REST "params" names the served `artifact` takes."""
+    return tuple(name for name in REST_PARAMETERS if name in artifact.accepts)
+
+
+def defaults(artifact):
+    """The served artifact's default "params", as its metadata lists them."""
+    return {name: getattr(artifact.defaults, name) for name in parameter_names(artifact)}
+
+
+def predict_outputs(generation, request, task):
+    """The answer's columns of a `Generation`: translations (with `num_return` > 1, n-best lists), scores and
+    truncation flags; with constraints also `satisfied` and `error`; an lm's continuations and scores."""
+    if task != "translation":
+        return {"continuations": generation.best, "scores": [finite(row[0]) for row in generation.scores]}
+    nbest = request.num_return > 1
+    outputs = {"translations": [row if nbest else row[0] for row in generation.texts],
+               "scores": [[finite(s) for s in row] if nbest else finite(row[0]) for row in generation.scores],
+               "truncated": list(generation.truncated)}
+    if request.constraints is not None:
+        outputs["satisfied"] = [error is None for error in generation.errors]
+        outputs["error"] = list(generation.errors)
+    return outputs
+
+
+def finite(value):
+    """JSON has no infinities or NaN: they become null."""
+    return value if math.isfinite(value) else None
+
+
 def format_predict_response(outputs, columnar):
-    """The JSON-ready answer from an export's output columns (`outputs(result, params)` of what is served)."""
+    """The JSON-ready answer from an export's output columns (`predict_outputs`)."""
     if columnar:
         return {"outputs": outputs}
     names = list(outputs)
@@ -176,13 +210,17 @@ def _check_sentences(sentences, limits):
 
 
 def _constraints(constraints, sentences):
-    """None, or the request's per-sentence target terms, checked."""
+    """None, or the request's per-sentence target terms, checked (one list per sentence)."""
     if constraints is None:
         return None
     try:
-        return check_constraint_terms(sentences, constraints)
+        checked = GenerationRequest(constraints=constraints).constraints
     except T2TError as error:
         raise BadRequest(str(error)) from None
+    if len(checked) != len(sentences):
+        raise BadRequest(f"constraints must be a list with one list of target terms per sentence ({len(sentences)}), "
+                         "e.g. [[\"rotes Haus\"], []].")
+    return [list(terms) for terms in checked]
 
 
 def _json_type(value):

@@ -2,8 +2,8 @@
 
     serve("exports/base", port=8501)        # blocks; Ctrl+C or SIGTERM stops it cleanly
 
-It serves what `export.opening.open_export` opens: a translation SavedModel, a
-CTranslate2 model (the same API), or an lm's continuation SavedModel, whose
+It serves what `artifacts.open_artifact` opens of an export: a translation SavedModel, a
+CTranslate2 model (the same API), a LiteRT file, or an lm's continuation SavedModel, whose
 `:predict` takes prompts and `"params": {"max_extra_length": 30, "temperature":
 0.8, "top_k": 20, "seed": 1}` and answers `continuations` and `scores`.
 
@@ -42,12 +42,12 @@ from starlette.exceptions import HTTPException
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
+from t2t_keras.artifacts import open_artifact
+from t2t_keras.decoding.request import Generation
 from t2t_keras.errors import T2TError
-from t2t_keras.export.opening import open_export
 from t2t_keras.inspect.html_view import render_html
 from t2t_keras.serving import attention_api, rest_api
 from t2t_keras.serving.batcher import RequestBatcher
-from t2t_keras.serving.constraints import constrained_outputs
 from t2t_keras.serving.live_page import page_routes
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ DEFAULT_MODEL_NAME = "default"  # TF Serving's default --model_name
 
 def serve(export, host="127.0.0.1", port=8501, model_name=DEFAULT_MODEL_NAME, max_batch_size=32,
           max_wait_ms=10, log_level="info", **limits):
-    """Loads the export (a directory, or an object `open_export` gave) and serves it until interrupted.
+    """Loads the export (a path, or an artifact `open_artifact` gave) and serves it until interrupted.
 
     See the module docstring. `limits` are `rest_api.Limits` fields:
     `max_request_bytes`, `max_instances`, `max_sentence_chars`. Port 0 picks
@@ -68,24 +68,28 @@ def serve(export, host="127.0.0.1", port=8501, model_name=DEFAULT_MODEL_NAME, ma
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
-def create_app(translator, model_name=DEFAULT_MODEL_NAME, max_batch_size=32, max_wait_ms=10, warm_up=True, **limits):
-    """The Starlette application serving `translator` (what `open_export` opens, or an export directory).
+def create_app(artifact, model_name=DEFAULT_MODEL_NAME, max_batch_size=32, max_wait_ms=10, warm_up=True, **limits):
+    """The Starlette application serving `artifact` (an export `open_artifact` opened, or its path).
 
     The batcher starts and stops with the application (its lifespan); with
     `warm_up`, one sentence is translated at start-up so the first request
     does not pay for preparing the search. `app.state.batcher` holds the batcher.
     """
-    if isinstance(translator, (str, os.PathLike)):
-        translator = open_export(translator, batch_size=max_batch_size)
-    batcher = RequestBatcher(translator.predict, max_batch_size, max_wait_ms)
-    handlers = _Handlers(translator, batcher, model_name, rest_api.Limits(**limits))
+    if isinstance(artifact, (str, os.PathLike)):
+        artifact = open_artifact(artifact, batch_size=max_batch_size)
+    if artifact.kind == "run":
+        raise T2TError(f"{artifact.path} is a run directory: serve its export (t2t-keras export --run-dir "
+                       f"{artifact.path} --out DIR).")
+    batcher = RequestBatcher(lambda lines, request: artifact.generate(lines, request)._asdict(), max_batch_size,
+                             max_wait_ms)
+    handlers = _Handlers(artifact, batcher, model_name, rest_api.Limits(**limits))
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         await batcher.start()
         if warm_up:
-            await batcher.run_in_thread(translator.predict, ["warm-up"], translator.defaults)
-        logger.info("Serving %s as model %r.", translator.path, model_name)
+            await batcher.run_in_thread(artifact.generate, ["warm-up"], artifact.defaults)
+        logger.info("Serving %s as model %r.", artifact.path, model_name)
         yield
         await batcher.stop()
 
@@ -107,14 +111,14 @@ def create_app(translator, model_name=DEFAULT_MODEL_NAME, max_batch_size=32, max
 
 
 class _Handlers:
-    """The endpoints, sharing the translator, the batcher and the limits."""
+    """The endpoints, sharing the artifact, the batcher and the limits."""
 
-    def __init__(self, translator, batcher, model_name, limits):
-        self.translator = translator
+    def __init__(self, artifact, batcher, model_name, limits):
+        self.artifact = artifact
         self.batcher = batcher
         self.model_name = model_name
         self.limits = limits
-        self.attention_model = attention_api.AttentionModel(translator.path)
+        self.attention_model = attention_api.AttentionModel(artifact.path)
 
     async def health(self, request):
         if not self.batcher.running:
@@ -135,8 +139,8 @@ class _Handlers:
         return JSONResponse({
             "model_spec": {"name": self.model_name, "signature_name": "", "version": MODEL_VERSION},
             "metadata": {
-                "signature_def": {"signature_def": self.translator.signature_defs()},
-                "decoding": {"defaults": vars(self.translator.defaults), **self.translator.limits()},
+                "signature_def": {"signature_def": self.artifact.signature_defs()},
+                "decoding": {"defaults": rest_api.defaults(self.artifact), **self.artifact.limits()},
                 "limits": vars(self.limits),
             },
         })
@@ -145,18 +149,21 @@ class _Handlers:
         self._check_model(request)
         try:
             parsed = rest_api.parse_predict_request(await self._body(request), self.limits,
-                                                    self.translator.parameter_names, self.translator.signature_names)
-            params = self.translator.decoding_params(**parsed.params)
-            if parsed.constraints is not None:
-                outputs = await constrained_outputs(self.translator, self.batcher, parsed, params)
-                return JSONResponse(rest_api.format_predict_response(outputs, parsed.columnar))
-            result = await self.batcher.submit(parsed.sentences, params)
+                                                    rest_api.parameter_names(self.artifact),
+                                                    self.artifact.signature_names)
+            generation_request = self.artifact.request(**parsed.params, constraints=parsed.constraints)
+            if parsed.constraints is not None:  # a batch of its own: its lines carry their terms
+                result = await self.batcher.run_in_thread(self.artifact.generate, parsed.sentences,
+                                                          generation_request)
+            else:
+                result = Generation(**await self.batcher.submit(parsed.sentences, generation_request))
         except (T2TError, tf.errors.InvalidArgumentError) as error:
             return _error(str(error), 400)
         except Exception as error:  # noqa: BLE001 -- the server answers and keeps serving
             logger.exception("Translation failed.")
             return _error(f"Translation failed: {error}", 500)
-        return JSONResponse(rest_api.format_predict_response(self.translator.outputs(result, params), parsed.columnar))
+        outputs = rest_api.predict_outputs(result, generation_request, self.artifact.task)
+        return JSONResponse(rest_api.format_predict_response(outputs, parsed.columnar))
 
     async def attention(self, request):
         self._check_model(request)
@@ -178,9 +185,9 @@ class _Handlers:
 
     async def _attention_maps(self, parsed):
         """The `AttentionMaps` of a parsed attention request, computed in the model thread."""
-        if self.translator.task != "translation":
+        if self.artifact.task != "translation":
             raise attention_api.AttentionUnavailable(
-                f"This server serves a {self.translator.task} export: attention is drawn for translation exports, "
+                f"This server serves a {self.artifact.task} export: attention is drawn for translation exports, "
                 "which have a source, a target and the cross attention between them.")
         targets = await self._translate_missing(parsed.sentences, parsed.targets)
         return await self.batcher.run_in_thread(self.attention_model.maps, parsed.sentences, targets)
@@ -190,9 +197,9 @@ class _Handlers:
         missing = [i for i, target in enumerate(targets) if target is None]
         if not missing:
             return list(targets)
-        result = await self.batcher.submit([sentences[i] for i in missing], self.translator.defaults)
+        result = await self.batcher.submit([sentences[i] for i in missing], self.artifact.defaults)
         targets = list(targets)
-        for i, nbest in zip(missing, result["translations"]):
+        for i, nbest in zip(missing, result["texts"]):
             targets[i] = nbest[0]
         return targets
 

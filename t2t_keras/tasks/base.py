@@ -9,6 +9,8 @@ A task answers the questions the trainer, the commands and the exports ask
     weighted_metrics               metrics count only the positions the sample weights mark
     attention_summary              it has the encoder, decoder and cross attention the TensorBoard summary draws
     output                         what `translate` gives: "translation", "continuation" or None
+    default_request(decoding)      the `GenerationRequest` a run's `decoding` config makes (tasks with an output)
+    build_generator(model, ...)    the `decoding.generator.Generator` its runs generate with (tasks with an output)
 
 `load_data` is written once, here: tokenizer, training and validation
 batches, provenance, for every task. The training batches come from memory
@@ -24,8 +26,16 @@ from t2t_keras.data import sources
 from t2t_keras.data.batching import make_eval_dataset, make_training_dataset
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import load_tokenizer, train_tokenizer
-from t2t_keras.tasks.data_route import (FILE_SHARDING, MEMORY, PREPARED, choose_route, memory_training,
-                                       plans_in_memory, prepared_training)
+from t2t_keras.decoding.request import GenerationRequest
+from t2t_keras.tasks.data_route import (
+    FILE_SHARDING,
+    MEMORY,
+    PREPARED,
+    choose_route,
+    memory_training,
+    plans_in_memory,
+    prepared_training,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +112,10 @@ class Task:
     def examples(self, data_config, split, seed=None):
         """`(pairs, provenance)` of a split: string pairs, as a list or a tf.data.Dataset."""
         raise NotImplementedError
+
+    def default_request(self, decoding):
+        """The `GenerationRequest` of a run's `decoding` config section."""
+        return GenerationRequest.from_config(decoding)
 
     def has_split(self, data_config, split):
         return sources.has_split(data_config, split)

@@ -27,7 +27,7 @@ from t2t_keras.data.prepare import prepare_corpus, tokenized_shards
 from t2t_keras.data.prepared import GROUP_SHARDS, memory_training_dataset, prepared_training_dataset
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import load_tokenizer
-from t2t_keras.errors import ConfigError, DataError
+from t2t_keras.errors import ConfigError, DataError, check_task
 from t2t_keras.runs import RunDirectory
 
 logger = logging.getLogger(__name__)
@@ -202,19 +202,18 @@ def prepare_run_corpus(run, config) -> dict:
                         "training.seed) to continue it, or train the changed corpus into a new --run-dir.") from None
 
 
-def prepare_run(config, run_dir) -> dict:
+def prepare_run(config, run_dir, where="the config") -> dict:
     """`t2t-keras prepare`: RUN/config.yaml written (or checked) and the corpus prepared in RUN/prepared/.
 
     Raises:
-      ConfigError: data.pipeline=memory, a task other than translation, or a run that has already trained in
-        memory.
+      T2TError: a task other than translation (`where` names the config).
+      ConfigError: data.pipeline=memory, or a run that has already trained in memory.
     """
+    check_task("prepare", config.task, where)
     run = RunDirectory(run_dir)
     if config.data.pipeline == MEMORY:
         raise ConfigError("data.pipeline=memory: a run with this config would not read prepared shards. Set "
                           "data.pipeline=auto (or prepared) to prepare its corpus.")
-    if config.task != "translation":
-        raise ConfigError(f"Prepared shards are translation-only for now; this config trains task {config.task!r}.")
     recorded = (run.read_json(run.input_stream_path) or {}).get("pipeline")
     if recorded == MEMORY or (recorded is None and run.checkpoint_paths()):
         raise ConfigError(f"{run.path} has trained on in-memory batches, and its input position counts those: "
@@ -225,8 +224,9 @@ def prepare_run(config, run_dir) -> dict:
     return manifest
 
 
-def format_preparation(manifest, directory) -> str:
-    """One line of counts for `t2t-keras prepare`."""
+def format_preparation(manifest, run_dir) -> str:
+    """One line of counts for `t2t-keras prepare` of the run `run_dir`."""
+    directory = RunDirectory(run_dir).prepared_dir
     pairs, shards = manifest["pairs"], len(manifest["shards"])
     return (f"prepared {pairs['kept']} of {pairs['read']} pairs in {shards} shard{'s' if shards != 1 else ''} in "
             f"{directory} (dropped {pairs['empty']} with an empty side, {pairs['overlong']} over data.max_length)")

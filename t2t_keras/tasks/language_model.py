@@ -6,6 +6,7 @@ bucketing are the same; `batches` then keeps what each task predicts.
 """
 
 from t2t_keras.data import monolingual
+from t2t_keras.decoding.generator import PROMPT, Generator
 from t2t_keras.tasks.base import Task
 
 
@@ -29,6 +30,14 @@ class CausalLanguageModelTask(_OneSideTask):
 
     def batches(self, batches, vocab_size, seed):
         return monolingual.lm_batches(batches)
+
+    def default_request(self, decoding):
+        """The run's `decoding` section with a beam of one, greedy: a beam finds bland, repetitive continuations."""
+        return super().default_request(decoding).updated(beam_size=1)
+
+    def build_generator(self, model, tokenizer, **options):
+        """A `Generator` of continuations of prompts; `options` are its own."""
+        return Generator(model, tokenizer, inputs=PROMPT, **options)
 
 
 class MaskedLanguageModelTask(_OneSideTask):

@@ -1,6 +1,7 @@
 """`task: translation` (§3, §6.1): parallel sentence pairs into the encoder-decoder `Transformer`."""
 
 from t2t_keras.data import sources
+from t2t_keras.decoding.generator import SOURCE, Generator
 from t2t_keras.tasks.base import Task
 
 
@@ -21,3 +22,7 @@ class TranslationTask(Task):
 
     def dev_pairs(self, dev_examples):
         return sources.as_string_pairs(dev_examples)
+
+    def build_generator(self, model, tokenizer, **options):
+        """A `Generator` of translations (of a `Transformer`, or an `Ensemble`); `options` are its own."""
+        return Generator(model, tokenizer, inputs=SOURCE, **options)

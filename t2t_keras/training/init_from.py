@@ -43,6 +43,15 @@ class InitSource:
                               f"Received: {self.weights!r}")
 
 
+def init_source(run, weights=None, overrides=()):
+    """`train --init-from RUN [--init-weights W]`: the `InitSource`, or None without a run to start from."""
+    if run is None:
+        if weights is not None:
+            raise ConfigError("--init-weights chooses the weights of --init-from RUN: give --init-from too.")
+        return None
+    return InitSource(run, "auto" if weights is None else weights, tuple(overrides))
+
+
 def _explicit_keys(overrides):
     """`{(section, key)}` set by the `section.key=value` texts in `overrides`."""
     return {(section, key) for text in overrides for section, values in parse_override(text).items()

@@ -23,7 +23,7 @@ import sacrebleu
 import tensorflow as tf
 from keras import ops
 
-from t2t_keras.decoding import Translator
+from t2t_keras.decoding.generator import Generator
 from t2t_keras.training.loss import token_weights
 
 logger = logging.getLogger(__name__)
@@ -77,15 +77,15 @@ class DevEvaluator:
         dataset: the dev batches `((source, target_in), target_out, weight)`; `steps` of them are one pass.
         steps: batches in one pass over `dataset`.
         loss_fn: the `LabelSmoothedCrossEntropy` of training.
-        params: the search's `DecodingParams` (beam size 1: greedy search).
+        request: the search's `GenerationRequest` (beam size 1: greedy search).
         jit_compile: compile the search with XLA.
     """
 
-    def __init__(self, model, tokenizer, pairs, dataset, steps, loss_fn, params, jit_compile=True):
+    def __init__(self, model, tokenizer, pairs, dataset, steps, loss_fn, request, jit_compile=True):
         self.sources = [source for source, _ in pairs]
         self.references = [reference for _, reference in pairs]
         self.dataset, self.steps, self.loss_fn = dataset, steps, loss_fn
-        self.translator = Translator(model, tokenizer, params, jit_compile=jit_compile, progress=False)
+        self.generator, self.request = Generator(model, tokenizer, jit_compile=jit_compile, progress=False), request
         self.model = model
         self._loss_sums = tf.function(self._batch_loss_sums, autograph=False)
 
@@ -102,7 +102,7 @@ class DevEvaluator:
         return total / max(tokens, 1.0)
 
     def bleu(self):
-        hypotheses = self.translator.translate(self.sources)
+        hypotheses = self.generator.generate(self.sources, self.request).best
         return sacrebleu.metrics.BLEU().corpus_score(hypotheses, [self.references]).score
 
     def __call__(self):

@@ -11,7 +11,7 @@ import tensorflow as tf
 from t2t_keras.adapters import add_adapters
 from t2t_keras.build import build_model
 from t2t_keras.config import replace
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import ConfigError, DataError
 from t2t_keras.fast_path import FastPath, set_auto_clustering, xla_auto_clustering
 from t2t_keras.runs import open_run
@@ -25,8 +25,14 @@ from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import per_worker_batches
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
-from t2t_keras.training.resume import (InputPosition, check_input_stream, check_replicas, random_state,
-                                       record_precision, settle_precision)
+from t2t_keras.training.resume import (
+    InputPosition,
+    check_input_stream,
+    check_replicas,
+    random_state,
+    record_precision,
+    settle_precision,
+)
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
 from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity
@@ -198,8 +204,8 @@ def _keep_best(training):
         raise ConfigError("training.eval_every_steps needs a dev split: set data.dev_files (or use a corpus with "
                           "one), or set training.eval_every_steps=0.")
     pairs = sample_pairs(data.dev_pairs, t.eval_sentences, t.seed)
-    params = DecodingParams.from_config(training.config.decoding).updated(beam_size=t.eval_beam_size)
-    evaluator = DevEvaluator(model, data.tokenizer, pairs, data.dev, data.dev_steps, model.loss, params,
+    request = GenerationRequest.from_config(training.config.decoding).updated(beam_size=t.eval_beam_size)
+    evaluator = DevEvaluator(model, data.tokenizer, pairs, data.dev, data.dev_steps, model.loss, request,
                              jit_compile=model.jit_compile)
     best_dir = run.best_dir if training.chief else run.path / f".worker-{training.task_id}" / "best"  # collective
     return [KeepBest(evaluator, training.state.best, lambda m, info: run.write_best(m, info, best_dir),

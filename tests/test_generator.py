@@ -1,4 +1,5 @@
-"""Translator: batching by a token budget, input order, empty inputs, progress bar, compiled search."""
+"""A run's generator: batching by a token budget, input order, empty inputs, progress bar, compiled search,
+n-best lists and truncation."""
 
 import contextlib
 import io
@@ -7,9 +8,10 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding import Translator, beam_search, greedy_decode
+from t2t_keras.decoding import beam_search, greedy_decode
 from t2t_keras.decoding.batch_shapes import pad_batch, plan_batches
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.decoding.generator import Generator
+from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.fast_path import GRAPH_SEARCH_HYPOTHESES, FastPath, Hardware
 from tests.test_greedy import DecodingTestCase, decoding_model
 
@@ -54,59 +56,80 @@ def translate_one_by_one(model, sentences, **options):
     return outputs
 
 
-class TranslatorTest(DecodingTestCase):
+def best(generator, sentences, request=GenerationRequest(max_extra_length=5)):
+    return generator.generate(sentences, request).best
+
+
+class GeneratorTest(DecodingTestCase):
     def test_batched_translation_equals_one_by_one_in_input_order(self):
         model = decoding_model()
-        translator = Translator(model, CharTokenizer(), batch_tokens=64, params=DecodingParams(max_extra_length=5))
-        translations = translator.translate(SENTENCES)
+        translations = best(Generator(model, CharTokenizer(), batch_tokens=64), SENTENCES)
         self.assertEqual(translations, translate_one_by_one(model, SENTENCES))
         self.assertEqual([translations[1], translations[5]], ["", ""])
         self.assertGreater(len(set(translations)), 3)  # sentences got different outputs
 
     def test_greedy_translation_in_graph_mode(self):
         model = decoding_model()
-        translator = Translator(model, CharTokenizer(), batch_tokens=32, jit_compile=False,
-                                params=DecodingParams(max_extra_length=5, beam_size=1))
-        self.assertEqual(translator.translate(SENTENCES), translate_one_by_one(model, SENTENCES, method="greedy"))
+        generator = Generator(model, CharTokenizer(), batch_tokens=32, jit_compile=False)
+        self.assertEqual(best(generator, SENTENCES, GenerationRequest(max_extra_length=5, beam_size=1)),
+                         translate_one_by_one(model, SENTENCES, method="greedy"))
+
+    def test_nbest_lists_come_best_first_with_their_scores_and_the_best_is_the_one_best(self):
+        model = decoding_model()
+        generator = Generator(model, CharTokenizer(), batch_tokens=64)
+        nbest = generator.generate(SENTENCES, GenerationRequest(max_extra_length=5, num_return=3))
+        self.assertEqual([len(texts) for texts in nbest.texts], [3] * len(SENTENCES))
+        for scores in nbest.scores:
+            self.assertEqual(scores, sorted(scores, reverse=True))
+        self.assertEqual(nbest.best, best(generator, SENTENCES))
+        self.assertEqual(nbest.errors, [None] * len(SENTENCES))
+
+    def test_a_sentence_over_the_model_length_is_cut_and_flagged(self):
+        model = decoding_model()
+        longest = model.max_length - 1
+        generation = Generator(model, CharTokenizer(), jit_compile=False).generate(
+            ["a" * (longest + 3), "a" * longest], GenerationRequest(max_extra_length=2, beam_size=1))
+        self.assertEqual(generation.truncated, [True, False])
 
     def test_on_a_cpu_large_batches_search_in_graph_mode_small_ones_with_xla(self):
         """The fast path's choice per batch (`FastPath.decoding_jit`): a batch of GRAPH_SEARCH_HYPOTHESES
         hypotheses (rows x beam) or more decodes in graph mode, dropping its done sentences, a smaller one with
         XLA; the translations are those of XLA alone."""
-        model, params = decoding_model(), DecodingParams(max_extra_length=5, beam_size=4)
+        model, request = decoding_model(), GenerationRequest(max_extra_length=5, beam_size=4)
         rng = np.random.default_rng(0)
         many = ["".join(rng.choice(list("abcdefgh"), size=rng.integers(1, 7))) for _ in range(GRAPH_SEARCH_HYPOTHESES)]
         with mock.patch.object(FastPath, "detect", return_value=FastPath.of(Hardware(cpu_flags=frozenset({"avx2"})))):
-            translator = Translator(model, CharTokenizer(), params, batch_tokens=4096)
-            self.assertEqual([translator.uses_xla(rows) for rows in (1, GRAPH_SEARCH_HYPOTHESES // 4)], [True, False])
-            batched = translator.translate(many)
-            self.assertEqual(list(translator._searches), [False])
-            alone = translator.translate(many[:1])
-            self.assertEqual(list(translator._searches), [False, True])
-        xla = Translator(model, CharTokenizer(), params, batch_tokens=4096, jit_compile=True)
-        self.assertEqual(batched, xla.translate(many))
+            generator = Generator(model, CharTokenizer(), batch_tokens=4096)
+            self.assertEqual([generator.uses_xla(rows, 4) for rows in (1, GRAPH_SEARCH_HYPOTHESES // 4)],
+                             [True, False])
+            batched = best(generator, many, request)
+            self.assertEqual([jit for _, jit, _ in generator._searches], [False])
+            alone = best(generator, many[:1], request)
+            self.assertEqual([jit for _, jit, _ in generator._searches], [False, True])
+        xla = Generator(model, CharTokenizer(), batch_tokens=4096, jit_compile=True)
+        self.assertEqual(batched, best(xla, many, request))
         self.assertEqual(alone, batched[:1])
 
     def test_empty_inputs(self):
-        translator = Translator(decoding_model(), CharTokenizer(), jit_compile=False)
-        self.assertEqual(translator.translate([]), [])
-        self.assertEqual(translator.translate(["", ""]), ["", ""])
+        generator = Generator(decoding_model(), CharTokenizer(), jit_compile=False)
+        self.assertEqual(best(generator, []), [])
+        generation = generator.generate(["", ""], GenerationRequest())
+        self.assertEqual((generation.best, generation.scores), (["", ""], [[0.0], [0.0]]))
 
     def test_progress_bar_only_for_long_inputs(self):
-        translator = Translator(decoding_model(), CharTokenizer(), jit_compile=False, progress_threshold=4,
-                                params=DecodingParams(max_extra_length=2))
+        generator = Generator(decoding_model(), CharTokenizer(), jit_compile=False, progress_threshold=4)
         for sentences, shown in ((["ab", "cd"], False), (["ab", "cd", "e", "f", ""], True)):
             stderr = io.StringIO()
             with contextlib.redirect_stderr(stderr):
-                translator.translate(sentences)
+                best(generator, sentences, GenerationRequest(max_extra_length=2))
             self.assertEqual(f"{len(sentences)}/{len(sentences)}" in stderr.getvalue(), shown)
 
     def test_rejects_bad_options(self):
-        for options in ({"length_penalty": "wu"}, {"batch_tokens": 4}):
+        for options in ({"inputs": "ids"}, {"batch_tokens": 4}):
             with self.assertRaisesRegex(ValueError, "Received"):
-                Translator(decoding_model(), CharTokenizer(), **options)
+                Generator(decoding_model(), CharTokenizer(), **options)
         with self.assertRaisesRegex(ValueError, r"beam_size must be an integer in \[1, .*Received: beam_size=0"):
-            Translator(decoding_model(), CharTokenizer(), DecodingParams(beam_size=0))
+            GenerationRequest(beam_size=0)
 
 
 class BatchingTest(DecodingTestCase):

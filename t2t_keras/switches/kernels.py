@@ -1,13 +1,13 @@
 """Which of TensorFlow's CPU kernels run a search, of an export or of a run: oneDNN's, or TensorFlow's own.
 
 TensorFlow on x86 sends matmuls and many other ops to oneDNN by default. Without it a float32 export's search
-ran 1.3-2.1x faster at batch 1, as fast at batch 32, in 130-220 MB less (docs/results.md, "One beam search for
+ran 1.3-2.1x faster at batch 1, as fast at batch 32, in 130-220 MB less (bench/results/history.md, "One beam search for
 every beam size"). A bfloat16 export needs oneDNN (its bfloat16 kernels are where its speed comes from) and an
 int8 export keeps it.
 
 TensorFlow reads `TF_ENABLE_ONEDNN_OPTS` once, when it is imported, so the choice is made from what the export
 recorded (`assets.extra/weights.json`: `precision`, `quantization`) before anything imports TensorFlow:
-`choose_onednn(export_dir)`, which the CLI calls for `--saved-model`. A value the user set wins, an export that
+`choose_onednn(export_dir)`, which `switches` calls for an export. A value the user set wins, an export that
 recorded neither (ids-only, or older) keeps TensorFlow's default, and a process that imported TensorFlow already
 keeps what it has.
 
@@ -17,7 +17,7 @@ A translation run's search in a process that only decodes (`translate` and `eval
 same choice from the runs' config.yaml (`decoding.precision`, or `--precision`): `choose_onednn_for_runs(run_dirs,
 precision)`. Without oneDNN, `translate --run-dir` of the two-layer-decoder student took 0.95x the time on the
 1,522-sentence test set with beam 4 (the whole process) at a peak of 1.35 GB instead of 1.64 GB, and the `small`
-teacher 0.98x at 1.62 GB instead of 2.03 GB, with the same translations (docs/results.md, "Decoding a run
+teacher 0.98x at 1.62 GB instead of 2.03 GB, with the same translations (bench/results/history.md, "Decoding a run
 without oneDNN"). Commands that train (`train`, `main`, `distill`) keep oneDNN.
 """
 

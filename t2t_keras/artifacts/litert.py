@@ -1,15 +1,15 @@
-"""Translating with a LiteRT export in the LiteRT interpreter (`ai-edge-litert`), behind the translators' interface.
+"""A LiteRT export as an artifact: the whole translator in one `.tflite` file, run by the LiteRT interpreter.
 
-    translator = LiteRTTranslator("exports/base.tflite", threads=2)
-    translator.translate(["A sentence."], beam_size=4)
+    artifact = LiteRTArtifact("exports/base.tflite", threads=2)
+    artifact.generate(["A sentence."], artifact.request(beam_size=4))
 
 The interpreter is `ai_edge_litert.interpreter.InterpreterWithCustomOps`
 with TF-Text's two SentencePiece ops registered
 (`tensorflow_text.tflite_registrar`); every other op of the file is a
 LiteRT builtin. Sentences go through the file's `translate` signature one
-at a time (see `litert_module` for why); the parameters are checked here,
-since the graph can only clamp them. The file returns the best translation only
-(`num_return` 1) and has no forced-decoding signature.
+at a time (see `export.litert_module` for why); the request is checked here,
+since the graph can only clamp its values. The file returns the best translation only
+and holds no forced decoding: it generates, and does not score.
 """
 
 import json
@@ -19,31 +19,32 @@ import pathlib
 
 import numpy as np
 
-from t2t_keras.decoding.parameters import DecodingParams
+from t2t_keras.artifacts.base import Artifact, in_chunks
+from t2t_keras.artifacts.signatures import described
+from t2t_keras.decoding.request import Generation, GenerationRequest, check_lines
 from t2t_keras.errors import T2TError
 from t2t_keras.export.litert_export import CUSTOM_OPS, METADATA_NAME
-from t2t_keras.export.loaded import TranslatorBase, _checked_sentences
 
 LITERT_VERSION = "2.3.0"  # the ai-edge-litert the package pins (setup.cfg)
 REGISTRARS = {"TFText>FastSentencepieceTokenize": "AddFastSentencepieceTokenize",
               "TFText>FastSentencepieceDetokenize": "AddFastSentencepieceDetokenize"}
+ACCEPTS = frozenset({"beam_size", "alpha", "max_extra_length"})
 
 
-class LiteRTTranslator(TranslatorBase):
-    """Translates lists of strings with a `.tflite` file written by `export_litert`.
+class LiteRTArtifact(Artifact):
+    """A `.tflite` file written by `export_litert` (see the module docstring).
 
     Args:
         path: the `.tflite` file.
         threads: CPU threads of the interpreter (None: one per CPU core).
 
     Attributes:
-        defaults: the export's default `DecodingParams`.
-        max_beam_size: largest beam size the file searches with.
-        max_source_length: longest input in pieces; longer ones are cut and flagged.
-        metadata: what the file records of itself (`litert_export`).
+        metadata: what the file records of itself (`export.litert_export`).
     """
 
     kind = "litert"
+    task = "translation"
+    accepts = ACCEPTS
     signature_names = ("translate",)
 
     def __init__(self, path, threads=None):
@@ -51,44 +52,29 @@ class LiteRTTranslator(TranslatorBase):
         self.metadata = read_metadata(self.path)
         self.interpreter = load_interpreter(self.path, threads)
         self._translate = self.interpreter.get_signature_runner("translate")
-        self.max_beam_size = int(self.metadata["max_beam_size"])
-        self.max_length = int(self.metadata["max_length"])
-        self.max_source_length = self.max_length - 1
+        self.max_beam_size, self.max_length = int(self.metadata["max_beam_size"]), int(self.metadata["max_length"])
         defaults = self.metadata["defaults"]
-        self.defaults = DecodingParams(int(defaults["beam_size"]), float(defaults["alpha"]),
-                                       int(defaults["max_extra_length"]))
+        self.defaults = GenerationRequest(int(defaults["beam_size"]), float(defaults["alpha"]),
+                                          max_extra_length=int(defaults["max_extra_length"]))
 
-    def predict(self, sentences, params=None):
-        """The best translation of each sentence, as `SavedModelTranslator.predict` with `num_return` 1."""
-        sentences = _checked_sentences(sentences)
-        params = params or self.defaults
-        if params.num_return != 1:
-            raise T2TError(f"A LiteRT export returns the best translation only. Received: num_return="
-                           f"{params.num_return}; use a SavedModel for n-best lists.")
-        result = {"translations": [], "scores": [], "truncated": []}
-        for sentence in sentences:
-            out = self._translate(sentence=np.array([sentence.encode("utf-8")], dtype=object),
-                                  beam_size=np.int32(params.beam_size), alpha=np.float32(params.alpha),
-                                  max_extra_length=np.int32(params.max_extra_length))
-            result["translations"].append([out["translation"][0].decode("utf-8", errors="replace")])
-            result["scores"].append([float(out["score"][0])])
-            result["truncated"].append(bool(out["truncated"][0]))
-        return result
+    def generate(self, lines, request):
+        """The `Generation` of `lines` under `request` (`self.request(...)`), one sentence a call."""
+        lines, request = check_lines(lines), self.check_request(request)
+        return in_chunks(lines, 1, 1, lambda chunk: self._one(chunk[0], request))
 
-    def score_batch(self, sources, targets):
-        raise T2TError(f"{self.path} is a LiteRT export, which holds no forced decoding: score with the run "
-                       "directory or a SavedModel.")
+    def _one(self, sentence, request):
+        out = self._translate(sentence=np.array([sentence.encode("utf-8")], dtype=object),
+                              beam_size=np.int32(request.beam_size), alpha=np.float32(request.alpha),
+                              max_extra_length=np.int32(request.max_extra_length))
+        return Generation([[out["translation"][0].decode("utf-8", errors="replace")]], [[float(out["score"][0])]],
+                          [bool(out["truncated"][0])], None, [None])
 
     def signature_defs(self):
-        """The file's signatures in TF Serving's metadata format."""
-        def info(dtype, dims=()):
-            return {"dtype": dtype, "tensor_shape": {"dim": [{"size": str(d)} for d in dims], "unknown_rank": False}}
-
-        inputs = {"sentence": info("DT_STRING", [1]), "beam_size": info("DT_INT32"), "alpha": info("DT_FLOAT"),
-                  "max_extra_length": info("DT_INT32")}
-        outputs = {"translation": info("DT_STRING", [1]), "score": info("DT_FLOAT", [1]),
-                   "truncated": info("DT_BOOL", [1])}
-        return {"translate": {"inputs": inputs, "outputs": outputs, "method_name": "tensorflow/serving/predict"}}
+        """The file's signature in TF Serving's metadata format."""
+        return described("translate", {"sentence": ("DT_STRING", [1]), "beam_size": ("DT_INT32", []),
+                                       "alpha": ("DT_FLOAT", []), "max_extra_length": ("DT_INT32", [])},
+                         {"translation": ("DT_STRING", [1]), "score": ("DT_FLOAT", [1]),
+                          "truncated": ("DT_BOOL", [1])})
 
 
 def load_interpreter(path, threads=None):

@@ -6,15 +6,15 @@ every core. For a narrow model in graph mode those ops are small (a decoding ste
 128 rows × 128): the split's synchronisation costs more than it gains, and the shards wait on each other in the
 shared pool. One intra-op thread per shard's share of the cores ran the float32 and bfloat16 exports of the
 distilled students (width 128) 1.07-1.89× faster at batch 1 and 1.20-1.64× faster at batch 32 with beam 4, and
-the `small`-width (256) teacher's 1.39× / 1.44×, with the same translations (2 cores; docs/results.md, "One
+the `small`-width (256) teacher's 1.39× / 1.44×, with the same translations (2 cores; bench/results/history.md, "One
 thread per shard"). A `base`-width model (512) gained at batch 32 (1.13-1.18×) but lost at batch 1
 (0.88-0.91×), where its larger products use both cores, and an XLA search ran at half speed at batch 32 (XLA
 parallelises within its programs on the same pool): those keep TensorFlow's default.
 
 TensorFlow reads `TF_NUM_INTRAOP_THREADS` once, when its runtime starts, so the choice is made from what the
 export recorded (`assets.extra/weights.json`, `search`: its shards, whether every search is in graph mode, the
-model width) before anything imports TensorFlow: `choose_intra_op_threads(export_dir)`, which the CLI calls for
-`--saved-model` beside `kernel_choice.choose_onednn`. A value the user set wins, an export that recorded no
+model width) before anything imports TensorFlow: `choose_intra_op_threads(export_dir)`, which `switches` calls for
+an export beside `kernels.choose_onednn`. A value the user set wins, an export that recorded no
 `search` (ids-only, or older) keeps TensorFlow's default, and a process that imported TensorFlow already keeps
 what it has.
 
@@ -24,7 +24,7 @@ what it has.
 import os
 import sys
 
-from t2t_keras.export.kernel_choice import export_record
+from t2t_keras.switches.kernels import export_record
 
 VARIABLE = "TF_NUM_INTRAOP_THREADS"
 NARROW_WIDTH = 256  # widest hidden_dim measured faster at batch 1 and 32 with one thread per shard

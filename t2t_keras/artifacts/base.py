@@ -1,0 +1,98 @@
+"""What every kind of artifact offers, written once: its request, its refusals, its batches, its scoring.
+
+A kind (`run`, `saved_model`, `ctranslate2`, `litert`) sets what it is and declares what it takes:
+
+    kind          "run", "saved_model", "ctranslate2" or "litert"
+    path          where it was opened
+    task          "translation", "lm" or "mlm"
+    defaults      its `GenerationRequest`: a run's `decoding` config, an export's recorded defaults
+    accepts       the request fields it honours
+    operations    what it does: "generate", and "score" (forced decoding) where it can
+    max_length    the longest sequence its model takes, in tokens, the end id included
+    max_beam_size the largest beam it searches with
+
+and implements `generate(lines, request) -> Generation` and, where it scores, `_score_batch(sources, targets)`.
+Everything a caller needs beyond that is here: `request(**given)` resolves a request (its defaults, then the given
+fields) and refuses, in one message, a field it does not honour; `require(operation)` refuses what it does not do.
+"""
+
+import numpy as np
+import tqdm
+
+from t2t_keras.decoding.batch_shapes import plan_batches
+from t2t_keras.decoding.forced import Score
+from t2t_keras.decoding.parameters import check_beam_size
+from t2t_keras.decoding.request import check_accepted, joined
+from t2t_keras.errors import T2TError, check_applicable
+
+# How the kinds' `describe` names them.
+KIND_NAMES = {"run": "run", "saved_model": "SavedModel", "ctranslate2": "CTranslate2 export", "litert": "LiteRT file"}
+
+
+class Artifact:
+    """The shared part of every kind (see the module docstring)."""
+
+    operations = frozenset({"generate"})
+    signature_names = ()  # the REST API's "signature_name" values it answers to
+
+    def describe(self):
+        """E.g. "exports/base, a translation SavedModel"."""
+        article = "an" if self.task in ("lm", "mlm") else "a"
+        return f"{self.path}, {article} {self.task} {KIND_NAMES[self.kind]}"
+
+    def request(self, **given):
+        """Its `defaults` with the `given` fields (None: the default), checked against what it accepts."""
+        return self.check_request(self.defaults.updated(**given))
+
+    def check_request(self, request):
+        """`request` if it sets only fields the artifact honours, within its beam sizes; else a T2TError."""
+        self.require("generate")
+        check_accepted(request, self.defaults, self.accepts, self.describe())
+        check_beam_size(request.beam_size, self.max_beam_size)
+        return request
+
+    def require(self, operation):
+        """Refuses an `operation` ("generate", "score") the artifact does not do, naming what it does."""
+        if operation not in self.operations:
+            does = " and ".join(sorted(self.operations)) or "neither (a masked language model fills in masks)"
+            hint = " t2t-keras evaluate reports the perplexity of lm and mlm runs." if self.kind == "run" else ""
+            raise T2TError(f"{self.describe()} does not {operation}: it does {does}.{hint}")
+
+    def limits(self):
+        """What a caller may ask for, as a server's metadata lists it."""
+        if self.task == "translation":
+            return {"max_beam_size": self.max_beam_size, "max_source_length": self.max_length - 1}
+        return {"max_length": self.max_length}
+
+    def score(self, pairs, batch_tokens=4096, progress=None):
+        """The `decoding.forced.Score` of each pair, in input order; batches group pairs of similar length.
+
+        Args:
+            pairs: with `source`, `target`, `source_pieces` and `target_pieces` (`evaluation.scoring.ScorePair`).
+            batch_tokens: padded tokens per batch (source or target, the longer).
+            progress: show a tqdm bar; None shows one for more than 100 pairs.
+        """
+        self.require("score")
+        lengths = np.array([max(p.source_pieces, p.target_pieces) + 1 for p in pairs])
+        scores = [None] * len(pairs)
+        show = len(pairs) > 100 if progress is None else progress
+        with tqdm.tqdm(total=len(pairs), unit="pair", disable=not show) as bar:
+            for batch in plan_batches(lengths, batch_tokens):
+                sums, per_token = self._score_batch([pairs[i].source for i in batch], [pairs[i].target for i in batch])
+                for index, total, values in zip(batch, sums, per_token):
+                    scores[index] = Score(float(total), [float(v) for v in values])
+                bar.update(len(batch))
+        return scores
+
+
+def in_chunks(lines, size, num_return, generate_chunk):
+    """One `Generation` of `lines` from `generate_chunk(chunk)` called on `size` lines at a time."""
+    parts = [(range(start, start + len(lines[start:start + size])), generate_chunk(lines[start:start + size]))
+             for start in range(0, len(lines), size)]
+    return joined(parts, len(lines), num_return)
+
+
+def check_options(what, taken, **given):
+    """Refuses the open options `given` (not None) that a kind does not take (`taken`), in one message."""
+    check_applicable([f"--{name.replace('_', '-')}" for name, value in given.items()
+                      if value is not None and name not in taken], what)

@@ -1,0 +1,48 @@
+"""`open_artifact`: the kind of what is at a path, opened once with the options that kind takes."""
+
+import pathlib
+
+from t2t_keras.artifacts.base import check_options
+from t2t_keras.errors import T2TError
+from t2t_keras.runs import open_run
+
+CTRANSLATE2_MODEL = "model.bin"  # what a CTranslate2 model directory holds
+LITERT_SUFFIX = ".tflite"  # a LiteRT export is one file
+
+
+def open_artifact(path, model=None, ensemble=(), precision=None, shards=None, shortlist=None, batch_size=32,
+                  **options):
+    """The artifact at `path`: a `RunArtifact` for a run directory (its weights by `model`: see
+    `runs.run_weights`; `ensemble`: more runs decoding with it), else the export there (`batch_size` lines a
+    call). `options` go to the kind (a run's generator options, e.g. `progress`).
+
+    Raises:
+        T2TError: `path` is none of them, or an option does not apply to its kind.
+    """
+    run = open_run(path)
+    if run.exists():
+        from t2t_keras.artifacts.run import RunArtifact
+
+        return RunArtifact(run, model or "auto", ensemble, precision, shards, shortlist, **options)
+    check_options(f"{path}, an export: its search and weights were chosen when it was written", (),
+                  model=model, ensemble=list(ensemble) or None, precision=precision, shards=shards,
+                  shortlist=shortlist or None)
+    return _open_export(pathlib.Path(path), batch_size)
+
+
+def _open_export(path, batch_size):
+    if path.is_file() or path.suffix == LITERT_SUFFIX:
+        from t2t_keras.artifacts.litert import LiteRTArtifact
+
+        return LiteRTArtifact(path)
+    if (path / CTRANSLATE2_MODEL).exists():
+        from t2t_keras.artifacts.ctranslate2 import CTranslate2Artifact
+
+        return CTranslate2Artifact(path, batch_size=batch_size)
+    if not (path / "saved_model.pb").exists():
+        raise T2TError(f"{path} is neither a run directory (no config.yaml), a SavedModel (no saved_model.pb), a "
+                       f"CTranslate2 model (no {CTRANSLATE2_MODEL}) nor a LiteRT file: give what `t2t-keras train "
+                       "--run-dir` or `t2t-keras export --out` wrote.")
+    from t2t_keras.artifacts.saved_model import SavedModelArtifact
+
+    return SavedModelArtifact(path, batch_size=batch_size)

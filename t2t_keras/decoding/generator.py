@@ -1,0 +1,236 @@
+"""A run's generator: strings in, a `Generation` out, for any `GenerationRequest`.
+
+    generator = task_of(config).build_generator(model, tokenizer)    # what a run directory generates with
+    generation = generator.generate(["A sentence."], GenerationRequest(beam_size=4, num_return=2))
+
+Translation (`inputs="source"`, an encoder-decoder): sentences are tokenized, cut to the model's length (and
+flagged `truncated`), sorted by length (longest first) and grouped so that each batch holds at most
+`batch_tokens` source tokens, padding included; the results come back in input order. Empty inputs (no
+tokens) give empty translations without decoding. Each batch is padded to a width that is a multiple of
+`length_multiple` and to a power-of-two number of rows (extra rows repeat the first sentence and are dropped),
+so a compiled search sees few distinct shapes: XLA compiles once per shape (with a shortlist, also once per
+searched-vocabulary size, a multiple of `decoding.shortlist.SIZE_MULTIPLE`). A request's constraints
+(`constraint_rows`) search with the constraint rule, unsharded; its alignments read the model's
+cross-attention once the lines are translated (`aligner`).
+
+Continuation (`inputs="prompt"`, a causal language model): prompts, `prompts_per_batch` at a time in input
+order, keep their last pieces (room for the start id and the continuation) and are fed as forced prefixes
+through the same searches (`prompting`); a beam of one samples at the request's temperature.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tqdm
+
+from t2t_keras.decoding import constraint_rows
+from t2t_keras.decoding.aligner import Aligner
+from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, pad_batch, plan_batches
+from t2t_keras.decoding.prompting import continue_prompts
+from t2t_keras.decoding.request import Generation, check_lines, joined
+from t2t_keras.decoding.searches import request_options, search
+from t2t_keras.decoding.sharding import choose_shards, compiled_search
+from t2t_keras.decoding.shortlist import ShortlistTable
+from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
+from t2t_keras.errors import T2TError
+from t2t_keras.families import check_searchable
+from t2t_keras.fast_path import FastPath
+from t2t_keras.special_ids import EOS_ID
+
+SOURCE, PROMPT = "source", "prompt"  # what a line is: the source of a translation, or a prompt to continue
+INPUTS = (SOURCE, PROMPT)
+SEARCH = frozenset({"beam_size", "alpha", "length_penalty", "max_extra_length", "stopping"})
+ALIGNMENT = frozenset({"alignments", "alignment_layer", "alignment_heads", "alignment_rows"})
+# The request fields each kind of line takes (`GenerationRequest`).
+ACCEPTS = {SOURCE: SEARCH | ALIGNMENT | {"num_return", "constraints"},
+           PROMPT: SEARCH | {"temperature", "top_k", "seed"}}
+
+
+class Generator:
+    """Generates from strings with a model and its tokenizer, in batches (see the module docstring).
+
+    Args:
+        model: a built `Transformer`, an `Ensemble` of them (`decoding.ensemble`), or a `CausalLanguageModel`.
+        tokenizer: has `tokenize(tf.string (N,)) -> int32 RaggedTensor` (ids without start or end ids) and
+            `detokenize(int32 (N, L)) -> tf.string (N,)`, which ignores special ids and what follows the end id.
+        inputs: `"source"` (translation) or `"prompt"` (continuation).
+        batch_tokens, length_multiple: source-token budget of one batch; batch widths are rounded up to a
+            multiple of `length_multiple`.
+        jit_compile: compile the searches with XLA (True) or run them in graph mode (False); None or "auto": the
+            fast path's choice per batch (`FastPath.decoding_jit`).
+        shards: a batch is decoded as this many concurrent searches (`decoding.sharding`); "auto": one per CPU
+            core, 1 on a GPU or TPU.
+        precision: `"float32"`, or `"bfloat16"` to decode with a copy of the model whose weights are rounded to
+            bfloat16 (`decoding.weight_precision`).
+        progress: show a tqdm bar; None shows one for more than `progress_threshold` lines.
+        shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) that restricts each batch's search
+            (`decoding.shortlist`).
+        prompts_per_batch: prompts continued together.
+    """
+
+    def __init__(self, model, tokenizer, inputs=SOURCE, batch_tokens=4096, length_multiple=LENGTH_MULTIPLE,
+                 jit_compile=None, shards="auto", precision="float32", progress=None, progress_threshold=100,
+                 shortlist=None, prompts_per_batch=32):
+        if inputs not in INPUTS:
+            raise ValueError(f"inputs must be one of {INPUTS}. Received: inputs={inputs!r}")
+        if batch_tokens < length_multiple:
+            raise ValueError(f"batch_tokens must be at least length_multiple={length_multiple}. "
+                             f"Received: batch_tokens={batch_tokens}")
+        check_searchable(model)
+        self.precision = check_precision(precision)
+        self.model = bfloat16_copy(model) if precision == "bfloat16" else model
+        self.tokenizer, self.inputs = tokenizer, inputs
+        self.jit_compile = None if jit_compile is None or jit_compile == "auto" else bool(jit_compile)
+        self.batch_tokens, self.length_multiple = batch_tokens, length_multiple
+        self.progress, self.progress_threshold = progress, progress_threshold
+        self.shards, self.prompts_per_batch = choose_shards(shards), prompts_per_batch
+        self.shortlist = None if shortlist is None else ShortlistTable(shortlist, self.model.vocab_size)
+        self._searches = {}  # its compiled searches, built when a batch first needs one
+
+    @property
+    def accepts(self):
+        """The `GenerationRequest` fields it honours."""
+        return ACCEPTS[self.inputs]
+
+    def generate(self, lines, request):
+        """The `Generation` of `lines` (a list of str) under `request`, in input order."""
+        lines = check_lines(lines)
+        if self.inputs == PROMPT:
+            return self._continue(lines, request)
+        sources, truncated = self.source_rows(lines)
+        constraints, errors = self._constraints(request, sources)
+        parts = [(batch, self._translate_batch(batch, source, request, constraints, errors))
+                 for batch, source in self.batches(sources)]
+        generation = joined(parts, len(lines), request.num_return)._replace(truncated=truncated)
+        generation = _with_errors(generation, errors)
+        if request.alignments:
+            aligner = Aligner(self.model, self.tokenizer, request.alignment_layer, request.alignment_heads,
+                              request.alignment_rows)
+            generation = generation._replace(alignments=[pair.links for pair in aligner.align(lines,
+                                                                                              generation.best)])
+        return generation
+
+    def uses_xla(self, rows, beam_size=1):
+        """Whether a batch of `rows` lines is searched with XLA (else in graph mode, growing its cache)."""
+        if self.jit_compile is not None:
+            return self.jit_compile
+        return FastPath.detect().decoding_jit(self.precision, rows * beam_size)
+
+    def search(self, source, request, constraints=None):
+        """The `SearchResult` of a padded source batch `(batch, width)` under `request` (with the shortlist, if
+        any; with `constraints` int32 `(batch, C, L)` if given), from the compiled search it needs."""
+        source = tf.constant(source, tf.int32)
+        arguments = [source]
+        if constraints is not None:
+            if self.shortlist is not None:
+                raise T2TError("A vocabulary shortlist does not apply to a search with terms: translate without it.")
+            arguments.append(tf.constant(constraints, tf.int32))
+        elif self.shortlist is not None:
+            arguments.append(self.shortlist.output_ids(source))
+        # a constrained search keeps its rows together (no compaction): XLA's shapes at any batch size
+        jit = self.uses_xla(1 if constraints is not None else int(source.shape[0]), request.beam_size)
+        return self._compiled(request, jit, constraints is not None)(*arguments)
+
+    def _compiled(self, request, jit, constrained):
+        """The search of `request`'s settings compiled with XLA (`jit`) or for graph mode; sharded over
+        `self.shards` unless `constrained`."""
+        key = (request.search_key(), jit, constrained)
+        if key not in self._searches:
+            options = request_options(request)
+            signature = [tf.TensorSpec([None, None], tf.int32)]
+            if constrained:
+                signature.append(tf.TensorSpec([None, None, None], tf.int32))
+
+                def decode(source, constraints):
+                    return search(self.model, source, constraints=constraints, growing_cache=not jit, **options)
+            else:
+                if self.shortlist is not None:
+                    signature.append(tf.TensorSpec([None], tf.int32))  # the batch's searched vocabulary
+
+                def decode(source, output_ids=None):
+                    return search(self.model, source, output_ids=output_ids, growing_cache=not jit, **options)
+
+            self._searches[key] = compiled_search(decode, jit, 1 if constrained else self.shards, signature)
+        return self._searches[key]
+
+    def batches(self, sources):
+        """Yields `(indices, source)` for the batches of `sources` (id arrays, end id included) that hold tokens,
+        longest first: their positions and their padded ids (`batch_shapes.pad_batch`, extra rows after
+        `len(indices)`), with the progress bar. Lines without tokens are in no batch."""
+        lengths = np.array([len(ids) if len(ids) > 1 else 0 for ids in sources])  # the end id alone: empty input
+        show = self.progress if self.progress is not None else len(sources) > self.progress_threshold
+        with tqdm.tqdm(total=len(sources), unit="sentence", disable=not show) as bar:
+            bar.update(int(np.sum(lengths == 0)))
+            for batch in plan_batches(lengths, self.batch_tokens, self.length_multiple):
+                yield batch, pad_batch([sources[i] for i in batch], self.length_multiple, self.batch_tokens)
+                bar.update(len(batch))
+
+    def source_rows(self, lines):
+        """Per line, its token ids cut to the model's length and followed by the end id; and whether it was cut."""
+        pieces = self._pieces(lines)
+        longest = self.model.max_length - 1
+        return ([np.append(ids[:longest], EOS_ID).astype(np.int32) for ids in pieces],
+                [len(ids) > longest for ids in pieces])
+
+    def _pieces(self, lines):
+        if not lines:
+            return []
+        ragged = self.tokenizer.tokenize(tf.constant(lines, tf.string))
+        return np.split(ragged.flat_values.numpy(), ragged.row_splits.numpy()[1:-1])
+
+    def _constraints(self, request, sources):
+        """Per line, its constraints' ids and None or the error that keeps it from being searched; `(None, [None,
+        ...])` without constraints."""
+        if request.constraints is None:
+            return None, [None] * len(sources)
+        if len(request.constraints) != len(sources):
+            raise T2TError(f"{len(sources)} lines but {len(request.constraints)} lists of constraints: give one list "
+                           "(possibly empty) per line.")
+        rows, errors = constraint_rows.term_ids(self.tokenizer, request.constraints)
+        for i, (row, source) in enumerate(zip(rows, sources)):
+            empty = len(source) <= 1
+            errors[i] = errors[i] or (constraint_rows.EMPTY if row and empty else None) or (
+                None if empty else constraint_rows.room_error(row, len(source), request.max_extra_length,
+                                                              self.model.max_length))
+        return rows, errors
+
+    def _translate_batch(self, batch, source, request, constraints, errors):
+        """The `Generation` of the lines `batch` (padded ids `source`)."""
+        rows = None
+        if constraints is not None:
+            rows = constraint_rows.constraint_batch([[] if errors[i] else constraints[i] for i in batch], len(source))
+        result = self.search(source, request, rows)
+        tokens = result.tokens.numpy()[:len(batch)]
+        texts = self.tokenizer.detokenize(tf.reshape(tokens, (-1, tokens.shape[-1]))).numpy()
+        texts = [[text.decode("utf-8") for text in texts[i * tokens.shape[1]:(i + 1) * tokens.shape[1]]]
+                 for i in range(len(batch))]
+        found = [None] * len(batch) if result.satisfied is None else [
+            None if ok else constraint_rows.UNSATISFIED for ok in result.satisfied.numpy()[:len(batch)]]
+        return Generation(texts, result.scores.numpy()[:len(batch)].tolist(), [False] * len(batch), None, found)
+
+    def _continue(self, lines, request):
+        """The continuations of the prompts `lines` (see the module docstring)."""
+        longest = max(1, self.model.max_length - request.max_extra_length - 1)  # room for start id and continuation
+        pieces = self._pieces(lines)
+        parts = []
+        for start in range(0, len(lines), self.prompts_per_batch):
+            rows = [ids[-longest:] for ids in pieces[start:start + self.prompts_per_batch]]
+            batch = np.zeros((len(rows), max(1, max(len(ids) for ids in rows))), np.int32)
+            for row, ids in zip(batch, rows):
+                row[:len(ids)] = ids
+            out = continue_prompts(self.model, batch, **request_options(request))
+            texts = [[text.decode("utf-8")] for text in self.tokenizer.detokenize(out["tokens"]).numpy()]
+            parts.append((range(start, start + len(rows)), Generation(
+                texts, [[float(score)] for score in out["scores"].numpy()], [len(ids) > longest for ids in
+                                                                             pieces[start:start + len(rows)]],
+                None, [None] * len(rows))))
+        return joined(parts, len(lines), 1)
+
+
+def _with_errors(generation, errors):
+    """`generation` with the lines that have an error emptied: "" and score -inf."""
+    for i, error in enumerate(errors):
+        if error is not None:
+            generation.texts[i] = [""] * len(generation.texts[i])
+            generation.scores[i] = [float("-inf")] * len(generation.scores[i])
+            generation.errors[i] = error
+    return generation

@@ -1,0 +1,210 @@
+"""What a caller asks of a generation, resolved once, and what every kind of artifact answers.
+
+    request = artifact.request(beam_size=2, num_return=2)   # its defaults, then the given fields, checked
+    generation = artifact.generate(["A sentence."], request)
+    generation.texts[0]                                     # ["Ein Satz.", "Einen Satz."], best first
+
+A `GenerationRequest` is frozen and resolved in one order: the defaults below (the config's, written down
+once), then the artifact's own (a run's `decoding` config, an export's recorded defaults), then the fields the
+caller gives (flags, a REST request's "params"), an explicit 0 kept. It then travels down unchanged to whatever
+searches: a run's generator, a SavedModel's signatures, CTranslate2, the LiteRT interpreter. One name per
+setting, from the config key (`decoding.max_extra_length`) to the CLI flag (`--max-extra-length`), the request
+field and the REST "params" key.
+
+An artifact declares the fields it honours (`accepts`); giving another is one refusal, `check_accepted`, with
+the same words for every kind (e.g. `temperature` for a translation model, `constraints` for a CTranslate2
+export). Equal requests compare equal, so a server batches requests that share one.
+"""
+
+import dataclasses
+import math
+from typing import NamedTuple, Optional
+
+from t2t_keras.config import ALIGNMENT_ROWS, DecodingConfig
+from t2t_keras.decoding.length_penalty import LENGTH_PENALTIES
+from t2t_keras.decoding.parameters import (
+    DecodingParameterError,
+    check_alpha,
+    check_beam_size,
+    check_integer,
+    check_max_extra_length,
+    check_num_return,
+)
+from t2t_keras.decoding.stopping import check_stopping
+from t2t_keras.errors import T2TError, check_applicable
+
+# The fields a search's shape depends on (the others choose numbers inside one search, or what is read after).
+SEARCH_FIELDS = ("beam_size", "alpha", "length_penalty", "max_extra_length", "stopping", "num_return",
+                 "temperature", "top_k", "seed")
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationRequest:
+    """A generation's settings (§6.1: "beam size of 4 and length penalty α = 0.6 … input length + 50"), checked.
+
+    Per line of a call, `constraints` holds that line's target terms; the other fields apply to every line.
+    """
+
+    beam_size: int = DecodingConfig.beam_size  # 1 is greedy search (or sampling, with a temperature)
+    alpha: float = DecodingConfig.alpha  # the length penalty's exponent
+    length_penalty: str = DecodingConfig.length_penalty  # "gnmt": ((5+|Y|)/6)^alpha; "average"; "none"
+    max_extra_length: int = DecodingConfig.max_extra_length  # output limit: input length + this (an lm: new pieces)
+    stopping: str = DecodingConfig.stopping  # when a beam search is done with a sentence (decoding.stopping)
+    num_return: int = 1  # best hypotheses returned per line, best first
+    temperature: float = 0.0  # an lm's sampler (greedy search only): 0 is argmax
+    top_k: int = 0  # an lm's sampler: the k most likely pieces (0: all)
+    seed: Optional[int] = None  # an lm's sampler: repeatable draws (None: a fresh seed per call)
+    constraints: Optional[tuple] = None  # per line, a tuple of target terms its translation must hold
+    alignments: bool = False  # also the word alignments of each line's best translation (decoding.alignment)
+    alignment_layer: int = DecodingConfig.alignment_layer  # the decoder layer read for alignments
+    alignment_heads: Optional[tuple] = None  # the heads averaged (None: all)
+    alignment_rows: str = DecodingConfig.alignment_rows  # a target word's attention: the step outputting it, or reading
+
+    def __post_init__(self):
+        _set(self, "beam_size", check_beam_size(self.beam_size))
+        _set(self, "alpha", check_alpha(self.alpha))
+        _set(self, "max_extra_length", check_max_extra_length(self.max_extra_length))
+        _set(self, "num_return", check_num_return(self.num_return, self.beam_size))
+        _set(self, "top_k", check_integer("top_k", self.top_k, 0))
+        _set(self, "temperature", _check_temperature(self.temperature))
+        if self.seed is not None:
+            _set(self, "seed", check_integer("seed", self.seed, -2**31))
+        _check_choice("length_penalty", self.length_penalty, LENGTH_PENALTIES)
+        _check_choice("alignment_rows", self.alignment_rows, ALIGNMENT_ROWS)
+        check_stopping(self.stopping)
+        _set(self, "constraints", _checked_constraints(self.constraints))
+        if self.alignment_heads is not None:
+            _set(self, "alignment_heads", tuple(self.alignment_heads))
+
+    @property
+    def method(self):
+        """"greedy" for a beam of one, else "beam"."""
+        return "greedy" if self.beam_size == 1 else "beam"
+
+    @classmethod
+    def from_config(cls, decoding):
+        """The request a run's `decoding` config section makes."""
+        return cls(beam_size=decoding.beam_size, alpha=decoding.alpha, length_penalty=decoding.length_penalty,
+                   max_extra_length=decoding.max_extra_length, stopping=decoding.stopping,
+                   alignment_layer=decoding.alignment_layer, alignment_rows=decoding.alignment_rows,
+                   alignment_heads=None if decoding.alignment_heads is None else tuple(decoding.alignment_heads))
+
+    def updated(self, **given):
+        """This request with the `given` fields that are not None (0 is a value, not "unset"), checked."""
+        unknown = sorted(set(given) - set(FIELDS))
+        if unknown:
+            raise DecodingParameterError(f"Unknown request fields {unknown}: a request takes {', '.join(FIELDS)}.")
+        return dataclasses.replace(self, **{name: value for name, value in given.items() if value is not None})
+
+    def search_key(self):
+        """The fields a traced search depends on, as a hashable tuple (a generator's cache of searches)."""
+        return tuple(getattr(self, name) for name in SEARCH_FIELDS)
+
+    def given(self, defaults):
+        """The names of the fields set to something else than in `defaults`."""
+        return [name for name in FIELDS if getattr(self, name) != getattr(defaults, name)]
+
+
+class Generation(NamedTuple):
+    """What `generate` answers for `n` lines, one entry per line, in input order.
+
+    `texts`: `num_return` strings, best first ("" where the line failed); `scores`: their floats (the
+    log-probability for greedy search, the length-normalised score of a beam search; -inf where none);
+    `truncated`: whether the input was cut to the model's length; `alignments`: with `request.alignments`, the
+    best text's word links `[(source word, target word), ...]`, else None; `errors`: None, or why the line has no
+    translation (a constraint that does not fit).
+    """
+
+    texts: list
+    scores: list
+    truncated: list
+    alignments: Optional[list]
+    errors: list
+
+    @property
+    def best(self):
+        """The best text of each line."""
+        return [texts[0] for texts in self.texts]
+
+
+def empty_generation(count, num_return):
+    """The generation of `count` lines with no tokens: "" with score 0, nothing truncated."""
+    return Generation([[""] * num_return for _ in range(count)], [[0.0] * num_return for _ in range(count)],
+                      [False] * count, None, [None] * count)
+
+
+def joined(parts, count, num_return):
+    """One `Generation` of `count` lines from `(indices, Generation)` parts: line `indices[i]` is part line i; the
+    lines of no part are empty ones."""
+    out = empty_generation(count, num_return)
+    alignments = [None] * count if any(part.alignments is not None for _, part in parts) else None
+    for indices, part in parts:
+        for line, i in enumerate(indices):
+            out.texts[i], out.scores[i], out.truncated[i] = part.texts[line], part.scores[line], part.truncated[line]
+            out.errors[i] = part.errors[line]
+            if alignments is not None:
+                alignments[i] = None if part.alignments is None else part.alignments[line]
+    return out._replace(alignments=alignments)
+
+
+def check_lines(lines):
+    """`lines` as a list of str; a single string, or an item that is not a str, is a T2TError saying so."""
+    if isinstance(lines, (str, bytes)):
+        raise T2TError("lines must be a list of str, not a single string: wrap it in a list.")
+    lines = list(lines)
+    for index, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise T2TError(f"lines[{index}] is a {type(line).__name__}, not a str: pass text only.")
+    return lines
+
+
+def check_accepted(request, defaults, accepts, what):
+    """Refuses the fields of `request` set apart from `defaults` that an artifact does not honour (`accepts`).
+
+    `what` names the artifact, e.g. "exports/base, a translation SavedModel". The one refusal of every kind."""
+    refused = [name for name in request.given(defaults) if name not in accepts]
+    check_applicable([f"{name} (--{name.replace('_', '-')})" for name in refused],
+                     f"{what}, which takes {', '.join(sorted(accepts)) or 'no generation settings'}")
+    return request
+
+
+def _set(request, name, value):
+    object.__setattr__(request, name, value)
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise DecodingParameterError(f"{name} must be one of {tuple(choices)}. Received: {name}={value!r}")
+
+
+def _check_temperature(temperature):
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(
+            temperature) or temperature < 0:
+        raise DecodingParameterError(f"temperature must be a finite number >= 0. Received: temperature="
+                                     f"{temperature!r}")
+    return float(temperature)
+
+
+def _checked_constraints(constraints):
+    """Per line, a tuple of non-blank target terms without tabs or line breaks (None: no constraints)."""
+    if constraints is None:
+        return None
+    if isinstance(constraints, (str, bytes)) or not isinstance(constraints, (list, tuple)):
+        raise DecodingParameterError("constraints must be a list with one list of target terms per line, e.g. "
+                                     "[[\"rotes Haus\"], []].")
+    rows = []
+    for index, terms in enumerate(constraints):
+        if isinstance(terms, (str, bytes)) or not isinstance(terms, (list, tuple)) or not all(
+                isinstance(term, str) for term in terms):
+            raise DecodingParameterError(f"constraints[{index}] must be a list of strings (target terms), possibly "
+                                         "empty.")
+        for term in terms:
+            if not term.strip() or "\t" in term or "\n" in term:
+                raise DecodingParameterError(f"constraints[{index}] holds {term!r}: a target term must be non-blank "
+                                             "text without tabs or line breaks.")
+        rows.append(tuple(terms))
+    return tuple(rows)
+
+
+FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
+DEFAULTS = GenerationRequest()

@@ -1,0 +1,64 @@
+"""The one call every generator makes: a request's search of a padded batch, greedy or beam, with constraints.
+
+    result = search(model, source, beam_size=4, alpha=0.6, max_extra_length=50, num_return=2)
+    result.tokens    # int32 (batch, num_return, bound), best first
+    result.scores    # float32 (batch, num_return)
+
+A run's generator (`generator`) and the searches inside an export (`export.search_table`) both call it, so a
+beam of one is greedy search everywhere, and a batch with constraints is searched by the constraint rule
+(`constrained`; its beam of one ranks without length penalty, greedy search for the lines without terms).
+"""
+
+from typing import Any, NamedTuple
+
+from keras import ops
+
+from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.greedy import greedy_decode
+from t2t_keras.decoding.request import DEFAULTS
+
+
+class SearchResult(NamedTuple):
+    """`tokens` int32 `(batch, n, bound)` and `scores` float32 `(batch, n)`, best first; `satisfied` bool
+    `(batch,)` where the search had constraints (false: no hypothesis holds them all), else None."""
+
+    tokens: Any
+    scores: Any
+    satisfied: Any = None
+
+
+def search(model, source, beam_size=DEFAULTS.beam_size, num_return=1, alpha=DEFAULTS.alpha,
+           length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length, max_length=None,
+           stopping=DEFAULTS.stopping, output_ids=None, constraints=None, growing_cache=False, temperature=0.0,
+           top_k=0, seed=None, forced_prefix=None):
+    """The `SearchResult` of `source` (int `(batch, width)`, padded, each row ending with the end id).
+
+    A Python `beam_size` of 1 is greedy search (argmax, or a sample at `temperature` > 0), whose n-best list is
+    its one hypothesis; any other `beam_size` (a tensor too, in graph mode) a beam search. `constraints`: int
+    `(batch, C, L)` target ids (`constrained`), not with sampling, a shortlist or a forced prefix. The other
+    arguments are those of `greedy.greedy_decode` and `beam_search.beam_search`.
+    """
+    greedy = isinstance(beam_size, int) and beam_size == 1
+    shared = dict(max_extra_length=max_extra_length, max_length=max_length, growing_cache=growing_cache)
+    if constraints is not None:
+        from t2t_keras.decoding.constrained import constrained_beam_search  # TensorFlow
+
+        out = constrained_beam_search(model, source, constraints, beam_size=beam_size, alpha=alpha,
+                                      length_penalty="none" if greedy else length_penalty, num_return=num_return,
+                                      stopping=stopping, **shared)
+        return SearchResult(out["tokens"], out["scores"], out["satisfied"])
+    if greedy:
+        out = greedy_decode(model, source, temperature=temperature, top_k=top_k, seed=seed,
+                            forced_prefix=forced_prefix, output_ids=output_ids, **shared)
+        return SearchResult(ops.expand_dims(out["tokens"], 1), ops.expand_dims(out["scores"], 1))
+    out = beam_search(model, source, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
+                      num_return=num_return, stopping=stopping, forced_prefix=forced_prefix, output_ids=output_ids,
+                      **shared)
+    return SearchResult(out["tokens"], out["scores"])
+
+
+def request_options(request):
+    """The `search` arguments a `GenerationRequest` sets (beam size and n-best length, penalty, limits, sampling)."""
+    return dict(beam_size=request.beam_size, num_return=request.num_return, alpha=request.alpha,
+                length_penalty=request.length_penalty, max_extra_length=request.max_extra_length,
+                stopping=request.stopping, temperature=request.temperature, top_k=request.top_k, seed=request.seed)

@@ -1,0 +1,70 @@
+"""Every process-wide choice in one place: XLA's flags, oneDNN's kernels, TensorFlow's intra-op threads.
+
+TensorFlow reads these environment variables once, when its runtime starts, and keeps them for the life of the
+process. A command makes its choices before anything imports TensorFlow, inside `command_switches`, which logs
+them once and restores the variables when the command ends, also on an error. Importing `t2t_keras` changes no
+environment variable.
+
+    xla       TF_XLA_FLAGS            commands that train: the two flags auto-clustering needs on a CPU
+    kernels   TF_ENABLE_ONEDNN_OPTS   a float32 search (an export's record, or a decoding run's config): off
+    threads   TF_NUM_INTRAOP_THREADS  a narrow export searching in shards: one thread per shard's share of cores
+
+Each chooser decides from what the command opens and the hardware, and leaves a value the user set, or a
+TensorFlow that started already, as it is. Auto-clustering itself, which TensorFlow takes per traced function,
+is `fast_path.xla_auto_clustering`, scoped to the training it is for.
+"""
+
+import contextlib
+import logging
+import os
+import pathlib
+
+from t2t_keras.switches import kernels, threads, xla
+
+logger = logging.getLogger(__name__)
+
+TRAINING_COMMANDS = ("train", "main", "distill")  # their graph-mode steps may cluster fusible ops
+DECODING_COMMANDS = ("translate", "evaluate")  # their float32 searches of a run run without oneDNN
+VARIABLES = (xla.VARIABLE, kernels.VARIABLE, threads.VARIABLE)
+
+
+def choose(command, options, environ=None, modules=None):
+    """Sets in `environ` (os.environ) what `command` with `options` (its arguments by name: `path`, `run_dirs`,
+    `precision`, `litert`) needs before TensorFlow loads; returns `{variable: value}` of what it set."""
+    environ = os.environ if environ is None else environ
+    before = {name: environ.get(name) for name in VARIABLES}
+    if command in TRAINING_COMMANDS:
+        xla.prepare_xla_flags(environ)
+    path = options.get("path")
+    if path is not None and not (pathlib.Path(path) / "config.yaml").exists():  # an export
+        kernels.choose_onednn(path, environ, modules)
+        threads.choose_intra_op_threads(path, environ, modules)
+    elif command in DECODING_COMMANDS and not options.get("litert"):
+        runs = options.get("run_dirs") or ([path] if path is not None else [])
+        kernels.choose_onednn_for_runs(runs, options.get("precision"), environ, modules)
+    return {name: environ[name] for name in VARIABLES if environ.get(name) != before[name]}
+
+
+@contextlib.contextmanager
+def command_switches(command, options, environ=None, modules=None):
+    """`choose` for the block's command, logged once; the variables it set are restored when the block ends."""
+    environ = os.environ if environ is None else environ
+    before = {name: environ.get(name) for name in VARIABLES}
+    chosen = choose(command, options, environ, modules)
+    for name, value in chosen.items():
+        logger.info("%s=%s for this %s (%s; set it yourself to choose).", name, value, command, REASONS[name])
+    try:
+        yield chosen
+    finally:
+        for name, value in before.items():
+            if value is None:
+                environ.pop(name, None)
+            else:
+                environ[name] = value
+
+
+REASONS = {
+    xla.VARIABLE: "a CPU's graph-mode training step may cluster its fusible ops",
+    kernels.VARIABLE: "a float32 search runs on TensorFlow's own CPU kernels, not oneDNN's",
+    threads.VARIABLE: "a narrow export searching in shards: each op on one shard's share of the cores",
+}

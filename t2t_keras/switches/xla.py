@@ -1,0 +1,28 @@
+"""The TensorFlow XLA flags a command that trains sets before TensorFlow optimizes its first graph.
+
+`training.fuse_elementwise` (fast_path.py) turns TensorFlow's auto-clustering on for a graph-mode step on a CPU.
+Auto-clustering reads two flags from `TF_XLA_FLAGS`: one lets it run on CPUs, one restricts it to fusible
+(elementwise and reduction) ops, so the matmuls stay oneDNN kernels. Both are inert while auto-clustering is off,
+which is TensorFlow's default.
+
+TensorFlow parses `TF_XLA_FLAGS` once, when its runtime starts (the first op or device listing), not at the first
+XLA compilation. Measured with TF 2.21 and an unknown flag: set after `import tensorflow` but before the first op,
+TensorFlow aborts at that op; set after the first op, it is never read. So the commands that train set them first
+thing (`switches.command_switches`). A process that started TensorFlow before (a notebook, a test) keeps its own
+flags: without `--tf_xla_cpu_global_jit` auto-clustering leaves a CPU step unclustered (plain graph mode, slower,
+the same numbers); set the two flags in its environment before it starts to have them.
+"""
+
+import os
+
+VARIABLE = "TF_XLA_FLAGS"
+XLA_CPU_FLAGS = ("--tf_xla_cpu_global_jit", "--tf_xla_ops_to_cluster=FUSIBLE")
+
+
+def prepare_xla_flags(environ=None):
+    """Adds `XLA_CPU_FLAGS` to `TF_XLA_FLAGS`, keeping the user's flags; a user's own value of a flag wins."""
+    environ = os.environ if environ is None else environ
+    flags = environ.get(VARIABLE, "").split()
+    names = {flag.split("=")[0] for flag in flags}
+    flags += [flag for flag in XLA_CPU_FLAGS if flag.split("=")[0] not in names]
+    environ[VARIABLE] = " ".join(flags)
