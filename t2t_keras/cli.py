@@ -19,6 +19,7 @@ COMMAND_TASKS = {
     "score": ("translation",), "baseline": ("translation",), "inspect": ("translation",), "main": ("translation",),
     "export": ("translation", "lm"), "serve": ("translation", "lm"), "shortlist": ("translation",),
     "distill": ("translation",),  # the teacher's task: it translates its training sources
+    "import": ("translation",),  # the run it makes from a Hugging Face checkpoint
 }
 
 
@@ -407,6 +408,25 @@ def _student_config(args):
     return config, f"the config of {args.run_dir.path}", weight
 
 
+def add_import_command(commands):
+    """`t2t-keras import --from {marian,m2m100} DIR --run-dir RUN`: a Hugging Face checkpoint as a run directory."""
+    def cmd_import(args):
+        from t2t_keras.pretrained.importer import import_checkpoint
+
+        print(import_checkpoint(args.family, args.checkpoint, args.run_dir, args.source_lang, args.target_lang))
+        return 0
+
+    p = commands.add_parser("import", help="make a run directory of a Hugging Face translation checkpoint "
+                                           "(OPUS-MT / Marian, M2M-100, NLLB) that every command takes")
+    p.add_argument("--from", dest="family", required=True, choices=("marian", "m2m100"),
+                   help="marian: MarianMTModel (OPUS-MT); m2m100: M2M100ForConditionalGeneration (M2M-100, NLLB)")
+    p.add_argument("checkpoint", metavar="DIR", help="the checkpoint directory: config.json, weights, tokenizer files")
+    p.add_argument("--run-dir", required=True, help="the new run directory (must not exist)")
+    p.add_argument("--source-lang", help="m2m100: the source language code, e.g. eng_Latn (NLLB) or en (M2M-100)")
+    p.add_argument("--target-lang", help="m2m100: the target language code, forced as the first output token")
+    p.set_defaults(handler=cmd_import)
+
+
 def cmd_main(args):
     from t2t_keras.config import load_config
     from t2t_keras.main_job import format_report, run_main_job
@@ -653,6 +673,8 @@ def build_parser():
     p.add_argument("--shard-sentences", type=int, default=2000,
                    help="sentences per shard of the distilled corpus: a resumed distillation skips the shards done")
     p.set_defaults(handler=cmd_distill)
+
+    add_import_command(commands)
 
     p = commands.add_parser("main", help="the main job: train, average, evaluate, export, translate, report")
     _add_config_args(p)

@@ -10,7 +10,8 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
       -> tasks                                 what differs between translation, lm and mlm
-      -> training, evaluation, export, inspect (none of them imports another)
+      -> training, evaluation, export, inspect, pretrained (none of them imports another; pretrained: checkpoints
+                                               of other toolkits imported as runs)
       -> serving                               the HTTP server: exports, with inspect's views
       -> artifacts, pipeline                   opening any run or export; the commands' steps by task
       -> distillation                          a teacher's translations, then a student trained on them
@@ -55,6 +56,7 @@ ALLOWED = {
     "evaluation": SHARED,
     "export": SHARED,
     "inspect": SHARED,
+    "pretrained": SHARED,
     "serving": SHARED | {"export", "inspect"},
     "notebook_support": {"inspect"},
     "artifacts": SHARED | {"evaluation", "export"},
@@ -62,7 +64,7 @@ ALLOWED = {
     "main_job": SHARED | {"training", "evaluation", "export", "inspect", "pipeline"},
     "distillation": SHARED | {"pipeline"},
     "cli": SHARED | {"training", "evaluation", "export", "inspect", "serving", "main_job", "describe", "pipeline",
-                     "artifacts", "distillation"},
+                     "artifacts", "distillation", "pretrained"},
     "__main__": {"cli"},
 }
 
