@@ -17,7 +17,8 @@ Saved as one zip archive (`tokenizer_filename("pretrained")`): the checkpoint's
 SentencePiece models and vocabularies, and `manifest.json` naming them, the
 prefixes and suffixes, the ids left out of detokenized text and the vocabulary
 size. Text is written from the pieces as the checkpoints' tokenizers write it (the
-pieces joined, "▁" as a space, stripped), which assumes SentencePiece models
+pieces joined, "▁" as a space, stripped; NLLB's `tokenizers` version strips only the
+first space, and keeps a text's final space as a "▁" piece), which assumes SentencePiece models
 without byte fallback (those of OPUS-MT, M2M-100 and NLLB have none). Pieces are mapped with the source side's files by `tokenize`, the target
 side's by `tokenize_target`; `detokenize` and `id_to_piece` read target ids.
 """
@@ -49,6 +50,7 @@ class _Side:
         self.language_tags = bool(settings.get("language_tags", False))
         self.prefix = tf.constant(settings.get("prefix", []), tf.int32)
         self.suffix = tf.constant(settings.get("suffix", []), tf.int32)
+        self.trailing_space = settings.get("trailing_space")  # the id of "▁" after a text that ends with a space
         self.sentencepiece = sentencepiece_pieces(files[settings["model"]])
         vocabulary = json.loads(files[settings["vocabulary"]].decode("utf-8"))
         self.table = tf.lookup.StaticHashTable(
@@ -69,6 +71,9 @@ class _Side:
             pieces = tf.concat([tags, pieces], axis=1)
         ids = tf.cast(tf.ragged.map_flat_values(self.table.lookup, pieces), tf.int32)
         batch = tf.shape(strings)[0]
+        if self.trailing_space is not None:  # transformers' fast NLLB tokenizer keeps one "▁" for it; SentencePiece
+            ends = tf.strings.regex_full_match(strings, r"(?s).*\s")  # drops it
+            ids = tf.concat([ids, tf.ragged.boolean_mask(tf.fill([batch, 1], self.trailing_space), ends[:, None])], 1)
         around = [tf.RaggedTensor.from_tensor(tf.tile(part[None], [batch, 1])) for part in (self.prefix, self.suffix)]
         return tf.concat([around[0], ids, around[1]], axis=1)
 
@@ -177,6 +182,8 @@ class PretrainedTokenizer(tf.Module):
         # As the checkpoints' tokenizers write text: the pieces joined, SentencePiece's word marks as spaces (a piece
         # its SentencePiece model lacks, such as a >>xx<< tag, stays as it is).
         text = tf.strings.regex_replace(tf.strings.reduce_join(pieces, axis=-1), WORD_MARK, " ")
+        if self.manifest.get("strip", "both") == "leading":  # transformers' fast NLLB: the first word's space only
+            return tf.strings.regex_replace(text, "^ ", "", replace_global=False)
         return tf.strings.strip(text)
 
     def id_to_piece(self, ids):

@@ -33,6 +33,7 @@ SWITCHES = {
 SHARED = "model.shared.weight"
 ALIASES = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
 SPM = "sentencepiece.bpe.model"
+WORD_MARK = "\u2581"  # SentencePiece's "▁"
 STANDARD_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 
 
@@ -74,9 +75,13 @@ def tokenizer_files(checkpoint, vocab_size, languages, ids):
     legacy = bool(options.get("legacy_behaviour", False))
     sides = [{"model": SPM, "vocabulary": "vocab.json", "unk": unk, "prefix": [] if legacy else [code],
               "suffix": [ids["eos"], code] if legacy else [ids["eos"]]} for code in (source, target)]
+    fast = checkpoint.has("tokenizer.json") and WORD_MARK in vocabulary  # transformers' NllbTokenizer (tokenizers)
+    for side in sides if fast else ():
+        side["trailing_space"] = vocabulary[WORD_MARK]
     skipped = {vocabulary[token] for token in STANDARD_TOKENS if token in vocabulary} | set(codes.values())
     manifest = {"format": 1, "family": FAMILY, "vocab_size": vocab_size, "source": sides[0], "target": sides[1],
                 "special_ids": {**ids, "unk": unk}, "skipped_ids": sorted(skipped),
+                "strip": "leading" if fast else "both",
                 "languages": {"source": languages[0], "target": languages[1], "target_id": target, "codes": codes}}
     files = {SPM: spm, "vocab.json": json.dumps(vocabulary, ensure_ascii=False).encode("utf-8")}
     return archive_files(manifest, files), unk
