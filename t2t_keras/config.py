@@ -107,7 +107,8 @@ class ModelConfig:
     special_ids: SpecialIds = dataclasses.field(default_factory=SpecialIds)
 
     def __post_init__(self):
-        _check_positive("model", self, "vocab_size", "source_vocab_size", "hidden_dim", "num_layers", "num_decoder_layers", "num_heads",
+        _check_positive("model", self, "vocab_size", "source_vocab_size", "hidden_dim", "num_layers",
+                        "num_decoder_layers", "num_heads",
                         "key_dim", "value_dim", "intermediate_dim", "max_length")
         _check_rate("model", self, "dropout", "attention_dropout", "activation_dropout")
         _check_choice("model", self, "activation", ACTIVATION_CHOICES)
@@ -143,7 +144,8 @@ class ModelConfig:
 
 
 # The switches a single-stack model does not take (build.build_model), with their defaults.
-ENCODER_DECODER_SWITCHES = {"source_vocab_size": None, "scale_embeddings": True, "position_sinusoid": "interleaved", "position_offset": 0,
+ENCODER_DECODER_SWITCHES = {"source_vocab_size": None, "scale_embeddings": True, "position_sinusoid": "interleaved",
+                            "position_offset": 0,
                             "final_logits_bias": False}
 
 

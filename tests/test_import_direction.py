@@ -40,7 +40,7 @@ ALLOWED = {
     "backends": {"errors"},
     "architecture": {"errors"},
     "config_paths": set(),
-    "config": {"errors", "architecture", "config_paths"},
+    "config": {"errors", "architecture", "config_paths", "special_ids"},
     "layers": FOUNDATION,
     "model": FOUNDATION | {"layers"},
     "language_models": FOUNDATION | {"layers", "model"},

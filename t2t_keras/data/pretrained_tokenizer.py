@@ -18,8 +18,9 @@ SentencePiece models and vocabularies, and `manifest.json` naming them, the
 prefixes and suffixes, the ids left out of detokenized text and the vocabulary
 size. Text is written from the pieces as the checkpoints' tokenizers write it (the
 pieces joined, "▁" as a space, stripped; NLLB's `tokenizers` version strips only the
-first space, and keeps a text's final space as a "▁" piece), which assumes SentencePiece models
-without byte fallback (those of OPUS-MT, M2M-100 and NLLB have none). Pieces are mapped with the source side's files by `tokenize`, the target
+first space, and keeps a text's final space as a "▁" piece), which assumes
+SentencePiece models without byte fallback (those of OPUS-MT, M2M-100 and NLLB have
+none). Pieces are mapped with the source side's files by `tokenize`, the target
 side's by `tokenize_target`; `detokenize` and `id_to_piece` read target ids.
 """
 

@@ -75,7 +75,8 @@ class Checkpoint:
 
     def _weight_files(self):
         """The weight files, safetensors first, a sharded checkpoint's from its index."""
-        for single, index in ((SAFETENSORS, SAFETENSORS + ".index.json"), (TORCH_WEIGHTS, TORCH_WEIGHTS + ".index.json")):
+        for single in (SAFETENSORS, TORCH_WEIGHTS):
+            index = single + ".index.json"
             if self.has(single):
                 return [single]
             if self.has(index):
