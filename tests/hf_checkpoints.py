@@ -132,6 +132,30 @@ def nllb_checkpoint(directory, seed=0):
     return directory
 
 
+def m2m100_checkpoint(directory, seed=0):
+    """An M2M-100 checkpoint: fairseq's dictionary in vocab.json, sentencepiece.bpe.model, the language codes
+    `__xx__` after the dictionary (written by `M2M100Tokenizer.save_pretrained`), 8 made-up words after them."""
+    from transformers import M2M100Config, M2M100ForConditionalGeneration, M2M100Tokenizer
+
+    directory = pathlib.Path(directory)
+    work = directory.parent / f"{directory.name}-work"
+    work.mkdir(parents=True)
+    model = train_sentencepiece(work / "sentencepiece.bpe.model", sentences(300, seed=seed + 5), 70, model_type="bpe")
+    processor = spm.SentencePieceProcessor(model_file=str(model))
+    vocabulary = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    for piece in (processor.id_to_piece(i) for i in range(3, processor.get_piece_size())):
+        vocabulary.setdefault(piece, len(vocabulary))
+    (work / "vocab.json").write_text(json.dumps(vocabulary), encoding="utf-8")
+    tokenizer = M2M100Tokenizer(str(work / "vocab.json"), str(model), src_lang="en", tgt_lang="de")
+    tokenizer.save_pretrained(directory)
+    config = M2M100Config(vocab_size=len(vocabulary) + 100 + 8, d_model=16, encoder_layers=2, decoder_layers=1,
+                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                          decoder_ffn_dim=32, max_position_embeddings=64, activation_function="gelu",
+                          scale_embedding=False)
+    _perturbed(M2M100ForConditionalGeneration(config), seed).save_pretrained(directory)
+    return directory
+
+
 def edit_json(path, **changes):
     """Changes keys of a JSON file in place (None removes the key)."""
     path = pathlib.Path(path)

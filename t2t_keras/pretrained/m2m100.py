@@ -12,8 +12,8 @@ with `legacy_behaviour`), and generation forces the target's as the first output
 
 The tokenizer files: `sentencepiece.bpe.model` for the pieces, and their ids from
 `tokenizer.json` (NLLB: the vocabulary and the language codes as added tokens) or
-from `vocab.json` (M2M-100: the codes `__xx__` numbered after it, in the order
-tokenizer_config.json lists them).
+from `vocab.json` (M2M-100: the codes `__xx__` numbered after it, in M2M100Tokenizer's
+order).
 """
 
 import json
@@ -21,6 +21,7 @@ import json
 from t2t_keras.data.pretrained_tokenizer import archive_files
 from t2t_keras.pretrained import settings
 from t2t_keras.pretrained.checkpoint import CheckpointError
+from t2t_keras.pretrained.m2m100_languages import LANGUAGE_CODES
 from t2t_keras.pretrained.weights import EmbeddingNames
 
 FAMILY = "m2m100"
@@ -103,14 +104,15 @@ def _nllb_vocabulary(checkpoint, options):
 
 
 def _m2m_vocabulary(checkpoint, options):
-    """`(piece -> id, code -> id)` as M2M100Tokenizer numbers them: vocab.json, then the codes in listed order."""
+    """`(piece -> id, code -> id)` as M2M100Tokenizer numbers them: vocab.json, then the language codes `__xx__` of
+    its `language_codes` list (m2m100_languages.py)."""
     vocabulary = checkpoint.json("vocab.json", "download the checkpoint's tokenizer files (vocab.json, "
                                                f"{SPM}, tokenizer_config.json) into it")
-    listed = _listed_codes(options)
-    if not listed:
-        raise CheckpointError("tokenizer_config.json lists no language codes (additional_special_tokens): download "
-                              "the checkpoint's tokenizer_config.json into it.")
-    codes = {code: len(vocabulary) + index for index, code in enumerate(listed)}
+    kind = options.get("language_codes", "m2m100")
+    if kind not in LANGUAGE_CODES:
+        raise CheckpointError(f"tokenizer_config.json sets language_codes={kind!r}; M2M100Tokenizer's code lists are "
+                              f"{sorted(LANGUAGE_CODES)}: download the checkpoint's tokenizer_config.json again.")
+    codes = {f"__{code}__": len(vocabulary) + index for index, code in enumerate(LANGUAGE_CODES[kind])}
     return {**vocabulary, **codes}, codes
 
 
