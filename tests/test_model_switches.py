@@ -125,6 +125,16 @@ class ConfigTest(TestCase):
                 with self.assertRaisesRegex(ConfigError, pattern):
                     load_config("tiny", [first] + ([second] if second else []) + ["model.num_heads=1"])
 
+    def test_the_parameter_count_has_the_source_vocabulary_and_the_logits_bias(self):
+        from t2t_keras.params import count_parameters
+
+        for tie in ("target", "none"):
+            config = load_config("tiny", [f"model.tie_embeddings={tie}", "model.source_vocab_size=700",
+                                          "model.final_logits_bias=true"]).model
+            model = build_transformer(config)
+            model.build()
+            self.assertEqual(model.count_params(), count_parameters(config)["total"])
+
     def test_the_loss_and_metrics_skip_the_models_padding_id(self):
         from t2t_keras.training.trainer import compile_model
 
