@@ -93,7 +93,8 @@ class ModelConfig:
     position_encoding: str = "sinusoidal"  # "sinusoidal" (§3.5) or "learned" (Table 3 E)
     max_length: int = 1024  # longest sequence in tokens; sizes learned position tables
     tie_embeddings: str = "all"  # "all" (§3.4), "target" or "none"; single-stack models: tied unless "none"
-    source_vocab_size: typing.Optional[int] = None  # a separate source vocabulary (tie_embeddings target or none)
+    # the source vocabulary's size when it is not the target's (tie_embeddings target or none); None: vocab_size
+    source_vocab_size: typing.Optional[int] = None
     softmax: str = "full"  # "full", or "adaptive" (Grave et al., 2017; encoder-decoder only)
     adaptive_cutoffs: typing.Optional[typing.List[int]] = None  # ids where the adaptive softmax's tail clusters start
     normalize_first: bool = False  # pre-LN instead of the paper's post-LN, with a final LayerNorm per stack

@@ -20,6 +20,7 @@ from t2t_keras.pretrained.importer import import_checkpoint
 from t2t_keras.runs import load_run_model, open_run
 from tests import hf_checkpoints
 from tests.helpers import TestCase, cli_in_process
+from tests.test_model_switches import marian_table
 
 TOLERANCE = 1e-4  # float32 logits, ours against transformers'
 
@@ -255,6 +256,25 @@ class RefusalTest(ImportTestBase):
                      lambda d: os.remove(d / "source.spm"))
         self.refused("no-weights", "holds no weights: expected model.safetensors",
                      lambda d: os.remove(d / "model.safetensors"))
+
+    def test_a_stored_position_table_is_checked(self):
+        from safetensors.numpy import load_file, save_file
+
+        def store(table):
+            def change(directory):
+                tensors = load_file(directory / "model.safetensors")
+                tensors["model.encoder.embed_positions.weight"] = table.astype(np.float32)
+                save_file(tensors, directory / "model.safetensors")
+            return change
+
+        marian = marian_table(64, 16)  # what older Marian checkpoints store: transformers' own table
+        directory = self.root / "positions"
+        shutil.copytree(self.good, directory)
+        store(marian)(directory)
+        import_checkpoint("marian", directory, self.root / "run-positions")
+        interleaved = np.stack([marian[:, :8], marian[:, 8:]], axis=-1).reshape(64, 16)  # §3.5's layout
+        self.refused("interleaved", "model.encoder.embed_positions.weight differs from the sinusoid t2t_keras "
+                                    "computes", store(interleaved))
 
     def test_bfloat16_weights(self):
         import torch

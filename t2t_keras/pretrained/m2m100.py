@@ -66,8 +66,8 @@ def tokenizer_files(checkpoint, vocab_size, languages, ids):
     spm = checkpoint.read(SPM, f"download the checkpoint's {SPM} into it")
     vocabulary, codes = _nllb_vocabulary(checkpoint, options) if checkpoint.has("tokenizer.json") \
         else _m2m_vocabulary(checkpoint, options)
-    source, target = (_language_id(name, language, codes) for name, language in zip(("--source-lang",
-                                                                                        "--target-lang"), languages))
+    flags = ("--source-lang", "--target-lang")
+    source, target = (_language_id(flag, language, codes) for flag, language in zip(flags, languages))
     largest = max(vocabulary.values())
     if largest >= vocab_size:
         raise CheckpointError(f"The tokenizer has id {largest}, but config.json's vocab_size is {vocab_size}: the "
