@@ -13,6 +13,10 @@ ARCHITECTURE_CHOICES = ("encoder_decoder", "decoder_only", "encoder_only")
 TIE_CHOICES = ("all", "target", "none")  # §3.4 shares one matrix between both embeddings and the projection
 SOFTMAX_CHOICES = ("full", "adaptive")  # adaptive: Grave et al., 2017 (layers.AdaptiveSoftmax)
 POSITION_CHOICES = ("sinusoidal", "learned")  # §3.5, and Table 3 row (E)
+# The sinusoid's layout (layers.SinusoidalPositionEncoding): §3.5's interleaved sin/cos; Marian's [sin..., cos...]
+# with the same frequencies; fairseq's [sin..., cos...] with frequencies 10000^(-i / (d/2 - 1)).
+SINUSOID_CHOICES = ("interleaved", "split", "fairseq")
+ACTIVATION_CHOICES = ("relu", "gelu", "swish")  # the feed-forward nonlinearity (§3.3: relu); Keras' names
 
 
 def check_choice(name, value, choices, prefix=""):
@@ -43,10 +47,27 @@ def check_softmax(softmax, tie_embeddings, prefix=""):
         )
 
 
-def check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size):
+def check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size, prefix=""):
     """One shared matrix needs one vocabulary."""
     if tie_embeddings == "all" and source_vocab_size not in (None, vocab_size):
         raise ConfigError(
-            "tie_embeddings='all' shares one vocabulary, but source_vocab_size "
+            f"{prefix}tie_embeddings='all' shares one vocabulary, but {prefix}source_vocab_size "
             f"({source_vocab_size}) != vocab_size ({vocab_size}). Use tie_embeddings='target' or one vocabulary."
         )
+
+
+def check_position_switches(position_encoding, position_sinusoid, position_offset, hidden_dim, prefix=""):
+    """The sinusoid's layout and offset describe the sinusoidal encoding, whose fairseq layout needs d_model >= 4."""
+    check_choice("position_sinusoid", position_sinusoid, SINUSOID_CHOICES, prefix)
+    if isinstance(position_offset, bool) or not isinstance(position_offset, int) or position_offset < 0:
+        raise ConfigError(f"{prefix}position_offset must be an integer >= 0. Received: position_offset="
+                          f"{position_offset!r}")
+    if position_encoding != "sinusoidal" and (position_sinusoid, position_offset) != ("interleaved", 0):
+        raise ConfigError(
+            f"{prefix}position_sinusoid and {prefix}position_offset describe the sinusoidal encoding, but "
+            f"{prefix}position_encoding={position_encoding!r}: set position_encoding=sinusoidal, or leave "
+            "position_sinusoid=interleaved and position_offset=0."
+        )
+    if position_sinusoid == "fairseq" and hidden_dim < 4:
+        raise ConfigError(f"{prefix}position_sinusoid='fairseq' divides by d_model / 2 - 1, so it needs "
+                          f"{prefix}hidden_dim >= 4. Received: hidden_dim={hidden_dim}")

@@ -2,6 +2,7 @@
 
 import dataclasses
 
+from t2t_keras.config import ENCODER_DECODER_SWITCHES
 from t2t_keras.language_models import CausalLanguageModel, MaskedLanguageModel
 from t2t_keras.model import build_transformer
 
@@ -19,8 +20,11 @@ def build_model(model_config, dtype=None, name=None):
         model = build_transformer(model_config, dtype=dtype, name=name or "transformer")
     else:
         arguments = dataclasses.asdict(model_config)
-        for field in ("architecture", "num_decoder_layers", "softmax", "adaptive_cutoffs"):
+        # The encoder-decoder's own fields (the config refuses other values of ENCODER_DECODER_SWITCHES here).
+        for field in ("architecture", "num_decoder_layers", "softmax", "adaptive_cutoffs", "special_ids",
+                      *ENCODER_DECODER_SWITCHES):
             arguments.pop(field)
+        arguments["pad_id"] = model_config.special_ids.pad
         arguments["tie_embeddings"] = arguments["tie_embeddings"] != "none"
         cls = SINGLE_STACK[model_config.architecture]
         model = cls(**arguments, dtype=dtype, name=name or model_config.architecture)

@@ -173,6 +173,13 @@ def cmd_distill(args):
     return 0
 
 
+def cmd_import(args):
+    from t2t_keras.pretrained.importer import import_checkpoint
+
+    print(import_checkpoint(args.family, args.checkpoint, args.run_dir, args.source_lang, args.target_lang))
+    return 0
+
+
 def cmd_main(args):
     from t2t_keras.main_job import format_report, run_main_job
 

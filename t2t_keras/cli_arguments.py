@@ -262,6 +262,15 @@ def build_parser():
     p.add_argument("--shard-sentences", type=int, default=2000,
                    help="sentences per shard of the distilled corpus: a resumed distillation skips the shards done")
 
+    p = commands.add_parser("import", help="make a run directory of a Hugging Face translation checkpoint "
+                                           "(OPUS-MT / Marian, M2M-100, NLLB) that every command takes")
+    p.add_argument("--from", dest="family", required=True, choices=("marian", "m2m100"),
+                   help="marian: MarianMTModel (OPUS-MT); m2m100: M2M100ForConditionalGeneration (M2M-100, NLLB)")
+    p.add_argument("checkpoint", metavar="DIR", help="the checkpoint directory: config.json, weights, tokenizer files")
+    p.add_argument("--run-dir", required=True, help="the new run directory (must not exist)")
+    p.add_argument("--source-lang", help="m2m100: the source language code, e.g. eng_Latn (NLLB) or en (M2M-100)")
+    p.add_argument("--target-lang", help="m2m100: the target language code, forced as the first output token")
+
     p = commands.add_parser("main", help="the main job: train, average, evaluate, export, translate, report")
     _add_config_args(p)
     p.set_defaults(config="mini")

@@ -19,14 +19,18 @@ import yaml
 
 from t2t_keras import config_paths
 from t2t_keras.architecture import (
+    ACTIVATION_CHOICES,
     ARCHITECTURE_CHOICES,
     POSITION_CHOICES,
     TIE_CHOICES,
     check_choice,
+    check_position_switches,
     check_softmax,
+    check_tied_vocabularies,
     head_dims,
 )
 from t2t_keras.errors import ConfigError
+from t2t_keras.special_ids import SpecialIds
 
 logger = logging.getLogger(__name__)
 
@@ -90,16 +94,30 @@ class ModelConfig:
     position_encoding: str = "sinusoidal"  # "sinusoidal" (§3.5) or "learned" (Table 3 E)
     max_length: int = 1024  # longest sequence in tokens; sizes learned position tables
     tie_embeddings: str = "all"  # "all" (§3.4), "target" or "none"; single-stack models: tied unless "none"
+    # the source vocabulary's size when it is not the target's (tie_embeddings target or none); None: vocab_size
+    source_vocab_size: typing.Optional[int] = None
     softmax: str = "full"  # "full", or "adaptive" (Grave et al., 2017; encoder-decoder only)
     adaptive_cutoffs: typing.Optional[typing.List[int]] = None  # ids where the adaptive softmax's tail clusters start
-    normalize_first: bool = False  # pre-LN instead of the paper's post-LN
+    normalize_first: bool = False  # pre-LN instead of the paper's post-LN, with a final LayerNorm per stack
     layer_norm_epsilon: float = 1e-6
+    # The switches an imported checkpoint needs (t2t-keras import); the defaults are the paper's model.
+    scale_embeddings: bool = True  # embeddings times sqrt(d_model) (§3.4); Marian's and fairseq's scale_embedding
+    position_sinusoid: str = "interleaved"  # §3.5's layout; "split" (Marian), "fairseq" (M2M-100, NLLB)
+    position_offset: int = 0  # the first position's index in the sinusoid (fairseq: padding id + 1)
+    final_logits_bias: bool = False  # a trained bias added to the output logits (Marian's final_logits_bias)
+    # pad, unk, bos, eos and decoder_start ids (special_ids.SpecialIds): what the masks and the loss read
+    special_ids: SpecialIds = dataclasses.field(default_factory=SpecialIds)
 
     def __post_init__(self):
-        _check_positive("model", self, "vocab_size", "hidden_dim", "num_layers", "num_decoder_layers", "num_heads",
+        _check_positive("model", self, "vocab_size", "source_vocab_size", "hidden_dim", "num_layers",
+                        "num_decoder_layers", "num_heads",
                         "key_dim", "value_dim", "intermediate_dim", "max_length")
         _check_rate("model", self, "dropout", "attention_dropout", "activation_dropout")
+        _check_choice("model", self, "activation", ACTIVATION_CHOICES)
         _check_choice("model", self, "position_encoding", POSITION_CHOICES)
+        check_position_switches(self.position_encoding, self.position_sinusoid, self.position_offset,
+                                self.hidden_dim, prefix="model.")
+        _check_model_switches(self)
         _check_choice("model", self, "tie_embeddings", TIE_CHOICES)
         _check_choice("model", self, "architecture", ARCHITECTURE_CHOICES)
         check_softmax(self.softmax, self.tie_embeddings, prefix="model.")
@@ -127,13 +145,42 @@ class ModelConfig:
         return self.num_decoder_layers or self.num_layers
 
 
+# The switches a single-stack model does not take (build.build_model), with their defaults.
+ENCODER_DECODER_SWITCHES = {"source_vocab_size": None, "scale_embeddings": True, "position_sinusoid": "interleaved",
+                            "position_offset": 0,
+                            "final_logits_bias": False}
+
+
+def _check_model_switches(model):
+    """`special_ids` as `SpecialIds`, each below the vocabulary size; the imported models' switches checked."""
+    try:
+        object.__setattr__(model, "special_ids", SpecialIds.of(model.special_ids))
+    except ValueError as error:
+        raise ConfigError(f"model.{error}") from None
+    if not isinstance(model.scale_embeddings, bool) or not isinstance(model.final_logits_bias, bool):
+        raise ConfigError("model.scale_embeddings and model.final_logits_bias must be true or false. Received: "
+                          f"scale_embeddings={model.scale_embeddings!r}, final_logits_bias={model.final_logits_bias!r}")
+    check_tied_vocabularies(model.tie_embeddings, model.vocab_size, model.source_vocab_size, prefix="model.")
+    if model.final_logits_bias and model.softmax == "adaptive":
+        raise ConfigError("model.final_logits_bias adds a bias to the full softmax's logits; the adaptive softmax "
+                          "has its own: set model.softmax=full or model.final_logits_bias=false.")
+    largest = max(model.special_ids.to_dict().items(), key=lambda item: item[1])
+    if model.vocab_size is not None and largest[1] >= model.vocab_size:
+        raise ConfigError(f"model.special_ids.{largest[0]}={largest[1]} is not an id of the vocabulary of "
+                          f"model.vocab_size={model.vocab_size}: set the special ids below the vocabulary size.")
+    changed = [key for key, default in ENCODER_DECODER_SWITCHES.items() if getattr(model, key) != default]
+    if model.architecture != "encoder_decoder" and changed:
+        raise ConfigError(f"model.{changed[0]} is a switch of the encoder-decoder (imported checkpoints); a "
+                          f"{model.architecture} model takes its default: remove model.{changed[0]}.")
+
+
 # The values of `data.source`; the corpora prepared from Debian's archive are data/libreoffice.py and
 # data/debian_descriptions.py.
 DATA_SOURCES = ("libreoffice", "debian_descriptions", "text", "tsv", "tfds")
 # `data.pipeline`: how training batches are made (tasks/data_route.py).
 PIPELINE_CHOICES = ("auto", "memory", "prepared")
 # The schemes of `data.tokenizer`; a run directory saved without the key was made with "bpe".
-TOKENIZER_CHOICES = ("bpe", "unigram", "wordpiece")
+TOKENIZER_CHOICES = ("bpe", "unigram", "wordpiece", "pretrained")  # pretrained: an imported checkpoint's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +196,9 @@ class DataConfig:
     dev_files: typing.Optional[typing.List[str]] = None
     test_files: typing.Optional[typing.List[str]] = None
     tfds_name: str = "wmt14_translate/de-en"  # for source: tfds
-    tokenizer: str = "bpe"  # "bpe" (the paper's), "unigram" (SentencePiece) or "wordpiece" (BERT's); data/tokenizers.py
+    # "bpe" (the paper's), "unigram" (SentencePiece), "wordpiece" (BERT's) or "pretrained" (an imported
+    # checkpoint's, t2t-keras import); data/tokenizers.py
+    tokenizer: str = "bpe"
     vocab_size: int = 8000  # shared vocabulary, special ids included (the paper: ~37,000 BPE pieces)
     max_length: int = 128  # training pairs longer than this (tokens, EOS included) are dropped and counted
     batch_tokens: int = 4096  # tokens per side per step (the paper: ~25,000)

@@ -6,13 +6,21 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from t2t_keras.architecture import POSITION_CHOICES, TIE_CHOICES, check_choice, check_softmax, check_tied_vocabularies
+from t2t_keras.architecture import (
+    POSITION_CHOICES,
+    TIE_CHOICES,
+    check_choice,
+    check_position_switches,
+    check_softmax,
+    check_tied_vocabularies,
+)
 from t2t_keras.errors import ConfigError
 from t2t_keras.layers import (
     AdaptiveSoftmax,
     Decoder,
     Encoder,
     LearnedPositionEmbedding,
+    LogitsBias,
     SinusoidalPositionEncoding,
     TokenEmbedding,
     masks,
@@ -21,6 +29,7 @@ from t2t_keras.layers.arguments import constructor_arguments, store_arguments
 from t2t_keras.layers.block import BLOCK_ARGUMENTS
 from t2t_keras.layers.dense import Dense, project
 from t2t_keras.layers.dropout import Dropout
+from t2t_keras.special_ids import SpecialIds
 
 
 class StepOutput(NamedTuple):
@@ -59,11 +68,18 @@ class Transformer(keras.Model):
             defaults to `vocab_size`.
         normalize_first: pre-LN blocks and a final LayerNorm per stack.
         layer_norm_epsilon: LayerNorm epsilon.
-        pad_id: id of the padding token, masked everywhere.
         softmax: "full" (§3.4) or "adaptive" (`AdaptiveSoftmax`, Grave et al.,
             2017), which cannot be tied to the embedding: with it "all" ties
             only the source and target embeddings, and "target" is refused.
         adaptive_cutoffs: where the adaptive softmax's tail clusters start.
+        scale_embeddings: multiply the embeddings by sqrt(d_model) (§3.4).
+        position_sinusoid: the sinusoid's layout, "interleaved" (§3.5), "split"
+            (Marian) or "fairseq" (`SinusoidalPositionEncoding`).
+        position_offset: the sinusoid's index of position 0 (fairseq: 2).
+        final_logits_bias: a trained bias added to the logits (Marian).
+        special_ids: `SpecialIds` (or a mapping of its fields): the padding id
+            is masked everywhere (`pad_id`); the others are the model's to
+            expose (the tokenizer's and the searches' ids). Default: today's.
 
     Call arguments:
         inputs: `(source, target_in)`, integer `(batch, source_len)` and
@@ -86,24 +102,29 @@ class Transformer(keras.Model):
                  key_dim=None, value_dim=None, num_decoder_layers=None, dropout=0.1, attention_dropout=0.0,
                  activation_dropout=0.0, activation="relu", position_encoding="sinusoidal", max_length=1024,
                  tie_embeddings="all", source_vocab_size=None, normalize_first=False, layer_norm_epsilon=1e-6,
-                 pad_id=0, softmax="full", adaptive_cutoffs=None, **kwargs):
+                 softmax="full", adaptive_cutoffs=None, scale_embeddings=True, position_sinusoid="interleaved",
+                 position_offset=0, final_logits_bias=False, special_ids=None, **kwargs):
         super().__init__(**kwargs)
         check_choice("tie_embeddings", tie_embeddings, TIE_CHOICES)
         check_choice("position_encoding", position_encoding, POSITION_CHOICES)
+        check_position_switches(position_encoding, position_sinusoid, position_offset, hidden_dim)
         check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size)
         check_softmax(softmax, tie_embeddings)
         store_arguments(self, Transformer, locals())
+        self.special_ids = SpecialIds.of(special_ids)
         self._make_embeddings()
         self._make_stacks()
 
     def _make_embeddings(self):
         policy = self.dtype_policy
-        self.target_embedding = TokenEmbedding(self.vocab_size, self.hidden_dim, dtype=policy, name="target_embedding")
+        self.target_embedding = TokenEmbedding(self.vocab_size, self.hidden_dim, scale=self.scale_embeddings,
+                                               dtype=policy, name="target_embedding")
         if self.tie_embeddings == "all":
             self.source_embedding = self.target_embedding
         else:
             self.source_embedding = TokenEmbedding(
-                self.source_vocab_size or self.vocab_size, self.hidden_dim, dtype=policy, name="source_embedding"
+                self.source_vocab_size or self.vocab_size, self.hidden_dim, scale=self.scale_embeddings, dtype=policy,
+                name="source_embedding"
             )
         self.output_projection = None
         if self.softmax == "adaptive":
@@ -113,11 +134,14 @@ class Transformer(keras.Model):
             self.output_projection = Dense(
                 self.vocab_size, use_bias=False, dtype=policy, name="output_projection"
             )
+        self.logits_bias = LogitsBias(self.vocab_size, dtype=policy, name="logits_bias") \
+            if self.final_logits_bias else None
         if self.position_encoding == "learned":
             self.source_position = LearnedPositionEmbedding(self.max_length, dtype=policy, name="source_position")
             self.target_position = LearnedPositionEmbedding(self.max_length, dtype=policy, name="target_position")
         else:
-            self.source_position = self.target_position = SinusoidalPositionEncoding(dtype=policy, name="position")
+            self.source_position = self.target_position = SinusoidalPositionEncoding(
+                layout=self.position_sinusoid, offset=self.position_offset, dtype=policy, name="position")
         self.embedding_dropout = Dropout(self.dropout, dtype=policy, name="embedding_dropout")
 
     def _make_stacks(self):
@@ -134,11 +158,17 @@ class Transformer(keras.Model):
             layer.build()
         for layer in {id(x): x for x in (self.source_position, self.target_position)}.values():
             layer.build(shape)
-        if self.output_projection is not None:
-            self.output_projection.build(shape)
+        for layer in (self.output_projection, self.logits_bias):
+            if layer is not None:
+                layer.build(shape)
         self.encoder.build(shape)
         self.decoder.build(shape, shape)
         self.built = True
+
+    @property
+    def pad_id(self):
+        """The padding id, masked everywhere (`special_ids.pad`)."""
+        return self.special_ids.pad
 
     def source_mask(self, source):
         """`(batch, source_len)` boolean mask of real (non-padding) source tokens."""
@@ -185,7 +215,8 @@ class Transformer(keras.Model):
             logits = projection(hidden)
             if output_ids is not None:
                 logits = ops.take(logits, output_ids, axis=-1)
-        return ops.cast(logits, "float32")
+        logits = ops.cast(logits, "float32")
+        return logits if self.logits_bias is None else self.logits_bias(logits, output_ids)
 
     def output_weights(self, output_ids):
         """The output projection's weights of the int32 `(S,)` `output_ids` alone, for `project`: the `(S,
@@ -243,10 +274,15 @@ class Transformer(keras.Model):
     def get_config(self):
         config = super().get_config()
         config.update({name: getattr(self, name) for name in MODEL_ARGUMENTS})
+        config["special_ids"] = self.special_ids.to_dict()
         return config
 
     @classmethod
     def from_config(cls, config):
+        config = dict(config)
+        if "pad_id" in config:  # a model saved before special_ids held its padding id alone
+            ids = SpecialIds.of(config.get("special_ids")).to_dict()
+            config["special_ids"] = {**ids, "pad": config.pop("pad_id")}
         return cls(**config)
 
 

@@ -42,9 +42,13 @@ def count_parameters(model_config):
         counts = {
             "encoder": self_attention_stack,
             "decoder": c.decoder_layers * (2 * attention + feed_forward + 3 * norm) + final_norm,
-            "embeddings": c.vocab_size * d * {"all": 1, "target": 2, "none": 3}[c.tie_embeddings],
+            # target embedding, a source embedding unless tied to it (of its own vocabulary), an untied projection
+            "embeddings": d * (c.vocab_size + (0 if c.tie_embeddings == "all" else c.source_vocab_size or c.vocab_size)
+                               + (c.vocab_size if c.tie_embeddings == "none" else 0)),
             "positions": 2 * positions,
         }
+        if c.final_logits_bias:
+            counts["logits_bias"] = c.vocab_size
         if c.softmax == "adaptive":  # its own output layer instead of the tied or separate projection
             counts["embeddings"] -= c.vocab_size * d if c.tie_embeddings == "none" else 0
             counts["adaptive_softmax"] = adaptive_softmax_params(d, c.vocab_size, c.adaptive_cutoffs or [])

@@ -13,6 +13,10 @@ so the layout is written down once:
     RUN/replicas.json       the replica count of the last training (a resume on another count is not exact)
     RUN/precision.json      the precision, XLA and fusion choices `auto` resolved to (kept on resume)
     RUN/init_from.json      the trained run this one started from (`train --init-from`): its path, weights, steps
+    RUN/pretrained.json     an imported checkpoint (`t2t-keras import`): its directory, name, the sha256 of each file
+                            read, its decoding defaults (generation_config.json) and the languages chosen
+    RUN/tokenizer.zip       an imported checkpoint's tokenizer (data.tokenizer: pretrained): its SentencePiece
+                            models and vocabularies, and a manifest
     RUN/shortlist.npz       the vocabulary shortlist (`t2t-keras shortlist`, data.shortlist), used by
                             `translate --shortlist` and `export --shortlist`
     RUN/distilled/          a student's training data (`t2t-keras distill`): the teacher's translations of its
@@ -107,6 +111,7 @@ class RunDirectory:
         self.shortlist_path = self.path / "shortlist.npz"  # the vocabulary shortlist (t2t-keras shortlist)
         self.distilled_dir = self.path / "distilled"  # a student's data (t2t-keras distill)
         self.distillation_path = self.distilled_dir / "distill.json"  # the teacher's settings, the shards done
+        self.pretrained_path = self.path / "pretrained.json"  # an imported checkpoint's provenance (t2t-keras import)
         self._config = None
 
     def __fspath__(self):  # opens, paths and messages take a RunDirectory where they take its path

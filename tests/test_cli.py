@@ -64,7 +64,7 @@ class DescribeTest(TestCase):
                                  (tokenizer, "encoder_decoder", expected))
         result = run_cli("describe", "--config", "tiny", "--set", "data.tokenizer=sentencepiece")
         self.assertEqual(result.returncode, 2)
-        self.assertIn("data.tokenizer must be one of ['bpe', 'unigram', 'wordpiece']", result.stderr)
+        self.assertIn("data.tokenizer must be one of ['bpe', 'unigram', 'wordpiece', 'pretrained']", result.stderr)
 
     def test_bad_config_is_a_clear_error(self):
         result = run_cli("describe", "--config", "base", "--set", "model.hidden_dim=500")

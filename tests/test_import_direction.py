@@ -10,7 +10,8 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
       -> tasks                                 what differs between translation, lm and mlm; its generator
-      -> training, export, inspect             (none of them imports another)
+      -> training, export, inspect, pretrained (none of them imports another; pretrained: checkpoints of other
+                                               toolkits imported as runs)
       -> artifacts                             any run or export opened, one interface: generate, score
       -> evaluation, serving, pipeline         scoring and serving what artifacts generate; the commands' steps
       -> distillation                          a teacher's translations, then a student trained on them
@@ -39,7 +40,7 @@ ALLOWED = {
     "backends": {"errors"},
     "architecture": {"errors"},
     "config_paths": set(),
-    "config": {"errors", "architecture", "config_paths"},
+    "config": {"errors", "architecture", "config_paths", "special_ids"},
     "layers": FOUNDATION,
     "model": FOUNDATION | {"layers"},
     "language_models": FOUNDATION | {"layers", "model"},
@@ -55,6 +56,7 @@ ALLOWED = {
     "evaluation": SHARED | {"artifacts"},
     "export": SHARED,
     "inspect": SHARED,
+    "pretrained": SHARED,
     "serving": SHARED | {"artifacts", "inspect"},
     "notebook_support": {"inspect"},
     "artifacts": SHARED | {"export"},
@@ -62,7 +64,7 @@ ALLOWED = {
     "main_job": SHARED | {"training", "evaluation", "export", "inspect", "pipeline", "artifacts"},
     "distillation": SHARED | {"pipeline"},
     "cli": SHARED | {"training", "evaluation", "export", "inspect", "serving", "main_job", "describe", "pipeline",
-                     "artifacts", "distillation", "switches", "cli_arguments"},
+                     "artifacts", "distillation", "switches", "cli_arguments", "pretrained"},
     "cli_arguments": {"config"},
     "__main__": {"cli"},
 }

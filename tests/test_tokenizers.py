@@ -218,7 +218,7 @@ class TokenizerConfigTest(TestCase):
         self.assertEqual(load_config("tiny", ["data.tokenizer=wordpiece"]).data.tokenizer, "wordpiece")
 
     def test_unknown_tokenizer_is_a_config_error_naming_the_choices(self):
-        with self.assertRaisesRegex(ConfigError, r"data.tokenizer must be one of \['bpe', 'unigram', 'wordpiece'\]. "
+        with self.assertRaisesRegex(ConfigError, r"data.tokenizer must be one of \['bpe', 'unigram', 'wordpiece', 'pretrained'\]. "
                                                  r"Received: tokenizer='sentencepiece'"):
             load_config("tiny", ["data.tokenizer=sentencepiece"])
         with self.assertRaisesRegex(ConfigError, "data.tokenizer must be one of"):

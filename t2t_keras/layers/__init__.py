@@ -9,6 +9,7 @@ from t2t_keras.layers.encoder import Encoder
 from t2t_keras.layers.encoder_block import EncoderBlock
 from t2t_keras.layers.feed_forward import FeedForward
 from t2t_keras.layers.layer_normalization import LayerNormalization
+from t2t_keras.layers.logits_bias import LogitsBias
 from t2t_keras.layers.multi_head_attention import MultiHeadAttention
 from t2t_keras.layers.position_embedding import LearnedPositionEmbedding
 from t2t_keras.layers.positional_encoding import SinusoidalPositionEncoding
@@ -27,6 +28,7 @@ __all__ = [
     "FeedForward",
     "LayerNormalization",
     "LearnedPositionEmbedding",
+    "LogitsBias",
     "MultiHeadAttention",
     "ScaledDotProductAttention",
     "SinusoidalPositionEncoding",

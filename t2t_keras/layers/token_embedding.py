@@ -10,7 +10,7 @@ from t2t_keras.layers.dense import project
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
 class TokenEmbedding(keras.layers.Layer):
-    """Maps token ids to `hidden_dim` vectors multiplied by sqrt(hidden_dim).
+    """Maps token ids to `hidden_dim` vectors multiplied by sqrt(hidden_dim) (or not, `scale=False`).
 
     The same weight matrix serves as the pre-softmax linear transformation
     through `project()`, so one matrix can be shared by the source embedding,
@@ -33,7 +33,7 @@ class TokenEmbedding(keras.layers.Layer):
         Vaswani et al., 2017, §3.4; Press & Wolf, 2017.
     """
 
-    def __init__(self, vocab_size, hidden_dim, initializer=None, **kwargs):
+    def __init__(self, vocab_size, hidden_dim, initializer=None, scale=True, **kwargs):
         super().__init__(**kwargs)
         if vocab_size <= 0 or hidden_dim <= 0:
             raise ValueError(
@@ -42,6 +42,7 @@ class TokenEmbedding(keras.layers.Layer):
             )
         self.vocab_size = vocab_size
         self.hidden_dim = hidden_dim
+        self.scale = scale
         if initializer is None:
             initializer = keras.initializers.RandomNormal(stddev=hidden_dim**-0.5)
         self.initializer = keras.initializers.get(initializer)
@@ -55,6 +56,8 @@ class TokenEmbedding(keras.layers.Layer):
         # Ids may arrive as floats: Keras' distributed symbolic build averages a batch across replicas.
         token_ids = ops.cast(token_ids, "int32")
         vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), token_ids, axis=0)
+        if not self.scale:
+            return vectors
         return vectors * ops.cast(math.sqrt(self.hidden_dim), self.compute_dtype)
 
     def rows(self, ids):
@@ -91,6 +94,7 @@ class TokenEmbedding(keras.layers.Layer):
                 "vocab_size": self.vocab_size,
                 "hidden_dim": self.hidden_dim,
                 "initializer": keras.initializers.serialize(self.initializer),
+                "scale": self.scale,
             }
         )
         return config

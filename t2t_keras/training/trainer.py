@@ -94,13 +94,14 @@ def compile_model(config, strategy):
             # (counted by callbacks.SkippedUpdates). Built now, so checkpoints hold and restore the scale.
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
-        loss = LabelSmoothedCrossEntropy(epsilon=t.label_smoothing)
+        pad = config.model.special_ids.pad  # the model's padding id: weight 0 in the loss and the metrics
+        loss = LabelSmoothedCrossEntropy(epsilon=t.label_smoothing, pad_id=pad)
         model.compile(
             optimizer=optimizer,
             loss=loss,
             # mlm counts the masked positions only: their sample weights, which Keras gives weighted metrics.
-            **{"weighted_metrics" if task.weighted_metrics else "metrics": [MaskedAccuracy(), Perplexity(),
-                                                                            TokenCount()]},
+            **{"weighted_metrics" if task.weighted_metrics else "metrics": [MaskedAccuracy(pad), Perplexity(pad),
+                                                                            TokenCount(pad)]},
             jit_compile=(jit := _use_jit(config, strategy, precision)),
         )
         # Process-wide, for the training that follows: `train` scopes it (`xla_auto_clustering`).

@@ -1,0 +1,209 @@
+"""The tokenizer of an imported checkpoint (`data.tokenizer: pretrained`): its SentencePiece models, its ids.
+
+A Hugging Face translation checkpoint segments text with SentencePiece but numbers
+the pieces with a vocabulary of its own: OPUS-MT (Marian) with `vocab.json` (and
+`target_vocab.json` when source and target vocabularies are separate), not
+SentencePiece's ids; NLLB and M2M-100 with fairseq's dictionary, SentencePiece's
+ids shifted past fairseq's special tokens, and the language codes after them.
+`PretrainedTokenizer` runs in the TensorFlow graph with stock TF and TF-Text ops:
+TF-Text's `SentencepieceTokenizer` gives the pieces (strings), a
+`tf.lookup.StaticHashTable` maps them to the checkpoint's ids (unknown pieces to its
+unk id), and each side's fixed prefix and suffix ids are added as the checkpoint's
+own tokenizer adds them (Marian: the eos after the pieces; NLLB: the language code
+before them and the eos after). Marian's `>>xx<<` language tag at the start of a
+source passes through as one token, as transformers' `MarianTokenizer` passes it.
+
+Saved as one zip archive (`tokenizer_filename("pretrained")`): the checkpoint's
+SentencePiece models and vocabularies, and `manifest.json` naming them, the
+prefixes and suffixes, the ids left out of detokenized text and the vocabulary
+size. Text is written from the pieces as the checkpoints' tokenizers write it (the
+pieces joined, "▁" as a space, stripped; NLLB's `tokenizers` version strips only the
+first space, and keeps a text's final space as a "▁" piece), which assumes
+SentencePiece models without byte fallback (those of OPUS-MT, M2M-100 and NLLB have
+none). Pieces are mapped with the source side's files by `tokenize`, the target
+side's by `tokenize_target`; `detokenize` and `id_to_piece` read target ids.
+"""
+
+import io
+import json
+import zipfile
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from t2t_keras.data.tokenizer import _SharedModelResource
+from t2t_keras.errors import DataError, VocabularyError
+from t2t_keras.files import write_bytes_atomic
+from t2t_keras.special_ids import SpecialIds
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+SIDES = ("source", "target")
+_LANGUAGE_TAG = r"(?s)^(>>.*?<<)?.*$"  # MarianTokenizer.remove_language_code: ">>" up to the first "<<"
+WORD_MARK = "\u2581"  # SentencePiece's "▁", a space before the piece
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # a fixed time: the same files make the same archive (runs compare its sha256)
+
+
+class _Side:
+    """One side's SentencePiece model and piece -> id table, and the ids around its pieces."""
+
+    def __init__(self, files, settings):
+        self.language_tags = bool(settings.get("language_tags", False))
+        self.prefix = tf.constant(settings.get("prefix", []), tf.int32)
+        self.suffix = tf.constant(settings.get("suffix", []), tf.int32)
+        self.trailing_space = settings.get("trailing_space")  # the id of "▁" after a text that ends with a space
+        self.sentencepiece = sentencepiece_pieces(files[settings["model"]])
+        vocabulary = json.loads(files[settings["vocabulary"]].decode("utf-8"))
+        self.table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(list(vocabulary), tf.string),
+                                                tf.constant(list(vocabulary.values()), tf.int64)),
+            default_value=tf.constant(settings["unk"], tf.int64))  # an unknown piece: the side's unk id
+        self.vocabulary = vocabulary
+
+    def ids(self, strings):
+        """int32 ragged `(batch, (ids))` of a `(batch,)` string tensor."""
+        text = strings
+        if self.language_tags:
+            tag = tf.strings.regex_replace(strings, _LANGUAGE_TAG, r"\1")
+            text = tf.strings.substr(strings, tf.strings.length(tag), tf.strings.length(strings))
+        pieces = self.sentencepiece.tokenize(text)  # ragged tf.string
+        if self.language_tags:
+            tags = tf.ragged.boolean_mask(tag[:, None], tf.not_equal(tag, "")[:, None])
+            pieces = tf.concat([tags, pieces], axis=1)
+        ids = tf.cast(tf.ragged.map_flat_values(self.table.lookup, pieces), tf.int32)
+        batch = tf.shape(strings)[0]
+        if self.trailing_space is not None:  # transformers' fast NLLB tokenizer keeps one "▁" for it; SentencePiece
+            ends = tf.strings.regex_full_match(strings, r"(?s).*\s")  # drops it
+            ids = tf.concat([ids, tf.ragged.boolean_mask(tf.fill([batch, 1], self.trailing_space), ends[:, None])], 1)
+        around = [tf.RaggedTensor.from_tensor(tf.tile(part[None], [batch, 1])) for part in (self.prefix, self.suffix)]
+        return tf.concat([around[0], ids, around[1]], axis=1)
+
+
+def sentencepiece_pieces(model_bytes):
+    """TF-Text's SentencePiece tokenizer of `model_bytes` giving pieces (strings), its model held by name (see
+    `data.tokenizer._SharedModelResource`: it outlives TensorFlow's kernel caches)."""
+    tokenizer = tf_text.SentencepieceTokenizer(model=model_bytes, out_type=tf.string, add_bos=False, add_eos=False)
+    tokenizer._model_resource = _SharedModelResource(model_bytes)
+    return tokenizer
+
+
+class PretrainedTokenizer(tf.Module):
+    """The tokenizer of an imported checkpoint, in the graph (see the module's docstring).
+
+    Args:
+        files: `{name: bytes}`: `manifest.json` and the files it names.
+        name: name of the module.
+
+    Example:
+
+        tokenizer = PretrainedTokenizer.load("RUN/tokenizer.zip")
+        tokenizer.tokenize([">>deu<< Hello."])   # the model's source ids, its eos included
+        tokenizer.detokenize(target_ids)          # the text, special ids left out
+    """
+
+    def __init__(self, files, name=None):
+        super().__init__(name=name)
+        self._files = dict(files)
+        manifest = json.loads(self._files[MANIFEST].decode("utf-8"))
+        _check_manifest(manifest, self._files)
+        self.manifest = manifest
+        self.special_ids = SpecialIds.of(manifest["special_ids"])
+        self._source = _Side(self._files, manifest["source"])
+        self._target = self._source if manifest["target"] == manifest["source"] else \
+            _Side(self._files, manifest["target"])
+        pieces = self._target.vocabulary
+        self._pieces = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(list(pieces.values()), tf.int64),
+                                                tf.constant(list(pieces), tf.string)), default_value="")
+        self._skipped = tf.constant(sorted(set(manifest["skipped_ids"])), tf.int32)
+
+    @classmethod
+    def load(cls, path):
+        """Reads a tokenizer archive written by `save`."""
+        try:
+            with zipfile.ZipFile(path) as archive:
+                return cls({name: archive.read(name) for name in archive.namelist()})
+        except FileNotFoundError:
+            raise DataError(f"Tokenizer archive {path} does not exist: import the checkpoint again "
+                            "(t2t-keras import) or fix the path.") from None
+        except (zipfile.BadZipFile, KeyError) as error:
+            raise VocabularyError(f"{path} is not a tokenizer archive of t2t-keras import ({error}): import the "
+                                  "checkpoint again.") from None
+
+    def save(self, path):
+        """Writes the archive (the same files give the same bytes) to `path` atomically."""
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name in sorted(self._files):
+                archive.writestr(zipfile.ZipInfo(name, _ZIP_TIME), self._files[name], zipfile.ZIP_DEFLATED)
+        write_bytes_atomic(path, buffer.getvalue())
+
+    @property
+    def kind(self):
+        return "pretrained"
+
+    @property
+    def vocab_size(self):
+        """The model's (target) vocabulary size: ids run from 0 to vocab_size - 1."""
+        return int(self.manifest["vocab_size"])
+
+    @property
+    def source_vocab_size(self):
+        """The source embedding's size (the vocabulary size unless the sides have their own)."""
+        return int(self.manifest.get("source_vocab_size", self.manifest["vocab_size"]))
+
+    def tokenize(self, strings):
+        """The model's source ids of `strings` (`[batch]`, or a scalar: a 1-D result), with the checkpoint's
+        prefix (NLLB: the source language) and end of sentence: int32 ragged `[batch, (ids)]`."""
+        return self._each(self._source, strings)
+
+    def tokenize_target(self, strings):
+        """The target ids of `strings` as the checkpoint's tokenizer makes labels (NLLB: the target language
+        first), its end of sentence last."""
+        return self._each(self._target, strings)
+
+    def _each(self, side, strings):
+        strings = tf.convert_to_tensor(strings, tf.string)
+        if strings.shape.rank == 0:
+            return side.ids(strings[tf.newaxis])[0]
+        return side.ids(strings)
+
+    def detokenize(self, ids):
+        """Text of target `ids`, ragged `[batch, (ids)]` or dense `[batch, length]` (1-D: a scalar): everything
+        from the first eos on and the special ids (the checkpoint tokenizer's special tokens) left out."""
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=self.special_ids.pad)
+        ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)
+        if ids.shape.rank == 1:
+            return self.detokenize(ids[tf.newaxis])[0]
+        after_eos = tf.math.cumsum(tf.cast(tf.equal(ids, self.special_ids.eos), tf.int32), axis=1) > 0
+        special = tf.reduce_any(tf.equal(ids[:, :, None], self._skipped[None, None, :]), axis=-1)
+        kept = tf.ragged.boolean_mask(ids, ~(after_eos | special))
+        pieces = tf.ragged.map_flat_values(self._pieces.lookup, tf.cast(kept, tf.int64))
+        # As the checkpoints' tokenizers write text: the pieces joined, SentencePiece's word marks as spaces (a piece
+        # its SentencePiece model lacks, such as a >>xx<< tag, stays as it is).
+        text = tf.strings.regex_replace(tf.strings.reduce_join(pieces, axis=-1), WORD_MARK, " ")
+        if self.manifest.get("strip", "both") == "leading":  # transformers' fast NLLB: the first word's space only
+            return tf.strings.regex_replace(text, "^ ", "", replace_global=False)
+        return tf.strings.strip(text)
+
+    def id_to_piece(self, ids):
+        """The target pieces (`tf.string`) of int ids, with the shape of `ids` ("" for an id without one)."""
+        return self._pieces.lookup(tf.cast(ids, tf.int64))
+
+
+def _check_manifest(manifest, files):
+    """Refuses an archive of another format or one missing a file its manifest names."""
+    if manifest.get("format") != FORMAT:
+        raise VocabularyError(f"The tokenizer archive has format {manifest.get('format')!r}; this version reads "
+                              f"format {FORMAT}: import the checkpoint again with this version.")
+    named = {manifest[side][key] for side in SIDES for key in ("model", "vocabulary")}
+    missing = sorted(named - set(files))
+    if missing:
+        raise VocabularyError(f"The tokenizer archive lacks {missing}, which its manifest names: import the "
+                              "checkpoint again.")
+
+
+def archive_files(manifest, files):
+    """`{name: bytes}` for `PretrainedTokenizer`: `files` and the manifest as JSON."""
+    return {**files, MANIFEST: json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8")}

@@ -1,0 +1,96 @@
+"""A BART-style checkpoint's tensors (Marian, M2M-100, NLLB) set as the weights of our `Transformer`.
+
+Both families name their layers alike: `model.{encoder,decoder}.layers.N.` then
+`self_attn.{q,k,v,out}_proj`, `encoder_attn.*` (decoder only), `fc1`, `fc2` and a
+LayerNorm after (Marian) or before (M2M-100) each: `self_attn_layer_norm`,
+`encoder_attn_layer_norm`, `final_layer_norm`; M2M-100 adds one LayerNorm per stack
+(`model.encoder.layer_norm`). PyTorch's `Linear` stores `(out, in)`: our kernels are
+its transpose. Every tensor must find its variable and every variable its tensor,
+with the shape config.json implies; anything else is refused, naming the tensor.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from t2t_keras.pretrained.checkpoint import CheckpointError
+
+
+class EmbeddingNames(NamedTuple):
+    """The checkpoint's tensors of the embeddings and the output layer."""
+
+    source: str  # the source embedding (when it is not the target's)
+    target: str  # the target embedding (the tied output projection)
+    output: str = "lm_head.weight"  # an untied output projection
+    logits_bias: str = "final_logits_bias"
+
+
+ATTENTION = {"q_proj": "query_dense", "k_proj": "key_dense", "v_proj": "value_dense", "out_proj": "output_dense"}
+
+
+def _dense(dense, prefix):
+    """`(variable, tensor name, transposed)` of one projection."""
+    return [(dense.kernel, prefix + "weight", True), (dense.bias, prefix + "bias", False)]
+
+
+def _norm(norm, prefix):
+    return [(norm.gamma, prefix + "weight", False), (norm.beta, prefix + "bias", False)]
+
+
+def _block(block, prefix, cross):
+    """The assignments of one encoder or decoder block."""
+    pairs = [("self_attn", block.self_attention, block.self_attention_connection)]
+    if cross:
+        pairs.append(("encoder_attn", block.cross_attention, block.cross_attention_connection))
+    found = []
+    for name, attention, connection in pairs:
+        for theirs, ours in ATTENTION.items():
+            found += _dense(getattr(attention, ours), f"{prefix}{name}.{theirs}.")
+        found += _norm(connection.layer_norm, f"{prefix}{name}_layer_norm.")
+    found += _dense(block.feed_forward.inner, prefix + "fc1.") + _dense(block.feed_forward.outer, prefix + "fc2.")
+    return found + _norm(block.feed_forward_connection.layer_norm, prefix + "final_layer_norm.")
+
+
+def assignments(model, embeddings):
+    """`(variable, tensor name, transposed)` for every weight of `model`; `embeddings` names the tensors of the
+    source and target embeddings, the untied output projection and the logits bias (`EmbeddingNames`)."""
+    found = [(model.target_embedding.embeddings, embeddings.target, False)]
+    if model.source_embedding is not model.target_embedding:
+        found.append((model.source_embedding.embeddings, embeddings.source, False))
+    if model.output_projection is not None:
+        found.append((model.output_projection.kernel, embeddings.output, True))
+    if model.logits_bias is not None:
+        found.append((model.logits_bias.bias, embeddings.logits_bias, False))
+    for stack_name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
+        for index, block in enumerate(stack.blocks):
+            found += _block(block, f"model.{stack_name}.layers.{index}.", stack_name == "decoder")
+        if stack.final_norm is not None:
+            found += _norm(stack.final_norm, f"model.{stack_name}.layer_norm.")
+    return found
+
+
+def set_weights(model, tensors, embeddings, ignored=()):
+    """Assigns `tensors` (`{name: float32 array}`) to `model` (built); `ignored`: names read elsewhere or left
+    out on purpose (an alias of a tied matrix, a stored position table that was checked)."""
+    if not any(name.startswith("model.") for name in tensors):  # a base model's, saved without "model."
+        tensors = {"model." + name: value for name, value in tensors.items()}
+    planned = assignments(model, embeddings)
+    missing = sorted({name for _, name, _ in planned if name not in tensors})
+    if missing:
+        raise CheckpointError(f"The checkpoint's weights lack {missing[:4]}{' ...' if len(missing) > 4 else ''}, "
+                              "which its config.json implies: the weights and config.json do not belong together; "
+                              "download both again.")
+    unused = sorted(set(tensors) - {name for _, name, _ in planned} - set(ignored))
+    if unused:
+        raise CheckpointError(f"The checkpoint has weights t2t_keras has no place for: {unused[:4]}"
+                              f"{' ...' if len(unused) > 4 else ''}. Its model differs from the one config.json "
+                              "describes to us (a switch the import does not know): it is not imported.")
+    for variable, name, transposed in planned:
+        value = tensors[name].reshape(-1) if len(variable.shape) == 1 else tensors[name]
+        value = value.T if transposed else value
+        if tuple(value.shape) != tuple(variable.shape):
+            raise CheckpointError(f"The checkpoint's {name} has shape {tensors[name].shape}, but config.json implies "
+                                  f"{tuple(reversed(variable.shape)) if transposed else tuple(variable.shape)}: the "
+                                  "weights and config.json do not belong together; download both again.")
+        variable.assign(np.asarray(value, dtype=np.float32))
+
