@@ -360,12 +360,16 @@ def _export_litert(args, task):
 def cmd_serve(args):
     from t2t_keras.serving.server import serve
 
-    artifact = _opened(args, "serve", args.max_batch_size)
-    if artifact.kind == "run":
-        raise T2TError(f"{artifact.path} is a run directory: serve its export (t2t-keras export --run-dir "
-                       f"{artifact.path} --out DIR).")
-    serve(artifact, host=args.host, port=args.port, model_name=args.model_name,
-          max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
+    def opened():  # called by the server once it listens: it answers "loading" meanwhile
+        artifact = _opened(args, "serve", args.max_batch_size)
+        if artifact.kind == "run":
+            raise T2TError(f"{artifact.path} is a run directory: serve its export (t2t-keras export --run-dir "
+                           f"{artifact.path} --out DIR).")
+        return artifact
+
+    serve(opened, host=args.host, port=args.port, model_name=args.model_name,
+          max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+          drain_seconds=args.drain_seconds)
     return 0
 
 
@@ -622,6 +626,12 @@ def build_parser():
                    help="NAME in /v1/models/NAME:predict (TF Serving's default: default)")
     p.add_argument("--max-batch-size", type=int, default=32, help="sentences batched together at most")
     p.add_argument("--max-wait-ms", type=float, default=10, help="how long a request may wait for others")
+    p.add_argument("--max-queue", type=int,
+                   help="sentences held at once, waiting or being translated; past it a request gets 503 with "
+                        "Retry-After at once (default: 4 x --max-batch-size)")
+    p.add_argument("--drain-seconds", type=float,
+                   help="after SIGTERM or SIGINT, how long accepted requests may take to be answered while new ones "
+                        "get 503; then the server stops (default 20)")
     p.set_defaults(handler=cmd_serve)
 
     p = commands.add_parser("inspect", help="attention heatmaps (PNG) and an interactive HTML page for a sentence")
