@@ -158,7 +158,7 @@ def call(path, payload=None):
         return error.code, json.load(error)
 
 
-deadline = time.monotonic() + 300  # loading and warming up the export takes a few seconds
+deadline = time.monotonic() + 300  # it listens at once; /healthz answers 200 once the export is loaded and warm
 while True:
     if server.poll() is not None:
         raise RuntimeError(f"the server exited with {server.returncode}:\n{server_log.read_text()[-3000:]}")
@@ -209,8 +209,8 @@ for name, route in routes.items():
 # %% [markdown]
 # ## Stopping the server
 #
-# SIGTERM lets uvicorn finish open requests and stop the batcher; it then exits with the signal's
-# status (-15).
+# SIGTERM drains the server: it answers the requests it has accepted, refuses new ones with 503
+# (`/healthz` says "draining"), stops the batcher and exits 0.
 
 # %%
 server.terminate()

@@ -147,8 +147,11 @@ def cmd_serve(args):
     from t2t_keras.artifacts import open_artifact
     from t2t_keras.serving.server import serve
 
-    serve(open_artifact(args.path, batch_size=args.max_batch_size), host=args.host, port=args.port,
-          model_name=args.model_name, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
+    def opened():  # called by the server once it listens: it answers "loading" meanwhile
+        return open_artifact(args.path, batch_size=args.max_batch_size)
+
+    serve(opened, host=args.host, port=args.port, model_name=args.model_name, max_batch_size=args.max_batch_size,
+          max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, drain_seconds=args.drain_seconds)
     return 0
 
 

@@ -22,6 +22,7 @@ from t2t_keras.runs import INSPECTION_DIR
 from t2t_keras.serving import attention_api
 from t2t_keras.serving.server import create_app
 from tests.helpers import TestCase, best_texts, tiny_transformer, toy_pairs
+from tests.test_server import wait_until
 
 SENTENCES = [pair[0] for pair in toy_pairs(4, seed=5)]
 LONG = " ".join(pair[0] for pair in toy_pairs(6))[:200]  # more pieces than the model's max_length of 32
@@ -134,6 +135,8 @@ class AttentionEndpointTest(TestCase):
         copy = SHARED["root"] / "without-model"
         shutil.copytree(SHARED["export_dir"], copy, ignore=shutil.ignore_patterns(INSPECTION_DIR))
         with TestClient(create_app(copy, model_name="toy", warm_up=False)) as client:
+            # A directory is opened once the server runs: /healthz says "loading" until then.
+            wait_until(lambda: client.get("/healthz").status_code == 200, "the export did not load")
             response = post_attention(client, {"instances": [{"inputs": "a", "targets": "b"}]})
         self.assertEqual(response.status_code, 501)
         self.assertRegex(response.json()["error"], "cannot show attention.*assets.extra/model.keras")

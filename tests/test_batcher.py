@@ -8,7 +8,7 @@ import asyncio
 import threading
 import unittest
 
-from t2t_keras.serving.batcher import SHUTTING_DOWN, RequestBatcher
+from t2t_keras.serving.batcher import SHUTTING_DOWN, Overloaded, RequestBatcher
 
 
 class FakeModel:
@@ -131,6 +131,41 @@ class RequestBatcherTest(unittest.TestCase):
         results = self.run_with(model, scenario, max_wait_ms=0)
         self.assertTrue(all(isinstance(r, RuntimeError) and SHUTTING_DOWN in str(r) for r in results), results)
 
+    def test_requests_past_max_queue_are_refused_at_once(self):
+        model = FakeModel()
+
+        async def scenario(batcher):
+            tasks = await queue_behind_a_running_batch(batcher, model, [(["b"], "p")])  # holds 2 sentences
+            refused = await asyncio.gather(batcher.submit(["c"], "p"), return_exceptions=True)  # the model is held
+            held = batcher.stats()
+            model.release.set()
+            answers = await asyncio.gather(*tasks)
+            after = await batcher.submit(["d", "e"], "p")  # the answered requests no longer count
+            return refused[0], held, answers, after, batcher.stats()
+
+        refused, held, answers, after, stats = self.run_with(model, scenario, max_batch_size=1, max_wait_ms=0,
+                                                             max_queue=2)
+        self.assertIsInstance(refused, Overloaded)
+        self.assertRegex(str(refused), "2 sentences are waiting or being translated.*at most 2 \\(max_queue\\)")
+        self.assertIsInstance(refused.retry_after, int)
+        self.assertGreaterEqual(refused.retry_after, 1)
+        self.assertEqual((held["queued_sentences"], held["rejected_requests"], held["max_queue"]), (2, 1, 2))
+        self.assertEqual([a["translations"] for a in answers], [["A"], ["B"]])
+        self.assertEqual(after["translations"], ["D", "E"])
+        self.assertEqual((stats["queued_sentences"], stats["rejected_sentences"]), (0, 1))
+        self.assertEqual([sentences for sentences, _ in model.calls], [["a"], ["b"], ["d", "e"]])  # c never ran
+
+    def test_a_request_larger_than_the_queue_is_taken_when_nothing_is_held(self):
+        model = FakeModel()
+
+        async def scenario(batcher):
+            return await batcher.submit(list("abc"), "p")
+
+        self.assertEqual(self.run_with(model, scenario, max_queue=2)["translations"], list("ABC"))
+
+    def test_the_default_queue_holds_four_batches(self):
+        self.assertEqual(RequestBatcher(FakeModel().run_batch, max_batch_size=8).max_queue, 32)
+
     def test_submit_before_start_is_an_error(self):
         async def scenario():
             return await RequestBatcher(FakeModel().run_batch).submit(["a"], "p")
@@ -141,6 +176,8 @@ class RequestBatcherTest(unittest.TestCase):
     def test_rejects_bad_limits(self):
         with self.assertRaisesRegex(ValueError, "max_batch_size=0"):
             RequestBatcher(FakeModel().run_batch, max_batch_size=0)
+        with self.assertRaisesRegex(ValueError, "max_queue=0"):
+            RequestBatcher(FakeModel().run_batch, max_queue=0)
 
 
 if __name__ == "__main__":

@@ -189,6 +189,8 @@ class ConversionTest(TestCase):
 
         import httpx
 
+        from tests.test_server import wait_until_ready
+
         command = [sys.executable, "-m", "t2t_keras", "serve", "--ctranslate2", str(self.export(next(iter(VARIANTS)))),
                    "--port", "0", "--max-wait-ms", "1"]
         process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
@@ -202,6 +204,7 @@ class ConversionTest(TestCase):
                     port = int(match.group(1))
                     break
             self.assertIsNotNone(port, "the server did not start")
+            wait_until_ready(f"http://127.0.0.1:{port}")  # it listens while the model loads
             answer = httpx.post(f"http://127.0.0.1:{port}/v1/models/default:predict",
                                 json={"instances": self.sentences[:2] + [""]}, timeout=120)
             self.assertEqual(answer.status_code, 200)

@@ -17,9 +17,9 @@ from t2t_keras.fast_path import (
     set_auto_clustering,
     xla_auto_clustering,
 )
+from t2t_keras.switches.xla import XLA_CPU_FLAGS, prepare_xla_flags
 from t2t_keras.training import precision
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
-from t2t_keras.switches.xla import XLA_CPU_FLAGS, prepare_xla_flags
 from tests.helpers import TestCase
 
 AVX2_CPU = Hardware(cpu_flags=frozenset({"sse4_2", "avx", "avx2", "fma"}))

@@ -106,6 +106,36 @@ def toy_export(root, vocab_size=100, max_length=32, max_beam_size=2, max_extra_l
                              request=GenerationRequest(beam_size=max_beam_size, max_extra_length=max_extra_length))
 
 
+def wait_until(condition, message, timeout=TIMEOUT):
+    """Polls `condition()` until it is true; fails with `message` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(0.02)
+
+
+def wait_until_ready(base_url):
+    """Waits until `GET /healthz` answers 200: the server listens before its export has loaded."""
+    wait_until(lambda: httpx.get(base_url + "/healthz", timeout=TIMEOUT).status_code == 200,
+               f"{base_url} did not become ready")
+
+
+def port_from_log(process):
+    """The port of a `serve` process, from uvicorn's start-up line on its stderr."""
+    deadline = time.monotonic() + TIMEOUT
+    lines = []
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line and process.poll() is not None:
+            break
+        lines.append(line)
+        match = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", line)
+        if match:
+            return int(match.group(1))
+    raise AssertionError("the server did not start:\n" + "".join(lines[-30:]))
+
+
 def start_server(app):
     """Serves `app` on a free loopback port in a thread; returns `(server, thread, base_url)`."""
     sock = free_socket()
@@ -204,7 +234,8 @@ class ServeProcessTest(TestCase):
                                        stdout=subprocess.DEVNULL, text=True,
                                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
             try:
-                port = self.wait_for_port(process)
+                port = port_from_log(process)
+                wait_until_ready(f"http://{HOST}:{port}")
                 answer = httpx.post(f"http://{HOST}:{port}/v1/models/default:predict",
                                     json={"instances": ["the cat", ""]}, timeout=TIMEOUT)
                 self.assertEqual(answer.status_code, 200)
@@ -216,20 +247,6 @@ class ServeProcessTest(TestCase):
                     process.kill()
                 process.wait()
                 process.stderr.close()
-
-    def wait_for_port(self, process):
-        """The port from uvicorn's start-up line on stderr."""
-        deadline = time.monotonic() + TIMEOUT
-        lines = []
-        while time.monotonic() < deadline:
-            line = process.stderr.readline()
-            if not line and process.poll() is not None:
-                break
-            lines.append(line)
-            match = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", line)
-            if match:
-                return int(match.group(1))
-        self.fail("the server did not start:\n" + "".join(lines[-30:]))
 
 
 class RestFormatTest(TestCase):

@@ -1,6 +1,6 @@
 """An HTTP server speaking TensorFlow Serving's REST API (Starlette on uvicorn), for every kind of export.
 
-    serve("exports/base", port=8501)        # blocks; Ctrl+C or SIGTERM stops it cleanly
+    serve("exports/base", port=8501)        # blocks; SIGTERM or Ctrl+C drains it, then it stops
 
 It serves what `artifacts.open_artifact` opens of an export: a translation SavedModel, a
 CTranslate2 model (the same API), a LiteRT file, or an lm's continuation SavedModel, whose
@@ -22,18 +22,25 @@ served version is 1):
 * `GET /`: a page to try the model in a browser (see `live_page`), and
   `GET /attention?inputs=...&targets=...`: `inspect`'s HTML view of one
   sentence pair (every attention kind, layer and head).
-* `GET /healthz`: 200 `{"status": "ok"}` while the server can translate.
-* `GET /statz`: batching counters (requests, batches, batched_requests, ...).
+* `GET /healthz`: 200 `{"status": "ok"}` while the server takes requests;
+  503 `{"status": "loading"}` or `{"status": "draining"}` otherwise.
+* `GET /statz`: the status, batching counters (requests, batches,
+  batched_requests, ..., rejected_requests: refused because the queue was
+  full) and the requests refused while loading or draining.
 
 Concurrent requests with equal decoding parameters are translated together
 (see `batcher.RequestBatcher`: at most `max_batch_size` sentences, waiting at
 most `max_wait_ms` for company). Bad requests get HTTP 400 and `{"error":
-...}`; the server keeps serving.
+...}`; the server keeps serving. Past `max_queue` sentences held (waiting or
+being translated), a request gets HTTP 503 at once, with `Retry-After`
+(seconds) and `{"error": ...}`.
+
+The server listens before the export is loaded (see `served_model`), and a
+SIGTERM or SIGINT drains it before it stops (see `lifecycle`): meanwhile the
+requests that need the model get 503 with `Retry-After`.
 """
 
-import contextlib
 import logging
-import os
 
 import tensorflow as tf
 import uvicorn
@@ -42,57 +49,55 @@ from starlette.exceptions import HTTPException
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
-from t2t_keras.artifacts import open_artifact
 from t2t_keras.decoding.request import Generation
 from t2t_keras.errors import T2TError
 from t2t_keras.inspect.html_view import render_html
 from t2t_keras.serving import attention_api, rest_api
-from t2t_keras.serving.batcher import RequestBatcher
+from t2t_keras.serving.batcher import Overloaded, ShuttingDown
+from t2t_keras.serving.lifecycle import DRAINING, MODEL_STATES, REFUSAL_RETRY_SECONDS, SERVING, DrainingServer
 from t2t_keras.serving.live_page import page_routes
+from t2t_keras.serving.served_model import ServedModel
 
 logger = logging.getLogger(__name__)
 
 MODEL_VERSION = "1"
+UNAVAILABLE = (Overloaded, ShuttingDown)  # answered with 503 by `_Handlers._taken`, not as failures
 DEFAULT_MODEL_NAME = "default"  # TF Serving's default --model_name
 
 
 def serve(export, host="127.0.0.1", port=8501, model_name=DEFAULT_MODEL_NAME, max_batch_size=32,
-          max_wait_ms=10, log_level="info", **limits):
-    """Loads the export (a path, or an artifact `open_artifact` gave) and serves it until interrupted.
+          max_wait_ms=10, log_level="info", max_queue=None, drain_seconds=None, **limits):
+    """Serves the export until SIGTERM or SIGINT, then drains and returns.
 
-    See the module docstring. `limits` are `rest_api.Limits` fields:
-    `max_request_bytes`, `max_instances`, `max_sentence_chars`. Port 0 picks
-    a free port (logged). SIGINT or SIGTERM stops it cleanly.
+    `export`: an export directory or a function that opens one (both loaded
+    after the port opens), or an opened export (see `served_model`). See the
+    module docstring. `max_queue`: most sentences held at once (None: four
+    batches, see `batcher`); `drain_seconds`: how long accepted requests may
+    take after the signal (None: `lifecycle.DEFAULT_DRAIN_SECONDS`).
+    `limits` are `rest_api.Limits` fields: `max_request_bytes`,
+    `max_instances`, `max_sentence_chars`. Port 0 picks a free port (logged).
+
+    Raises:
+        the error that stopped the export from loading (the server stops then).
     """
-    app = create_app(export, model_name, max_batch_size, max_wait_ms, **limits)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    app = create_app(export, model_name, max_batch_size, max_wait_ms, max_queue=max_queue, **limits)
+    model = app.state.model
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level)
+    DrainingServer(config, model.lifecycle, model.stop, drain_seconds).run()
+    if model.lifecycle.load_error is not None:
+        raise model.lifecycle.load_error
 
 
-def create_app(artifact, model_name=DEFAULT_MODEL_NAME, max_batch_size=32, max_wait_ms=10, warm_up=True, **limits):
-    """The Starlette application serving `artifact` (an export `open_artifact` opened, or its path).
+def create_app(export, model_name=DEFAULT_MODEL_NAME, max_batch_size=32, max_wait_ms=10, warm_up=True,
+               max_queue=None, **limits):
+    """The Starlette application serving `export` (see `served_model.ServedModel`, which takes the other arguments).
 
-    The batcher starts and stops with the application (its lifespan); with
-    `warm_up`, one sentence is translated at start-up so the first request
-    does not pay for preparing the search. `app.state.batcher` holds the batcher.
+    The export loads and the batcher starts and stops with the application (its
+    lifespan). `app.state.model` holds the `ServedModel`, `app.state.batcher`
+    its batcher.
     """
-    if isinstance(artifact, (str, os.PathLike)):
-        artifact = open_artifact(artifact, batch_size=max_batch_size)
-    if artifact.kind == "run":
-        raise T2TError(f"{artifact.path} is a run directory: serve its export (t2t-keras export --run-dir "
-                       f"{artifact.path} --out DIR).")
-    batcher = RequestBatcher(lambda lines, request: artifact.generate(lines, request)._asdict(), max_batch_size,
-                             max_wait_ms)
-    handlers = _Handlers(artifact, batcher, model_name, rest_api.Limits(**limits))
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app):
-        await batcher.start()
-        if warm_up:
-            await batcher.run_in_thread(artifact.generate, ["warm-up"], artifact.defaults)
-        logger.info("Serving %s as model %r.", artifact.path, model_name)
-        yield
-        await batcher.stop()
-
+    model = ServedModel(export, max_batch_size, max_wait_ms, max_queue, warm_up)
+    handlers = _Handlers(model, model_name, rest_api.Limits(**limits))
     routes = [
         Route("/healthz", handlers.health, methods=["GET"]),
         Route("/statz", handlers.stats, methods=["GET"]),
@@ -105,37 +110,78 @@ def create_app(artifact, model_name=DEFAULT_MODEL_NAME, max_batch_size=32, max_w
         Route("/attention", handlers.attention_page, methods=["GET"]),
         *page_routes(),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error})
-    app.state.batcher = batcher
+    app = Starlette(routes=routes, lifespan=model.lifespan, exception_handlers={HTTPException: _http_error})
+    app.state.model = model
+    app.state.batcher = model.batcher
     return app
 
 
 class _Handlers:
-    """The endpoints, sharing the artifact, the batcher and the limits."""
+    """The endpoints, sharing the served model and the limits.
 
-    def __init__(self, artifact, batcher, model_name, limits):
-        self.artifact = artifact
-        self.batcher = batcher
+    The endpoints that need the model answer through `_taken`: 503 while the
+    server loads or drains, else counted as accepted until answered.
+    """
+
+    def __init__(self, model, model_name, limits):
+        self.model = model
+        self.lifecycle = model.lifecycle
+        self.batcher = model.batcher
         self.model_name = model_name
         self.limits = limits
-        self.attention_model = attention_api.AttentionModel(artifact.path)
+
+    @property
+    def artifact(self):
+        return self.model.artifact
 
     async def health(self, request):
+        if self.lifecycle.status != SERVING:
+            return JSONResponse({"status": self.lifecycle.status}, status_code=503)
         if not self.batcher.running:
             return _error("The server is not running its translation worker.", 503)
         return JSONResponse({"status": "ok"})
 
     async def stats(self, request):
-        return JSONResponse({"model_name": self.model_name, "batching": self.batcher.stats()})
+        return JSONResponse({"model_name": self.model_name, "status": self.lifecycle.status,
+                             "batching": self.batcher.stats(), "requests": self.lifecycle.stats()})
 
     async def status(self, request):
         self._check_model(request)
-        state = "AVAILABLE" if self.batcher.running else "UNAVAILABLE"
+        working = self.lifecycle.status != SERVING or self.batcher.running
+        state = MODEL_STATES[self.lifecycle.status] if working else "UNAVAILABLE"
         return JSONResponse({"model_version_status": [
             {"version": MODEL_VERSION, "state": state, "status": {"error_code": "OK", "error_message": ""}}]})
 
     async def metadata(self, request):
         self._check_model(request)
+        return await self._taken(self._metadata, request)
+
+    async def predict(self, request):
+        self._check_model(request)
+        return await self._taken(self._predict, request)
+
+    async def attention(self, request):
+        self._check_model(request)
+        return await self._taken(self._attention, request)
+
+    async def attention_page(self, request):
+        """`GET /attention?inputs=...&targets=...`: `inspect`'s interactive page of one sentence pair."""
+        return await self._taken(self._attention_page, request)
+
+    async def _taken(self, answer, request):
+        """`answer(request)` if the server takes requests now, else 503; 503 too when the queue is full."""
+        refusal = self.lifecycle.refusal()
+        if refusal is not None:
+            return _unavailable(refusal, REFUSAL_RETRY_SECONDS, close=self.lifecycle.status == DRAINING)
+        with self.lifecycle.accepted():
+            try:
+                return await answer(request)
+            except Overloaded as error:
+                return _unavailable(str(error), error.retry_after)
+            except ShuttingDown as error:
+                return _unavailable(str(error), REFUSAL_RETRY_SECONDS, close=True)
+
+    async def _metadata(self, request):
         return JSONResponse({
             "model_spec": {"name": self.model_name, "signature_name": "", "version": MODEL_VERSION},
             "metadata": {
@@ -145,39 +191,43 @@ class _Handlers:
             },
         })
 
-    async def predict(self, request):
-        self._check_model(request)
+    async def _predict(self, request):
         try:
             parsed = rest_api.parse_predict_request(await self._body(request), self.limits,
                                                     rest_api.parameter_names(self.artifact),
                                                     self.artifact.signature_names)
             generation_request = self.artifact.request(**parsed.params, constraints=parsed.constraints)
             if parsed.constraints is not None:  # a batch of its own: its lines carry their terms
-                result = await self.batcher.run_in_thread(self.artifact.generate, parsed.sentences,
-                                                          generation_request)
+                with self.batcher.holding(len(parsed.sentences)):
+                    result = await self.batcher.run_in_thread(self.artifact.generate, parsed.sentences,
+                                                              generation_request)
             else:
                 result = Generation(**await self.batcher.submit(parsed.sentences, generation_request))
         except (T2TError, tf.errors.InvalidArgumentError) as error:
             return _error(str(error), 400)
+        except UNAVAILABLE:
+            raise
         except Exception as error:  # noqa: BLE001 -- the server answers and keeps serving
             logger.exception("Translation failed.")
             return _error(f"Translation failed: {error}", 500)
         outputs = rest_api.predict_outputs(result, generation_request, self.artifact.task)
         return JSONResponse(rest_api.format_predict_response(outputs, parsed.columnar))
 
-    async def attention(self, request):
-        self._check_model(request)
+    async def _attention(self, request):
         try:
             parsed = attention_api.parse_attention_request(await self._body(request), self.limits)
             maps = await self._attention_maps(parsed)
+        except UNAVAILABLE:
+            raise
         except Exception as error:  # noqa: BLE001 -- the server answers and keeps serving
             return _error(*_attention_failure(error))
         return JSONResponse(attention_api.format_attention_response(maps, parsed.kinds, parsed.sentences))
 
-    async def attention_page(self, request):
-        """`GET /attention?inputs=...&targets=...`: `inspect`'s interactive page of one sentence pair."""
+    async def _attention_page(self, request):
         try:
             maps = await self._attention_maps(attention_api.parse_attention_query(request.query_params, self.limits))
+        except UNAVAILABLE:
+            raise
         except Exception as error:  # noqa: BLE001 -- the server answers and keeps serving
             message, status = _attention_failure(error)
             return PlainTextResponse(message, status_code=status)
@@ -190,7 +240,8 @@ class _Handlers:
                 f"This server serves a {self.artifact.task} export: attention is drawn for translation exports, "
                 "which have a source, a target and the cross attention between them.")
         targets = await self._translate_missing(parsed.sentences, parsed.targets)
-        return await self.batcher.run_in_thread(self.attention_model.maps, parsed.sentences, targets)
+        with self.batcher.holding(len(parsed.sentences)):
+            return await self.batcher.run_in_thread(self.model.attention_model.maps, parsed.sentences, targets)
 
     async def _translate_missing(self, sentences, targets):
         """`targets` with each None replaced by the best translation `:predict` gives with the defaults."""
@@ -241,3 +292,9 @@ async def _http_error(request, error):
 
 def _error(message, status):
     return JSONResponse({"error": message}, status_code=status)
+
+
+def _unavailable(message, retry_after, close=False):
+    """503 with Retry-After (whole seconds); `close`: the client should not send more on this connection."""
+    headers = {"Retry-After": str(retry_after), **({"Connection": "close"} if close else {})}
+    return JSONResponse({"error": message}, status_code=503, headers=headers)
