@@ -233,12 +233,10 @@ def build_parser():
                    help="NAME in /v1/models/NAME:predict (TF Serving's default: default)")
     p.add_argument("--max-batch-size", type=int, default=32, help="sentences batched together at most")
     p.add_argument("--max-wait-ms", type=float, default=10, help="how long a request may wait for others")
-    p.add_argument("--max-queue", type=int,
-                   help="sentences held at once, waiting or being translated; past it a request gets 503 with "
-                        "Retry-After at once (default: 4 x --max-batch-size)")
-    p.add_argument("--drain-seconds", type=float,
-                   help="after SIGTERM or SIGINT, how long accepted requests may take to be answered while new ones "
-                        "get 503; then the server stops (default 20)")
+    p.add_argument("--max-queue", type=int, help="sentences held, waiting or translated; past it 503 with Retry-After "
+                                                 "at once (default: 4 x --max-batch-size)")
+    p.add_argument("--drain-seconds", type=float, help="after SIGTERM or SIGINT, how long accepted requests may "
+                                                       "take while new ones get 503 (default 20)")
 
     p = commands.add_parser("inspect", help="attention heatmaps (PNG) and an interactive HTML page for a sentence")
     where = p.add_mutually_exclusive_group(required=True)

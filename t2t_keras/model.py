@@ -6,14 +6,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from t2t_keras.architecture import (
-    POSITION_CHOICES,
-    TIE_CHOICES,
-    check_choice,
-    check_position_switches,
-    check_softmax,
-    check_tied_vocabularies,
-)
+from t2t_keras import architecture
 from t2t_keras.errors import ConfigError
 from t2t_keras.layers import (
     AdaptiveSoftmax,
@@ -105,11 +98,11 @@ class Transformer(keras.Model):
                  softmax="full", adaptive_cutoffs=None, scale_embeddings=True, position_sinusoid="interleaved",
                  position_offset=0, final_logits_bias=False, special_ids=None, **kwargs):
         super().__init__(**kwargs)
-        check_choice("tie_embeddings", tie_embeddings, TIE_CHOICES)
-        check_choice("position_encoding", position_encoding, POSITION_CHOICES)
-        check_position_switches(position_encoding, position_sinusoid, position_offset, hidden_dim)
-        check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size)
-        check_softmax(softmax, tie_embeddings)
+        architecture.check_choice("tie_embeddings", tie_embeddings, architecture.TIE_CHOICES)
+        architecture.check_choice("position_encoding", position_encoding, architecture.POSITION_CHOICES)
+        architecture.check_position_switches(position_encoding, position_sinusoid, position_offset, hidden_dim)
+        architecture.check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size)
+        architecture.check_softmax(softmax, tie_embeddings)
         store_arguments(self, Transformer, locals())
         self.special_ids = SpecialIds.of(special_ids)
         self._make_embeddings()

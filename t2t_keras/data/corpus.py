@@ -1,6 +1,7 @@
 """A prepared parallel corpus on disk: one sentence per line, one file per split and language."""
 
 import dataclasses
+import datetime
 import json
 import os
 import pathlib
@@ -50,6 +51,13 @@ class ParallelCorpus:
         """True when ``SOURCE.json`` and every split file exist."""
         paths = [path for split in SPLITS for path in self.files(split)]
         return (self.directory / METADATA_FILE).is_file() and all(p.is_file() for p in paths)
+
+
+def split_summary(splits, stats) -> dict:
+    """What every corpus's metadata says of its splits: the pairs of each, the pairs dropped and why, and when the
+    corpus was made."""
+    return {"counts": {split: len(pairs) for split, pairs in splits.items()}, "dropped": dict(sorted(stats.items())),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
 def corpora_dir() -> pathlib.Path:

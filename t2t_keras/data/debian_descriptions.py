@@ -30,14 +30,13 @@ the pairs holding them are counted as kind ``verbatim``.
 """
 
 import collections
-import datetime
 import hashlib
 import logging
 import pathlib
 import typing
 
 from t2t_keras.data import apt_translations
-from t2t_keras.data.corpus import METADATA_FILE, SPLITS, ParallelCorpus, corpora_dir, write_corpus
+from t2t_keras.data.corpus import METADATA_FILE, SPLITS, ParallelCorpus, corpora_dir, split_summary, write_corpus
 from t2t_keras.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -231,9 +230,7 @@ def _metadata(index_files, splits, descriptions, stats) -> dict:
             "dev_per_mille": DEV_PER_MILLE,
             "test_per_mille": TEST_PER_MILLE,
         },
-        "counts": {split: len(splits[split]) for split in SPLITS},
         "packages": {split: len({p.package for p in splits[split]}) for split in SPLITS},
         "kinds": {split: {kind: sum(p.kind == kind for p in splits[split]) for kind in KINDS} for split in SPLITS},
-        "dropped": dict(sorted(stats.items())),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **split_summary({split: splits[split] for split in SPLITS}, stats),
     }

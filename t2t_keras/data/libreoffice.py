@@ -17,7 +17,6 @@ machine from the distribution's own mirror, without other downloads:
 """
 
 import collections
-import datetime
 import hashlib
 import logging
 import pathlib
@@ -30,7 +29,7 @@ import typing
 import tqdm
 
 from t2t_keras.data import help_html
-from t2t_keras.data.corpus import METADATA_FILE, SPLITS, ParallelCorpus, corpora_dir, write_corpus
+from t2t_keras.data.corpus import METADATA_FILE, SPLITS, ParallelCorpus, corpora_dir, split_summary, write_corpus
 from t2t_keras.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
@@ -110,10 +109,8 @@ def _build(target_lang, work_dir, progress):
             "dev_size": DEV_SIZE,
             "test_size": TEST_SIZE,
         },
-        "counts": {split: len(splits[split]) for split in SPLITS},
         "pages": {split: len({p.page for p in splits[split]}) for split in SPLITS},
-        "dropped": dict(sorted(stats.items())),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **split_summary({split: splits[split] for split in SPLITS}, stats),
     }
     return splits, metadata
 

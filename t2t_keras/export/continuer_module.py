@@ -20,16 +20,11 @@ import tensorflow as tf
 from t2t_keras.decoding.prompting import continue_prompts
 from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.sampling import random_seed
-from t2t_keras.export.signature_functions import SignatureFunctions, function
+from t2t_keras.export.signature_functions import SignatureFunctions, function, scalar_specs
+from t2t_keras.export.translator_module import STRINGS_SPEC
 from t2t_keras.special_ids import PAD_ID
 
-PARAMETER_SPECS = (
-    tf.TensorSpec([], tf.int32, name="max_extra_length"),
-    tf.TensorSpec([], tf.float32, name="temperature"),
-    tf.TensorSpec([], tf.int32, name="top_k"),
-    tf.TensorSpec([], tf.int32, name="seed"),
-)
-STRINGS_SPEC = tf.TensorSpec([None], tf.string, name="inputs")
+PARAMETER_SPECS = scalar_specs(max_extra_length=tf.int32, temperature=tf.float32, top_k=tf.int32, seed=tf.int32)
 
 
 class ContinuerModule(tf.Module):

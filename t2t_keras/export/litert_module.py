@@ -48,15 +48,12 @@ from t2t_keras.decoding.parameters import check_beam_size, check_integer
 from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.export.litert_tokenizer import LiteRTTokenizer
 from t2t_keras.export.search_table import SearchTable
+from t2t_keras.export.signature_functions import scalar_specs
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, prepare_source
 from t2t_keras.special_ids import PAD_ID
 
 SENTENCE_SPEC = tf.TensorSpec([1], tf.string, name="sentence")
-PARAMETER_SPECS = (
-    tf.TensorSpec([], tf.int32, name="beam_size"),
-    tf.TensorSpec([], tf.float32, name="alpha"),
-    tf.TensorSpec([], tf.int32, name="max_extra_length"),
-)
+PARAMETER_SPECS = scalar_specs(beam_size=tf.int32, alpha=tf.float32, max_extra_length=tf.int32)
 
 
 class LiteRTModule(tf.Module):

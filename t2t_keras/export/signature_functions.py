@@ -20,5 +20,10 @@ def function(python_function, input_signature, **options):
     return tf.function(python_function, input_signature=input_signature, autograph=False, **options)
 
 
+def scalar_specs(**dtypes):
+    """The scalar `tf.TensorSpec`s of a signature's parameters, by name in order: `scalar_specs(beam_size=tf.int32)`."""
+    return tuple(tf.TensorSpec([], dtype, name=name) for name, dtype in dtypes.items())
+
+
 class SignatureFunctions:
     """A namespace of a module's tf.functions (`module.functions.translate_ids`, ...), not tracked by saving."""

@@ -77,18 +77,13 @@ from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.decoding.shortlist import ShortlistTable, batch_vocabulary
 from t2t_keras.export.search_table import SearchTable
-from t2t_keras.export.signature_functions import SignatureFunctions, function
+from t2t_keras.export.signature_functions import SignatureFunctions, function, scalar_specs
 from t2t_keras.fast_path import GRAPH_SEARCH_HYPOTHESES
 from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 MAX_BEAM_SIZE = DecodingConfig.max_beam_size  # the config's default, written down once
 
-PARAMETER_SPECS = (
-    tf.TensorSpec([], tf.int32, name="beam_size"),
-    tf.TensorSpec([], tf.float32, name="alpha"),
-    tf.TensorSpec([], tf.int32, name="max_extra_length"),
-    tf.TensorSpec([], tf.int32, name="num_return"),
-)
+PARAMETER_SPECS = scalar_specs(beam_size=tf.int32, alpha=tf.float32, max_extra_length=tf.int32, num_return=tf.int32)
 STRINGS_SPEC = tf.TensorSpec([None], tf.string, name="inputs")
 IDS_SPEC = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 TARGETS_SPEC = tf.TensorSpec([None], tf.string, name="targets")

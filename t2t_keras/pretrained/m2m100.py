@@ -25,12 +25,6 @@ from t2t_keras.pretrained.m2m100_languages import LANGUAGE_CODES
 from t2t_keras.pretrained.weights import EmbeddingNames
 
 FAMILY = "m2m100"
-SWITCHES = {
-    "normalize_before": (True, "post-LN blocks, which Hugging Face's M2M100 model does not build"),
-    "layernorm_embedding": (False, "a LayerNorm on the embeddings (mBART-style)"),
-    "normalize_embedding": (False, "a LayerNorm on the embeddings (mBART-style)"),
-    "add_bias_logits": (False, "a bias inside the output projection"),
-}
 SHARED = "model.shared.weight"
 ALIASES = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
 SPM = "sentencepiece.bpe.model"
@@ -42,7 +36,7 @@ def convert(checkpoint, source_lang=None, target_lang=None):
     """The `settings.Imported` of an M2M-100 / NLLB checkpoint translating `source_lang` into `target_lang`."""
     config = checkpoint.config
     settings.check_model_type(config, "m2m_100", FAMILY)
-    settings.check_switches(config, SWITCHES)
+    settings.check_switches(config, FAMILY)
     pad, eos = settings.one_id(config, "pad_token_id"), settings.one_id(config, "eos_token_id")
     start = settings.one_id(config, "decoder_start_token_id", required=False)
     bos = settings.one_id(config, "bos_token_id", required=False)

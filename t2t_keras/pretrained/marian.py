@@ -17,14 +17,6 @@ from t2t_keras.pretrained.checkpoint import CheckpointError
 from t2t_keras.pretrained.weights import EmbeddingNames
 
 FAMILY = "marian"
-# config.json switches Hugging Face's Marian model reads or ignores, which would make another model than ours
-SWITCHES = {
-    "add_bias_logits": (False, "a bias inside the output projection (besides final_logits_bias)"),
-    "normalize_embedding": (False, "a LayerNorm on the embeddings (mBART's layernorm_embedding)"),
-    "static_position_embeddings": (True, "learned position embeddings instead of Marian's sinusoids"),
-    "normalize_before": (False, "pre-LN blocks, which Hugging Face's MarianMTModel does not build either"),
-    "add_final_layer_norm": (False, "a final LayerNorm per stack, which Hugging Face's MarianMTModel does not build"),
-}
 POSITION_TABLES = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
 SHARED = "model.shared.weight"
 SIDE_EMBEDDINGS = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
@@ -34,7 +26,7 @@ def convert(checkpoint, source_lang=None, target_lang=None):
     """The `settings.Imported` of a Marian checkpoint; its tokenizer files are read here."""
     config = checkpoint.config
     settings.check_model_type(config, "marian", FAMILY)
-    settings.check_switches(config, SWITCHES)
+    settings.check_switches(config, FAMILY)
     if source_lang is not None or target_lang is not None:
         raise CheckpointError("--source-lang and --target-lang are for NLLB / M2M-100 checkpoints: an OPUS-MT model "
                               "translates one language pair, or takes the target language as a >>xx<< tag at the "

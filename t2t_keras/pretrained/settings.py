@@ -13,6 +13,19 @@ TRAINING_ONLY = ("encoder_layerdrop", "decoder_layerdrop")
 GENERATION_KEYS = ("num_beams", "max_length", "length_penalty", "bad_words_ids", "forced_bos_token_id",
                    "forced_eos_token_id", "early_stopping", "no_repeat_ngram_size")
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which both models use
+# config.json switches Hugging Face's models read or ignore, which would make another model than ours: per family,
+# the value it must have (when present), and what another value builds.
+SWITCHES = {
+    "add_bias_logits": {"marian": False, "m2m100": False, "why": "a bias inside the output projection (besides "
+                                                                 "final_logits_bias)"},
+    "normalize_embedding": {"marian": False, "m2m100": False, "why": "a LayerNorm on the embeddings (mBART-style)"},
+    "layernorm_embedding": {"m2m100": False, "why": "a LayerNorm on the embeddings (mBART-style)"},
+    "static_position_embeddings": {"marian": True, "why": "learned position embeddings instead of sinusoids"},
+    "normalize_before": {"marian": False, "m2m100": True, "why": "blocks normalised where Hugging Face's model for "
+                                                                 "this family does not build them"},
+    "add_final_layer_norm": {"marian": False, "why": "a final LayerNorm per stack, which Hugging Face's "
+                                                     "MarianMTModel does not build"},
+}
 
 
 def value(config, key, default=None, required=False):
@@ -31,11 +44,11 @@ def refuse(key, received, why, fix="import a checkpoint without it"):
                            f"exactly, so it is not imported. Fix: {fix}.")
 
 
-def check_switches(config, expected):
-    """Refuses each `key: (value, why)` of `expected` whose config.json value (when the key is present) differs."""
-    for key, (wanted, why) in expected.items():
-        if key in config and config[key] is not None and config[key] != wanted:
-            raise refuse(key, config[key], why)
+def check_switches(config, family):
+    """Refuses each of `SWITCHES` whose config.json value (when the key is present) is not the one `family` needs."""
+    for key, wanted in SWITCHES.items():
+        if family in wanted and key in config and config[key] is not None and config[key] != wanted[family]:
+            raise refuse(key, config[key], wanted["why"])
 
 
 def one_id(config, key, required=True):
