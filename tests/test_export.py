@@ -186,7 +186,7 @@ class ExportTest(TestCase):
     def test_an_export_without_constraints_refuses_them_naming_what_it_takes(self):
         from t2t_keras.errors import T2TError
 
-        with self.assertRaisesRegex(T2TError, r"constraints \(--constraints\) does not apply to .*, a translation "
+        with self.assertRaisesRegex(T2TError, r"constraints \(--terminology\) does not apply to .*, a translation "
                                               r"SavedModel, which takes alignment_heads"):
             self.translator.request(constraints=[["Katze"]])
 

@@ -151,8 +151,8 @@ class LiteRTExportTest(TestCase):
         self.assertEqual(json.loads(done.stdout)["chrf"], 100.0)  # its own translations as references
         done = cli_in_process("translate", "--litert", self.path, "--input", source, "--alignments")
         self.assertEqual(done.returncode, 2)
-        self.assertRegex(done.stderr.decode(), r"alignments \(--alignments\) does not apply to .*, a translation "
-                                               r"LiteRT file, which takes alpha, beam_size, max_extra_length")
+        self.assertRegex(done.stderr.decode(), r"alignments \(--alignments, --markup\) does not apply to .*, a "
+                                               r"translation LiteRT file, which takes alpha, beam_size, max_extra_length")
 
     def test_an_int8_file_loads_and_translates(self):
         path = export_litert_run(self.run_dir, self.root / "int8.tflite", quantization="int8", max_beam_size=2,

@@ -163,9 +163,13 @@ def check_accepted(request, defaults, accepts, what):
 
     `what` names the artifact, e.g. "exports/base, a translation SavedModel". The one refusal of every kind."""
     refused = [name for name in request.given(defaults) if name not in accepts]
-    check_applicable([f"{name} (--{name.replace('_', '-')})" for name in refused],
+    check_applicable([f"{name} ({FLAGS.get(name, '--' + name.replace('_', '-'))})" for name in refused],
                      f"{what}, which takes {', '.join(sorted(accepts)) or 'no generation settings'}")
     return request
+
+
+# The command line's flags of the fields not named after them (the others: --field-name).
+FLAGS = {"constraints": "--terminology", "alignments": "--alignments, --markup"}
 
 
 def _set(request, name, value):
