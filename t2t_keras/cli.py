@@ -94,8 +94,11 @@ def cmd_evaluate(args):
 
 def cmd_translate(args):
     from t2t_keras.evaluation.aligned import aligned_translations
+    from t2t_keras.decoding.generator import SHORTLIST_WITH_TERMS
     from t2t_keras.evaluation.terminology import print_terminology_translations
 
+    if args.terminology and args.shortlist:
+        raise T2TError(SHORTLIST_WITH_TERMS)  # the flags clash before any file is read
     artifact = _open(args)
     request, lines = artifact.request(**_given(args, REQUEST_FLAGS)), _read_input(args.input)
     if args.terminology:

@@ -44,6 +44,8 @@ ALIGNMENT = frozenset({"alignments", "alignment_layer", "alignment_heads", "alig
 ACCEPTS = {SOURCE: SEARCH | ALIGNMENT | {"num_return", "constraints"},
            PROMPT: SEARCH | {"temperature", "top_k", "seed"}}
 
+SHORTLIST_WITH_TERMS = "A vocabulary shortlist does not apply to a search with terms: translate without it."
+
 
 class Generator:
     """Generates from strings with a model and its tokenizer, in batches (see the module docstring).
@@ -122,7 +124,7 @@ class Generator:
         arguments = [source]
         if constraints is not None:
             if self.shortlist is not None:
-                raise T2TError("A vocabulary shortlist does not apply to a search with terms: translate without it.")
+                raise T2TError(SHORTLIST_WITH_TERMS)
             arguments.append(tf.constant(constraints, tf.int32))
         elif self.shortlist is not None:
             arguments.append(self.shortlist.output_ids(source))
