@@ -93,8 +93,8 @@ def cmd_evaluate(args):
 
 
 def cmd_translate(args):
-    from t2t_keras.evaluation.aligned import aligned_translations
     from t2t_keras.decoding.generator import SHORTLIST_WITH_TERMS
+    from t2t_keras.evaluation.aligned import aligned_translations
     from t2t_keras.evaluation.terminology import print_terminology_translations
 
     if args.terminology and args.shortlist:

@@ -95,58 +95,35 @@ def bucket_plan(
 
 
 def make_training_dataset(
-    pairs_ds: tf.data.Dataset,
-    tokenizer,
-    *,
-    max_length: int,
-    batch_tokens: int,
-    bucket_boundaries: Optional[Sequence[int]] = None,
-    num_replicas: int = 1,
-    shuffle_buffer: int,
-    seed: int,
-    drop_long: bool = True,
-    count_dropped: bool = True,
+    pairs_ds: tf.data.Dataset, tokenizer, *, shuffle_buffer: int, seed: int, **batching
 ) -> tf.data.Dataset:
     """Shuffled, tokenized, length-bucketed training batches for ``model.fit``.
 
     Args:
       pairs_ds: dataset of scalar ``tf.string`` pairs ``(source, target)``.
       tokenizer: a ``Tokenizer`` (anything with an in-graph ``tokenize``).
-      max_length: longest source or target sequence, BOS/EOS included.
-      batch_tokens: token budget per side of a (global) batch, padding included.
-      bucket_boundaries: bucket lengths, see ``bucket_plan``.
-      num_replicas: batch sizes are multiples of it; partial batches are dropped.
       shuffle_buffer: size of the shuffle buffer of sentence pairs (0 or 1: no shuffling).
       seed: seed of the shuffle, reshuffled every epoch.
-      drop_long: drop pairs longer than ``max_length``; if False, truncate them.
-      count_dropped: make one extra pass over ``pairs_ds`` to log how many
-        pairs are too long (skipped for infinite datasets).
+      **batching: how pairs become batches, the keywords of ``batches``: ``max_length`` (longest source or
+        target sequence, BOS/EOS included), ``batch_tokens`` (token budget per side of a (global) batch,
+        padding included), ``bucket_boundaries`` (see ``bucket_plan``), ``num_replicas`` (batch sizes are
+        multiples of it; partial batches are dropped), ``drop_long`` (drop pairs longer than ``max_length``;
+        if False, truncate them), ``count_dropped`` (one extra pass over ``pairs_ds`` to log how many pairs
+        are too long; skip it for infinite datasets).
 
     Returns:
       A dataset of ``((source, target_in), target_out, sample_weight)``:
       int32 ``(batch, length)`` ids and float32 weights that are 0 exactly on
       padding. ``length`` is always one of ``bucket_plan(...).lengths``.
     """
-    plan = _plan_and_count(pairs_ds, tokenizer, max_length, batch_tokens, bucket_boundaries, num_replicas,
-                           drop_long=drop_long, count_dropped=count_dropped)
-    examples = _encoded(_shuffled(pairs_ds, shuffle_buffer, seed), tokenizer, max_length, drop_long)
-    return _batched(examples, plan, drop_remainder=True)
+    plan, encode = batches(pairs_ds, tokenizer, **batching)
+    return _batched(encode(_shuffled(pairs_ds, shuffle_buffer, seed)), plan, drop_remainder=True)
 
 
-def make_eval_dataset(
-    pairs_ds: tf.data.Dataset,
-    tokenizer,
-    *,
-    max_length: int,
-    batch_tokens: int,
-    bucket_boundaries: Optional[Sequence[int]] = None,
-    num_replicas: int = 1,
-    drop_long: bool = True,
-    count_dropped: bool = True,
-) -> tf.data.Dataset:
+def make_eval_dataset(pairs_ds: tf.data.Dataset, tokenizer, **batching) -> tf.data.Dataset:
     """Validation batches: the training format, in a fixed order, with no pair left out.
 
-    Same arguments and output as ``make_training_dataset``, without shuffling.
+    Same ``batching`` keywords and output as ``make_training_dataset``, without shuffling.
     The last, partial batch of each bucket is kept and filled up with rows of
     padding (weight 0), so every pair within ``max_length`` counts exactly
     once per pass and every batch has its bucket's training shape: XLA compiles
@@ -157,12 +134,30 @@ def make_eval_dataset(
     autotuner's thread to wake up, which sleeps up to a minute between rounds:
     that stalled training for 40-60 s at many epoch ends on 2 CPU cores.
     """
-    plan = _plan_and_count(pairs_ds, tokenizer, max_length, batch_tokens, bucket_boundaries, num_replicas,
-                           drop_long=drop_long, count_dropped=count_dropped)
-    examples = _encoded(pairs_ds, tokenizer, max_length, drop_long)
+    plan, encode = batches(pairs_ds, tokenizer, **batching)
     options = tf.data.Options()
     options.autotune.enabled = False
-    return _batched(examples, plan, drop_remainder=False).map(_filled_up(plan)).with_options(options)
+    return _batched(encode(pairs_ds), plan, drop_remainder=False).map(_filled_up(plan)).with_options(options)
+
+
+def batches(
+    pairs_ds: tf.data.Dataset,
+    tokenizer,
+    *,
+    max_length: int,
+    batch_tokens: int,
+    bucket_boundaries: Optional[Sequence[int]] = None,
+    num_replicas: int = 1,
+    drop_long: bool = True,
+    count_dropped: bool = True,
+):
+    """Both pipelines' ``(bucket_plan, encode)``: the buckets of these settings, and the function that tokenizes
+    a dataset of pairs into examples (dropping or truncating pairs over ``max_length``). If ``count_dropped``,
+    logs how many pairs of ``pairs_ds`` are too long."""
+    plan = bucket_plan(max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas)
+    if count_dropped:
+        _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
+    return plan, lambda pairs: _encoded(pairs, tokenizer, max_length, drop_long)
 
 
 def count_overlong(pairs_ds: tf.data.Dataset, tokenizer, max_length: int, *, batch_size: int = 1024) -> OverlongCount:
@@ -185,15 +180,6 @@ def count_overlong(pairs_ds: tf.data.Dataset, tokenizer, max_length: int, *, bat
         overlong += int(batch_overlong)
         total += int(batch_total)
     return OverlongCount(overlong, total)
-
-
-def _plan_and_count(pairs_ds, tokenizer, max_length, batch_tokens, bucket_boundaries, num_replicas, *, drop_long,
-                    count_dropped) -> BucketPlan:
-    """Both pipelines' ``bucket_plan``; then, if ``count_dropped``, logs how many pairs are too long."""
-    plan = bucket_plan(max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas)
-    if count_dropped:
-        _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
-    return plan
 
 
 def _shuffled(pairs_ds, shuffle_buffer, seed) -> tf.data.Dataset:

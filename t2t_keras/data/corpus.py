@@ -3,6 +3,7 @@
 import dataclasses
 import datetime
 import json
+import logging
 import os
 import pathlib
 import shutil
@@ -12,6 +13,8 @@ from t2t_keras.errors import ConfigError, DataError
 
 SPLITS = ("train", "dev", "test")
 METADATA_FILE = "SOURCE.json"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,16 @@ class ParallelCorpus:
         """True when ``SOURCE.json`` and every split file exist."""
         paths = [path for split in SPLITS for path in self.files(split)]
         return (self.directory / METADATA_FILE).is_file() and all(p.is_file() for p in paths)
+
+    def reusable(self) -> bool:
+        """True when the corpus is already complete (a build is then skipped); False when its directory is missing
+        or empty. A directory that holds something else is a DataError: a build never writes over it."""
+        if self.is_complete():
+            logger.info("Using the prepared corpus in %s", self.directory)
+            return True
+        if self.directory.exists() and any(self.directory.iterdir()):
+            raise DataError(f"{self.directory} exists but holds no complete corpus (no {METADATA_FILE}): remove it.")
+        return False
 
 
 def split_summary(splits, stats) -> dict:

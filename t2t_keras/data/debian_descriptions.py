@@ -36,8 +36,7 @@ import pathlib
 import typing
 
 from t2t_keras.data import apt_translations
-from t2t_keras.data.corpus import METADATA_FILE, SPLITS, ParallelCorpus, corpora_dir, split_summary, write_corpus
-from t2t_keras.errors import DataError
+from t2t_keras.data.corpus import SPLITS, ParallelCorpus, corpora_dir, split_summary, write_corpus
 
 logger = logging.getLogger(__name__)
 
@@ -77,11 +76,8 @@ def prepare_debian_corpus(cache_dir=None, lists_dir=None, update=True) -> Parall
     """
     cache = pathlib.Path(cache_dir or default_cache_dir()).expanduser()
     corpus = ParallelCorpus(cache, SOURCE_LANG, TARGET_LANG)
-    if corpus.is_complete():
-        logger.info("Using the prepared corpus in %s", cache)
+    if corpus.reusable():
         return corpus
-    if cache.exists() and any(cache.iterdir()):
-        raise DataError(f"{cache} exists but holds no complete corpus (no {METADATA_FILE}): remove it.")
     lists = pathlib.Path(lists_dir or default_lists_dir()).expanduser()
     if update:
         apt_translations.update_lists(lists, LANGUAGES)

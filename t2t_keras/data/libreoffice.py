@@ -29,7 +29,7 @@ import typing
 import tqdm
 
 from t2t_keras.data import help_html
-from t2t_keras.data.corpus import METADATA_FILE, SPLITS, ParallelCorpus, corpora_dir, split_summary, write_corpus
+from t2t_keras.data.corpus import SPLITS, ParallelCorpus, corpora_dir, split_summary, write_corpus
 from t2t_keras.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
@@ -74,11 +74,8 @@ def prepare_libreoffice_corpus(target_lang="de", cache_dir=None, work_dir=None, 
         raise ConfigError(f"target_lang {target_lang!r} is not a language code like 'de' or 'fr'.")
     cache = pathlib.Path(cache_dir or default_cache_dir(target_lang)).expanduser()
     corpus = ParallelCorpus(cache, SOURCE_LANG, target_lang)
-    if corpus.is_complete():
-        logger.info("Using the prepared corpus in %s", cache)
+    if corpus.reusable():
         return corpus
-    if cache.exists() and any(cache.iterdir()):
-        raise DataError(f"{cache} exists but holds no complete corpus (no {METADATA_FILE}): remove it.")
     if work_dir is not None:
         splits, metadata = _build(target_lang, pathlib.Path(work_dir), progress)
     else:

@@ -85,8 +85,8 @@ class BeamRule:
 PLAIN = BeamRule()
 
 
-def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha, length_penalty="gnmt",
-                max_extra_length=DEFAULTS.max_extra_length,
+def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha,
+                length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length,
                 max_length=None, min_length=0, num_return=1, forced_prefix=None, output_ids=None,
                 stopping=DecodingConfig.stopping, growing_cache=False, rule=PLAIN):
     """The `num_return` best translations of each source sentence.

@@ -66,8 +66,9 @@ def _compacted(loop, new, keep, width):
                  for layer in cache]
 
     def shrink():
-        return ([{part: value if reordered and part == "self" else _gather(value, rows) for part, value in layer.items()}
-                 for layer in cache], _gather(loop["sentence_inputs"], keep), _gather(loop["row_inputs"], rows))
+        return ([{part: value if reordered and part == "self" else _gather(value, rows)
+                  for part, value in layer.items()} for layer in cache],
+                _gather(loop["sentence_inputs"], keep), _gather(loop["row_inputs"], rows))
 
     def same():
         return cache, loop["sentence_inputs"], loop["row_inputs"]

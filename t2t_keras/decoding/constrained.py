@@ -81,8 +81,9 @@ def constraint_room(lengths, source_lengths, max_extra_length, model_max_length)
 
 
 def constrained_beam_search(model, source, constraints, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha,
-                            length_penalty="gnmt", max_extra_length=DEFAULTS.max_extra_length, max_length=None,
-                            min_length=0, num_return=1, stopping=DecodingConfig.stopping, growing_cache=False):
+                            length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length,
+                            max_length=None, min_length=0, num_return=1, stopping=DecodingConfig.stopping,
+                            growing_cache=False):
     """The `num_return` best translations of each source sentence that hold every one of its constraints.
 
     Args:

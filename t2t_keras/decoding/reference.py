@@ -39,8 +39,8 @@ def reference_greedy(model, source, max_extra_length=DEFAULTS.max_extra_length, 
     return {"tokens": tokens, "scores": scores.astype(np.float32)}
 
 
-def reference_beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha, length_penalty="gnmt",
-                          max_extra_length=DEFAULTS.max_extra_length,
+def reference_beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha,
+                          length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length,
                           max_length=None, min_length=0, num_return=1, stopping=DecodingConfig.stopping):
     """Beam search without a cache, one sentence at a time; same arguments and results as `beam_search`."""
     source = np.asarray(source, np.int32)

@@ -20,12 +20,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.config import TrainingConfig
 from t2t_keras.data import sources
 from t2t_keras.inspect.attention import KIND_TITLES, KINDS, extract_batch
 from t2t_keras.inspect.heads import entropy
 from t2t_keras.inspect.heatmaps import figure_png, head_grid_figure, layer_title
 from t2t_keras.runs import open_run
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
+
+PROBE_EXTRA_LENGTH = TrainingConfig.attention_max_extra_length  # the probes' output limit: input length + this
 
 # The special token whose attention share is logged for each kind (keys are source ids except in decoder_self).
 BOUNDARY = {"encoder": ("eos", EOS_ID), "decoder_self": ("bos", BOS_ID), "cross": ("eos", EOS_ID)}
@@ -87,8 +90,8 @@ def _write_images(examples, dpi):
                              description=f"{KIND_TITLES[kind]}, one image per probe sentence.\n\n{description}")
 
 
-def write_attention_summaries(model, tokenizer, probe_sentences, writer, step, max_extra_length=10, dpi=100,
-                              images=True):
+def write_attention_summaries(model, tokenizer, probe_sentences, writer, step, max_extra_length=PROBE_EXTRA_LENGTH,
+                              dpi=100, images=True):
     """Translates the probe sentences and writes attention images and scalars at `step`.
 
     Args:
@@ -139,8 +142,8 @@ class AttentionSummary(keras.callbacks.Callback):
             unless that step was just written.
     """
 
-    def __init__(self, tokenizer, probe_sentences, log_dir, every_steps=1000, max_extra_length=10, dpi=100,
-                 write_on_train_end=False):
+    def __init__(self, tokenizer, probe_sentences, log_dir, every_steps=1000, max_extra_length=PROBE_EXTRA_LENGTH,
+                 dpi=100, write_on_train_end=False):
         super().__init__()
         probe_sentences = [probe_sentences] if isinstance(probe_sentences, str) else list(probe_sentences)
         if not probe_sentences:
