@@ -172,11 +172,13 @@ def tensorflow_model(config):
     from t2t_keras.decoding import beam_search, greedy_decode
     from t2t_keras.decoding.sharding import choose_shards, compiled_search
     from t2t_keras.fast_path import FastPath
+    from t2t_keras.switches.clustering import set_auto_clustering
     from t2t_keras.training.trainer import compile_model
 
     model = compile_model(config, tf.distribute.get_strategy())
     chosen = {"precision": model.dtype_policy.name, "jit_compile": bool(model.jit_compile),
-              "fused_elementwise": tf.config.optimizer.get_jit() == "autoclustering"}
+              "fused_elementwise": model.fuse_elementwise}
+    set_auto_clustering(model.fuse_elementwise)  # on for this process, as `train` has it
     decoded = model
     if model.dtype_policy.name != "float32":  # decoding uses float32 weights (the Generator's default)
         from t2t_keras.model import Transformer

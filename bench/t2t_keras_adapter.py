@@ -37,6 +37,7 @@ from t2t_keras.decoding.sharding import choose_shards, compiled_search
 from t2t_keras.decoding.shortlist import ShortlistTable
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.fast_path import FastPath
+from t2t_keras.switches.clustering import set_auto_clustering
 from t2t_keras.training.trainer import compile_model
 
 
@@ -65,7 +66,8 @@ def bench_shortlist(vocab_size):
 def build_for_bench(cfg, *, jit, dropout, src_len, tgt_len):
     model = compile_model(bench_config(cfg, jit=jit, dropout=dropout, src_len=src_len, tgt_len=tgt_len),
                           tf.distribute.get_strategy())
-    fused = tf.config.optimizer.get_jit() == "autoclustering"  # what compile_model chose for the training step
+    fused = model.fuse_elementwise  # what compile_model chose for the training step; on for this process, as `train`
+    set_auto_clustering(fused)
     precision = check_precision(os.environ.get("T2T_DECODING_PRECISION", "float32"))
     shortlist = bench_shortlist(cfg["vocab"])
 

@@ -15,11 +15,10 @@ What the hardware offers decides four things, for training, decoding and export 
   (TensorFlow's auto-clustering restricted to fusible ops; `switches/xla.py` sets what restricts it).
 
 docs/results.md has the measurements behind these rules. `FastPath.detect()` looks at the hardware the first
-time it is called and returns the same object afterwards; `xla_auto_clustering` is the process-wide switch that
-fusion needs, scoped to a block.
+time it is called and returns the same object afterwards; the process-wide switch that fusion needs is
+`switches.clustering.xla_auto_clustering`, scoped to the training it is for.
 """
 
-import contextlib
 import dataclasses
 import functools
 import logging
@@ -144,24 +143,3 @@ def _detected():
     fast_path = FastPath.of(Hardware.detect())
     logger.info("Fast path: %s.", fast_path.describe())
     return fast_path
-
-
-@contextlib.contextmanager
-def xla_auto_clustering(enabled=None):
-    """TensorFlow's auto-clustering on or off (None: as it is) for the functions traced inside the block.
-
-    The setting is process-wide; the process's own setting comes back when the block ends, also on an error.
-    Used as a decorator (`@xla_auto_clustering()`), it scopes what the function sets (`set_auto_clustering`).
-    """
-    previous = tf.config.optimizer.get_jit()
-    if enabled is not None:
-        set_auto_clustering(enabled)
-    try:
-        yield
-    finally:
-        tf.config.optimizer.set_jit(previous or False)
-
-
-def set_auto_clustering(enabled):
-    """Turns auto-clustering on or off for the functions traced from now on: call it inside `xla_auto_clustering`."""
-    tf.config.optimizer.set_jit("autoclustering" if enabled else False)

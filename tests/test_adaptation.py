@@ -23,9 +23,9 @@ from t2t_keras.describe import describe
 from t2t_keras.errors import ConfigError
 from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 from t2t_keras.export.saved_model import export_run
-from t2t_keras.fast_path import xla_auto_clustering
 from t2t_keras.params import adapter_parameters
 from t2t_keras.runs import average_run, load_export, load_run_model, open_run, weights_to_export
+from t2t_keras.switches.clustering import xla_auto_clustering
 from t2t_keras.training.fewer_layers import kept_layers
 from t2t_keras.training.init_from import InitSource, adopt, copy_tokenizer
 from t2t_keras.training.trainer import _set_up, train

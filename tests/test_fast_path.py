@@ -5,8 +5,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.fast_path import xla_auto_clustering
 from t2t_keras.model import Transformer
+from t2t_keras.switches.clustering import xla_auto_clustering
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.schedule import make_optimizer
 from tests.helpers import TestCase, random_ids

@@ -14,9 +14,8 @@ from t2t_keras.fast_path import (
     Hardware,
     cpu_flags,
     native_precision,
-    set_auto_clustering,
-    xla_auto_clustering,
 )
+from t2t_keras.switches.clustering import set_auto_clustering, xla_auto_clustering
 from t2t_keras.switches.xla import XLA_CPU_FLAGS, prepare_xla_flags
 from t2t_keras.training import precision
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
@@ -219,22 +218,23 @@ class TrainerChoiceTest(TestCase):
 
         config = load_config("tiny", ["data.vocab_size=50", "training.mixed_precision=auto",
                                       "training.jit_compile=auto", "training.fuse_elementwise=auto"])
-        self.addCleanup(set_auto_clustering, False)  # the setting is process-wide
         with mock.patch.object(FastPath, "detect", return_value=on(hardware)):
-            return compile_model(config, tf.distribute.get_strategy())
+            model = compile_model(config, tf.distribute.get_strategy())
+        self.assertFalse(tf.config.optimizer.get_jit())  # recorded on the model; the process is left as it was
+        return model
 
     def test_bfloat16_cpu_trains_in_bfloat16_graph_mode(self):
         model = self.compiled(AVX512_BF16_CPU)
         self.assertEqual(model.dtype_policy.name, "mixed_bfloat16")
         self.assertFalse(model.jit_compile)
-        self.assertEqual(tf.config.optimizer.get_jit(), "autoclustering")  # fused elementwise ops
+        self.assertTrue(model.fuse_elementwise)  # fused elementwise ops, once `train` turns auto-clustering on
         self.assertEqual(model.trainable_variables[0].dtype, "float32")  # float32 master weights
 
     def test_fallback_cpu_trains_in_float32_with_xla(self):
         model = self.compiled(AVX2_CPU)
         self.assertEqual(model.dtype_policy.name, "float32")
         self.assertTrue(model.jit_compile)
-        self.assertFalse(tf.config.optimizer.get_jit())
+        self.assertFalse(model.fuse_elementwise)
 
 
 class TrainedRunFusionTest(TestCase):

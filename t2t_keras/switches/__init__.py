@@ -11,7 +11,7 @@ environment variable.
 
 Each chooser decides from what the command opens and the hardware, and leaves a value the user set, or a
 TensorFlow that started already, as it is. Auto-clustering itself, which TensorFlow takes per traced function,
-is `fast_path.xla_auto_clustering`, scoped to the training it is for.
+is `clustering.xla_auto_clustering`, scoped to the training it is for.
 """
 
 import contextlib

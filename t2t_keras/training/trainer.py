@@ -13,8 +13,9 @@ from t2t_keras.build import build_model
 from t2t_keras.config import replace
 from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import ConfigError, DataError
-from t2t_keras.fast_path import FastPath, set_auto_clustering, xla_auto_clustering
+from t2t_keras.fast_path import FastPath
 from t2t_keras.runs import open_run
+from t2t_keras.switches.clustering import set_auto_clustering, xla_auto_clustering
 from t2t_keras.tasks import task_of
 from t2t_keras.training.accumulation import group_micro_batches
 from t2t_keras.training.callbacks import ProgressLog, SkippedUpdates, StopAtStep, TimeLimit, TrainingScalars
@@ -104,8 +105,8 @@ def compile_model(config, strategy):
                                                                             TokenCount(pad)]},
             jit_compile=(jit := _use_jit(config, strategy, precision)),
         )
-        # Process-wide, for the training that follows: `train` scopes it (`xla_auto_clustering`).
-        set_auto_clustering(choose_fusion(t.fuse_elementwise, model.dtype_policy.name, jit))
+        # Recorded, not set: auto-clustering is process-wide; `train` turns it on for its own training.
+        model.fuse_elementwise = choose_fusion(t.fuse_elementwise, model.dtype_policy.name, jit)
         build_loss_and_metrics(model, task)
     return set_fit_steps(model, loss, t.gradient_accumulation_steps,
                          multi_worker=isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
@@ -159,6 +160,7 @@ def _set_up(config, run_dir, init_from=None):
     precision, jit, fuse = settle_precision(run, config.training)
     model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
                                                     "fuse_elementwise": fuse}), strategy)
+    set_auto_clustering(model.fuse_elementwise)  # process-wide: `train` scopes it
     chief, task_id = worker_identity(strategy)
     state = RunState(InputPosition(config.training.gradient_accumulation_steps), BestState(),
                      tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates"))
@@ -266,7 +268,7 @@ def _fit(training, start, minutes, callbacks, verbose):
                         "data.") from None
 
 
-@xla_auto_clustering()  # what compile_model sets for this run's training, undone on return or error
+@xla_auto_clustering()  # what _set_up sets for this run's training, undone on return or error
 def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_from=None):
     """Trains (or continues) the run in `run_dir`; returns a `TrainResult`.
 
