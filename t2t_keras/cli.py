@@ -148,7 +148,10 @@ def cmd_export(args):
 
 def cmd_serve(args):
     from t2t_keras.artifacts import open_artifact
+    from t2t_keras.serving.served_model import check_servable_path
     from t2t_keras.serving.server import serve
+
+    check_servable_path(args.path)  # before the port opens
 
     def opened():  # called by the server once it listens: it answers "loading" meanwhile
         return open_artifact(args.path, batch_size=args.max_batch_size)

@@ -24,6 +24,7 @@ import os
 
 from t2t_keras.artifacts import open_artifact
 from t2t_keras.errors import T2TError
+from t2t_keras.runs import open_run
 from t2t_keras.serving.attention_api import AttentionModel
 from t2t_keras.serving.batcher import RequestBatcher
 from t2t_keras.serving.lifecycle import Lifecycle
@@ -89,8 +90,15 @@ class ServedModel:
 def check_servable(artifact):
     """Refuses a run directory: a server serves an export."""
     if artifact.kind == "run":
-        raise T2TError(f"{artifact.path} is a run directory: serve its export (t2t-keras export --run-dir "
-                       f"{artifact.path} --out DIR).")
+        check_servable_path(artifact.path)
+
+
+def check_servable_path(path):
+    """Refuses a missing path or a run directory before anything is opened or listens: a server serves an export."""
+    if not os.path.exists(path):
+        raise T2TError(f"{path} does not exist: give the directory or file `t2t-keras export --out` wrote.")
+    if open_run(path).exists():
+        raise T2TError(f"{path} is a run directory: serve its export (t2t-keras export --run-dir {path} --out DIR).")
 
 
 def _opener(export, batch_size):
