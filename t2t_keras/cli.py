@@ -15,15 +15,17 @@ from t2t_keras.cli_arguments import STUDENT_PRESET, build_parser
 from t2t_keras.errors import T2TError
 
 # The flags that set a field of a `decoding.request.GenerationRequest`, by the field's name.
-REQUEST_FLAGS = ("beam_size", "alpha", "max_extra_length", "temperature", "top_k", "seed", "alignments",
-                 "alignment_layer", "alignment_heads", "alignment_rows")
+REQUEST_FLAGS = ("beam_size", "alpha", "length_penalty", "stopping", "max_extra_length", "max_output_length",
+                 "end_at_limit", "temperature", "top_k", "seed", "alignments", "alignment_layer", "alignment_heads",
+                 "alignment_rows", "src_lang", "tgt_lang")
 # The flags that choose how a run's own model decodes (`artifacts.open_artifact`).
 OPEN_FLAGS = ("model", "precision", "shards", "shortlist")
 
 
 def _given(args, names):
-    """The flags of `names` the command line set (argparse leaves the others None, or False)."""
-    return {name: value for name, value in vars(args).items() if name in names and value not in (None, False)}
+    """The flags of `names` the command line set (argparse leaves the others None; `--end-at-limit false` is
+    False)."""
+    return {name: value for name, value in vars(args).items() if name in names and value is not None}
 
 
 def _open(args, **options):

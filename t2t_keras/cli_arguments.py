@@ -7,7 +7,14 @@ not take.
 
 import argparse
 
-from t2t_keras.config import ALIGNMENT_ROWS, DECODING_PRECISIONS, MODEL_SOURCES, check_shards
+from t2t_keras.config import (
+    ALIGNMENT_ROWS,
+    DECODING_PRECISIONS,
+    LENGTH_PENALTIES,
+    MODEL_SOURCES,
+    STOPPING_RULES,
+    check_shards,
+)
 
 STUDENT_PRESET = "student-mini"  # the student of `distill` into a new run without --config
 
@@ -34,8 +41,16 @@ def _heads(text):
         raise argparse.ArgumentTypeError(f"expected head indices like 0,3. Received: {text!r}") from None
 
 
+def _truth(text):
+    """`--end-at-limit`: true or false."""
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false. Received: {text!r}")
+    return text.lower() == "true"
+
+
 def _add_decoding_args(parser):
     _add_search_args(parser, "")
+    _add_language_args(parser, "a multilingual run's (NLLB, M2M-100) ")
     parser.add_argument("--precision", choices=DECODING_PRECISIONS,
                         help="weights of a run's model while decoding (default: decoding.precision); bfloat16 is "
                              "faster for large models and batches on CPUs with bfloat16 units")
@@ -56,12 +71,32 @@ def _add_model_arg(parser, extra=""):
 
 
 def _add_search_args(parser, what):
-    """--beam-size, --alpha, --max-extra-length: `GenerationRequest` fields by their names (default: the run's
-    decoding.*)."""
+    """--beam-size, --alpha, --length-penalty, --stopping, --max-extra-length, --max-output-length, --end-at-limit:
+    `GenerationRequest` fields by their names (default: the run's decoding.*)."""
     parser.add_argument("--beam-size", type=int, help=f"{what}beam size, 1 for greedy search (decoding.beam_size)")
-    parser.add_argument("--alpha", type=float, help=f"{what}length penalty ((5+|Y|)/6)^alpha (decoding.alpha)")
+    parser.add_argument("--alpha", type=float, help=f"{what}the length penalty's exponent (decoding.alpha)")
+    parser.add_argument("--length-penalty", choices=LENGTH_PENALTIES,
+                        help=f"{what}beam search's length normalisation: gnmt ((5+|Y|)/6)^alpha, power |Y|^alpha "
+                             "(Hugging Face's and fairseq's), average |Y|, none (decoding.length_penalty)")
+    parser.add_argument("--stopping", choices=STOPPING_RULES,
+                        help=f"{what}when a beam search is done with a sentence; transformers* as Hugging Face's "
+                             "generate with early_stopping false, true, never (decoding.stopping)")
     parser.add_argument("--max-extra-length", "--extra-length", type=int, dest="max_extra_length",
                         help=f"{what}output limit: input length + this; an lm's new pieces (decoding.max_extra_length)")
+    parser.add_argument("--max-output-length", type=int,
+                        help=f"{what}output limit whatever the input's length, in tokens, the end included "
+                             "(decoding.max_output_length)")
+    parser.add_argument("--end-at-limit", type=_truth, metavar="{true,false}",
+                        help=f"{what}a translation cut at its limit ends with the end token (decoding.end_at_limit)")
+
+
+def _add_language_args(parser, what):
+    """--source-lang, --target-lang: a multilingual model's `src_lang` and `tgt_lang` (import's flag names)."""
+    parser.add_argument("--source-lang", dest="src_lang",
+                        help=f"{what}source language code, e.g. fra_Latn (default: the one chosen at import)")
+    parser.add_argument("--target-lang", dest="tgt_lang",
+                        help=f"{what}target language code, forced as the first output token (default: the one "
+                             "chosen at import)")
 
 
 def _add_sampling_args(parser):
@@ -150,7 +185,7 @@ def build_parser():
                       ctranslate2="a CTranslate2 export (export --format ctranslate2)", ensembles=True,
                       litert="a LiteRT file (export --format litert), run by the LiteRT interpreter")
     p.add_argument("--input", help="file to translate (default: stdin); for an lm run, prompts to continue")
-    p.add_argument("--alignments", action="store_true",
+    p.add_argument("--alignments", action="store_true", default=None,
                    help="print TRANSLATION<TAB>ALIGNMENTS: Pharaoh i-j word links from the cross-attention")
     p.add_argument("--markup", action="store_true",
                    help="lines hold inline tags (<b>...</b>, <br/>): translate the text, place the tags by alignment")
@@ -198,7 +233,7 @@ def build_parser():
                         "mode; auto those of batches under 128 hypotheses (rows padded to a power of two x beam size), "
                         "greedy or at the default beam size, float32 weights: faster once each shape has compiled, "
                         "for long-running servers; true every search")
-    p.add_argument("--ids-only", action="store_true",
+    p.add_argument("--ids-only", action="store_true", default=None,
                    help="SavedModel on token ids only (core TensorFlow ops; loads in stock TF Serving)")
     p.add_argument("--average-last", type=int, help="average the last N checkpoints first (with --model best: "
                    "the N ending at the best one)")
@@ -214,7 +249,7 @@ def build_parser():
     p.add_argument("--constraints", action="store_true", default=None,
                    help="a SavedModel text export also gets the translate_constrained signature: translations that "
                         "hold given target terms (REST requests with \"constraints\")")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing export")
+    p.add_argument("--overwrite", action="store_true", default=None, help="replace an existing export")
 
     p = commands.add_parser("shortlist", help="learn a run's vocabulary shortlist from its training corpus "
                                               "(RUN/shortlist.npz)")

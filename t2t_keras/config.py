@@ -66,8 +66,10 @@ def check_shards(value, prefix=""):
 
 DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
 ALIGNMENT_ROWS = ("predicts", "reads")  # decoding.alignment_rows (decoding.alignment)
-LENGTH_PENALTIES = ("gnmt", "average", "none")  # decoding.length_penalty (decoding.length_penalty)
-STOPPING_RULES = ("beam", "exact")  # decoding.stopping: when a beam search is done with a sentence (decoding.stopping)
+LENGTH_PENALTIES = ("gnmt", "average", "none", "power")  # decoding.length_penalty (decoding.length_penalty)
+# decoding.stopping: when a beam search is done with a sentence (decoding.stopping); the "transformers" rules are
+# Hugging Face generate's, by its early_stopping (False, True, "never")
+STOPPING_RULES = ("beam", "exact", "transformers", "transformers_early", "transformers_never")
 MODEL_SOURCES = ("auto", "averaged", "latest", "best")  # which weights of a run a command uses (runs.run_weights)
 # The task each architecture trains (`training.task`).
 TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
@@ -336,14 +338,21 @@ class DecodingConfig:
     """Inference (§6.1)."""
 
     beam_size: int = 4
-    alpha: float = 0.6  # length penalty ((5+|Y|)/6)^alpha
-    length_penalty: str = "gnmt"  # "gnmt": ((5+|Y|)/6)^alpha (GNMT's, §6.1); "average": |Y|; "none" (length_penalty.py)
+    alpha: float = 0.6  # the length penalty's exponent
+    # "gnmt": ((5+|Y|)/6)^alpha (GNMT's, §6.1); "power": |Y|^alpha (Hugging Face's and fairseq's); "average": |Y|;
+    # "none" (decoding/length_penalty.py)
+    length_penalty: str = "gnmt"
     max_extra_length: int = 50  # maximum output length = input length + max_extra_length (an lm: new pieces)
+    # the longest output in tokens, the end id included, whatever the input's length (Hugging Face's max_new_tokens,
+    # or its max_length - 1); null: input length + max_extra_length and the model's max_length alone
+    max_output_length: typing.Optional[int] = None
+    end_at_limit: bool = False  # a hypothesis at its length limit ends with the end id (Hugging Face's forced_eos)
     max_beam_size: int = 8  # largest beam an export accepts (with XLA each size is a search of its own in it)
     precision: str = "float32"  # translate/evaluate of a run: "bfloat16" rounds the weights (decoding.weight_precision)
     shards: typing.Union[int, str] = "auto"  # translate/evaluate of a run: concurrent searches (decoding.sharding)
     # when a beam search is done with a sentence (decoding.stopping): "beam" once 2 * beam_size hypotheses have
-    # ended (the fast rule), "exact" once none can still beat the n-best list
+    # ended (the fast rule), "exact" once none can still beat the n-best list, "transformers" (and _early, _never)
+    # as Hugging Face's generate decides it
     stopping: str = "beam"
     # translate --alignments / --markup: the decoder layer (negative: from the last) whose cross-attention,
     # averaged over these heads (null: all), gives the word alignments (decoding.alignment)
@@ -352,7 +361,9 @@ class DecodingConfig:
     alignment_rows: str = "predicts"  # a target piece's attention: of the step that outputs it, or that reads it
 
     def __post_init__(self):
-        _check_positive("decoding", self, "beam_size", "max_extra_length", "max_beam_size")
+        _check_positive("decoding", self, "beam_size", "max_extra_length", "max_beam_size", "max_output_length")
+        if not isinstance(self.end_at_limit, bool):
+            raise ConfigError(f"decoding.end_at_limit must be true or false. Received: {self.end_at_limit!r}")
         _check_alignment_choice(self.alignment_layer, self.alignment_heads)
         _check_choice("decoding", self, "alignment_rows", ALIGNMENT_ROWS)
         _check_choice("decoding", self, "precision", DECODING_PRECISIONS)

@@ -19,6 +19,11 @@ Decoding follows the SavedModel's conventions (see `export.translator_module`):
 * PAD and BOS are never generated (`suppress_sequences`; CTranslate2 then
   renormalises over the other tokens, so scores differ from the SavedModel's
   by the tiny probability the model gives those two tokens);
+* an imported checkpoint's export (`ctranslate2_tokens.PretrainedTokens`) makes its tokens with the checkpoint's
+  tokenizer, never generates its padding token, honours `max_output_length` and, for a multilingual model, takes
+  `src_lang` and `tgt_lang` (the target language's code is the `target_prefix` of every translation). It does not
+  score, and CTranslate2's beam search stops by its own rule (`end_at_limit` and the `"transformers"` stopping
+  rules are the SavedModel's);
 * `beam_size=1` is greedy search scored by the plain log-probability;
   above 1, beam search ranks finished hypotheses by log P(Y) / |Y|^alpha
   (CTranslate2's length penalty; the SavedModel uses ((5 + |Y|) / 6)^alpha,
@@ -31,14 +36,13 @@ import pathlib
 import numpy as np
 
 from t2t_keras.artifacts.base import Artifact
+from t2t_keras.artifacts.ctranslate2_tokens import PretrainedTokens, SentencePieceTokens
 from t2t_keras.artifacts.signatures import described
 from t2t_keras.config import DecodingConfig
-from t2t_keras.decoding.request import Generation, GenerationRequest, check_lines
+from t2t_keras.decoding.request import LANGUAGES, Generation, GenerationRequest, check_lines
 from t2t_keras.errors import T2TError
-from t2t_keras.export.ctranslate2_export import METADATA_FILE, SPECIAL_PIECES, TOKENIZER_FILE
+from t2t_keras.export.ctranslate2_export import METADATA_FILE, PRETRAINED_TOKENIZER_FILE, TOKENIZER_FILE
 
-EOS_PIECE = "</s>"
-NEVER_GENERATED = [[SPECIAL_PIECES[0]], [SPECIAL_PIECES[2]]]  # PAD and BOS
 ACCEPTS = frozenset({"beam_size", "alpha", "max_extra_length", "num_return"})
 
 
@@ -56,8 +60,6 @@ class CTranslate2Artifact(Artifact):
 
     kind = "ctranslate2"
     task = "translation"
-    accepts = ACCEPTS
-    operations = frozenset({"generate", "score"})
     signature_names = ("serving_default", "translate")
 
     def __init__(self, path, batch_size=32, threads=0, compute_type="default", exact_limits=False):
@@ -65,40 +67,44 @@ class CTranslate2Artifact(Artifact):
             raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
         self.path, self.batch_size, self.exact_limits = pathlib.Path(path), batch_size, exact_limits
         metadata = _read_metadata(self.path)
-        ctranslate2, sentencepiece = _import_runtime()
+        ctranslate2 = _import_runtime()
         self.translator = ctranslate2.Translator(str(self.path), device="cpu", compute_type=compute_type,
                                                  intra_threads=threads)
-        self.pieces = sentencepiece.SentencePieceProcessor(model_file=str(self.path / TOKENIZER_FILE))
         self.max_length, self.max_beam_size = int(metadata["max_length"]), DecodingConfig.max_beam_size
+        pretrained = metadata.get("tokenizer") == "pretrained"
+        self.tokens = (PretrainedTokens(self.path / PRETRAINED_TOKENIZER_FILE, self.max_length) if pretrained else
+                       SentencePieceTokens(self.path / TOKENIZER_FILE, self.max_length))
+        self.pieces = getattr(self.tokens, "processor", None)  # an export of ours: its SentencePiece model
         defaults = metadata["defaults"]
         self.defaults = GenerationRequest(int(defaults["beam_size"]), float(defaults["alpha"]),
-                                          max_extra_length=int(defaults["max_extra_length"]))
+                                          max_extra_length=int(defaults["max_extra_length"]),
+                                          max_output_length=defaults.get("max_output_length"))
+        self.accepts = ACCEPTS | (set(LANGUAGES) if self.tokens.languages else set())
+        self.operations = frozenset({"generate"} if pretrained else {"generate", "score"})
         self.use_vmap = bool(metadata.get("shortlist", False))  # vmap.txt, the export's vocabulary shortlist
 
     def generate(self, lines, request):
         """The `Generation` of `lines` under `request` (`self.request(...)`)."""
         lines, request = check_lines(lines), self.check_request(request)
-        pieces = self.pieces.encode(lines, out_type=str) if lines else []
-        longest = self.max_length - 1
-        truncated = [len(p) > longest for p in pieces]
-        pieces = [p[:longest] for p in pieces]
+        sources = self.tokens.sources(lines, request)
         # Output limit: input length (EOS included) + max_extra_length, within the model's max_length.
-        limits = [min(len(p) + 1 + request.max_extra_length, self.max_length) for p in pieces]
+        longest = min(self.max_length, request.max_output_length or self.max_length)
+        limits = [min(length + request.max_extra_length, longest) for length in sources.lengths]
         hypotheses = {}
-        self._search([i for i, p in enumerate(pieces) if p], pieces, limits, request, hypotheses)
+        self._search([i for i, p in enumerate(sources.tokens) if p], sources, limits, request, hypotheses)
         empty = ([""] * request.num_return, [0.0] * request.num_return)
         nbest = [self._nbest(hypotheses[i], request.num_return) if i in hypotheses else empty
                  for i in range(len(lines))]
-        return Generation([n[0] for n in nbest], [n[1] for n in nbest], truncated, None, [None] * len(lines))
+        return Generation([n[0] for n in nbest], [n[1] for n in nbest], sources.truncated, None,
+                          [None] * len(lines))
 
     def piece_lengths(self, sentences):
         """Piece counts of `sentences` (no EOS), for `evaluation.scoring`."""
-        return [len(p) for p in self.pieces.encode(sentences)] if sentences else []
+        return [len(p) for p in self.tokens.encode(sentences)]
 
     def _score_batch(self, sources, targets):
         """Forced decoding (CTranslate2's `score_batch`): sums `(n,)` and per-token NLL arrays, EOS included."""
-        results = self.translator.score_batch(self.pieces.encode(sources, out_type=str),
-                                              self.pieces.encode(targets, out_type=str),
+        results = self.translator.score_batch(self.tokens.encode(sources), self.tokens.encode(targets),
                                               max_batch_size=self.batch_size, max_input_length=0)
         token_nll = [-np.asarray(r.log_probs, np.float32) for r in results]
         return np.array([t.sum() for t in token_nll]), token_nll
@@ -111,30 +117,31 @@ class CTranslate2Artifact(Artifact):
                          {"translations": ("DT_STRING", [None, None]), "scores": ("DT_FLOAT", [None, None]),
                           "truncated": ("DT_BOOL", [None])})
 
-    def _search(self, indices, pieces, limits, request, hypotheses):
+    def _search(self, indices, sources, limits, request, hypotheses):
         """Fills `hypotheses[i]` (CTranslate2 results) for `indices`, each within its own output limit."""
         if not indices:
             return
         if self.exact_limits and request.beam_size > 1:
             again = indices
         else:
-            results = self._translate([pieces[i] for i in indices], max(limits[i] for i in indices), request)
+            results = self._translate(sources, indices, max(limits[i] for i in indices), request)
             hypotheses.update(zip(indices, results))
             again = [i for i, r in zip(indices, results) if any(len(h) > limits[i] for h in r.hypotheses)]
         for limit in sorted({limits[i] for i in again}):
             group = [i for i in again if limits[i] == limit]
-            hypotheses.update(zip(group, self._translate([pieces[i] for i in group], limit, request)))
+            hypotheses.update(zip(group, self._translate(sources, group, limit, request)))
 
-    def _translate(self, batch, max_length, request):
+    def _translate(self, sources, indices, max_length, request):
         greedy = request.beam_size == 1
+        prefix = {"target_prefix": [sources.target_prefix] * len(indices)} if sources.target_prefix else {}
         return self.translator.translate_batch(
-            batch, max_batch_size=self.batch_size, beam_size=request.beam_size, num_hypotheses=request.num_return,
-            length_penalty=0.0 if greedy else request.alpha, max_decoding_length=max_length,
-            min_decoding_length=0, max_input_length=0, return_scores=True, return_end_token=True,
-            suppress_sequences=NEVER_GENERATED, use_vmap=self.use_vmap)
+            [sources.tokens[i] for i in indices], max_batch_size=self.batch_size, beam_size=request.beam_size,
+            num_hypotheses=request.num_return, length_penalty=0.0 if greedy else request.alpha,
+            max_decoding_length=max_length, min_decoding_length=0, max_input_length=0, return_scores=True,
+            return_end_token=True, suppress_sequences=self.tokens.never_generated, use_vmap=self.use_vmap, **prefix)
 
     def _nbest(self, result, num_return):
-        texts = [self.pieces.decode_pieces([t for t in tokens if t != EOS_PIECE]) for tokens in result.hypotheses]
+        texts = self.tokens.texts(result.hypotheses)
         scores = [float(s) for s in result.scores]
         missing = num_return - len(texts)
         return texts + [""] * missing, scores + [float("-inf")] * missing
@@ -145,17 +152,18 @@ def _read_metadata(path):
     if not (path / "model.bin").exists() or not metadata_path.exists():
         raise T2TError(f"{path} is not a CTranslate2 export of t2t_keras (no model.bin or {METADATA_FILE}): "
                        "write one with `t2t-keras export --format ctranslate2`.")
-    if not (path / TOKENIZER_FILE).exists():
-        raise T2TError(f"{path / TOKENIZER_FILE} is missing: export the run again, or copy the run's "
-                       "tokenizer.model there.")
-    return json.loads(metadata_path.read_text(encoding="utf-8"))
+    metadata = json.loads(metadata_path.read_text(encoding="utf-8"))
+    name = PRETRAINED_TOKENIZER_FILE if metadata.get("tokenizer") == "pretrained" else TOKENIZER_FILE
+    if not (path / name).exists():
+        raise T2TError(f"{path / name} is missing: export the run again, or copy the run's {name} there.")
+    return metadata
 
 
 def _import_runtime():
     try:
         import ctranslate2
-        import sentencepiece
+        import sentencepiece  # noqa: F401  (the tokens of an export of ours)
     except ImportError:
         raise T2TError("Translating with a CTranslate2 export needs ctranslate2 and sentencepiece: "
                        "pip install ctranslate2==4.8.5 sentencepiece.") from None
-    return ctranslate2, sentencepiece
+    return ctranslate2

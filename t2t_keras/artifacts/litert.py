@@ -55,7 +55,10 @@ class LiteRTArtifact(Artifact):
         self.max_beam_size, self.max_length = int(self.metadata["max_beam_size"]), int(self.metadata["max_length"])
         defaults = self.metadata["defaults"]
         self.defaults = GenerationRequest(int(defaults["beam_size"]), float(defaults["alpha"]),
-                                          max_extra_length=int(defaults["max_extra_length"]))
+                                          self.metadata.get("length_penalty", "gnmt"),
+                                          int(defaults["max_extra_length"]), self.metadata.get("stopping", "beam"),
+                                          max_output_length=self.metadata.get("max_output_length"),
+                                          end_at_limit=bool(self.metadata.get("end_at_limit", False)))
 
     def generate(self, lines, request):
         """The `Generation` of `lines` under `request` (`self.request(...)`), one sentence a call."""

@@ -15,7 +15,9 @@ from t2t_keras.artifacts.base import Artifact, check_options
 from t2t_keras.decoding.batch_shapes import pad_batch
 from t2t_keras.decoding.ensemble import Ensemble
 from t2t_keras.decoding.forced import teacher_forcing_rows, token_nll
+from t2t_keras.decoding.layout import is_multilingual, language_id, layout_of, source_pieces, target_pieces
 from t2t_keras.decoding.parameters import INT32_MAX
+from t2t_keras.decoding.request import LANGUAGES as LANGUAGE_FIELDS
 from t2t_keras.runs import ensemble_runs, load_run, load_run_model, open_run
 from t2t_keras.tasks import task_of
 
@@ -50,17 +52,36 @@ class RunArtifact(Artifact):
                                     ("generate",) if generates else ())
         self.defaults = self._task.default_request(decoding)
         self.max_length, self.max_beam_size = self.config.model.max_length, INT32_MAX
-        self._generator = self._loaded = self._nll = None
+        self._generator = self._loaded = self._nll = self._languages = None
 
     @property
     def accepts(self):
-        """Its task's request fields; an ensemble has no single attention to align with."""
+        """Its task's request fields (a multilingual checkpoint's languages too, without alignments); an ensemble
+        has no single attention to align with."""
         from t2t_keras.decoding.generator import ACCEPTS, ALIGNMENT, PROMPT, SOURCE
 
         if "generate" not in self.operations:
             return frozenset()
         fields = ACCEPTS[SOURCE if self.task == "translation" else PROMPT]
+        if self._multilingual():
+            fields = fields - ALIGNMENT | set(LANGUAGE_FIELDS)
         return fields - ALIGNMENT if self.ensemble else fields
+
+    def _multilingual(self):
+        """Whether the run is an imported multilingual checkpoint's (NLLB, M2M-100), its tokenizer read once."""
+        if self._languages is None:
+            pretrained = self.task == "translation" and self.config.data.tokenizer == "pretrained"
+            self._languages = is_multilingual(self.run.load_tokenizer()) if pretrained else False
+        return self._languages
+
+    def check_request(self, request):
+        """`Artifact.check_request`, and the request's languages among the checkpoint's codes."""
+        request = super().check_request(request)
+        where = f"its tokenizer ({self.run.tokenizer_file(self.config.data.tokenizer)}, manifest.json \"languages\")"
+        for field in LANGUAGE_FIELDS:
+            if getattr(request, field) is not None:
+                language_id(self.tokenizer, field, getattr(request, field), where)
+        return request
 
     @property
     def generator(self):
@@ -94,18 +115,22 @@ class RunArtifact(Artifact):
         """Piece counts of `sentences` (no end id), under the run's tokenizer."""
         if not sentences:
             return []
-        return self.tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy().tolist()
+        return source_pieces(self.tokenizer, tf.constant(sentences)).row_lengths().numpy().tolist()
 
     def _score_batch(self, sources, targets):
-        """Sums `(n,)` and per-token NLL arrays of `n` pairs, from the run's float32 model (`decoding.forced`)."""
+        """Sums `(n,)` and per-token NLL arrays of `n` pairs, from the run's float32 model (`decoding.forced`), with
+        its own ids (a multilingual model's: the run's languages)."""
         model, tokenizer = self.loaded()
         if self._nll is None:
             spec = tf.TensorSpec([None, None], tf.int32)
             self._nll = tf.function(lambda s, ti, to: token_nll(model, s, ti, to), input_signature=[spec] * 3,
                                     autograph=False)
-        ragged = [tokenizer.tokenize(tf.constant(side)).to_list() for side in (sources, targets)]
+        ragged = [pieces(tokenizer, tf.constant(side)).to_list()
+                  for pieces, side in ((source_pieces, sources), (target_pieces, targets))]
+        layout = layout_of(tokenizer, model.special_ids)
         # Exact widths: a width rounded up could pass a learned position table's max_length.
-        source, target_in, target_out = (pad_batch(rows, 1) for rows in teacher_forcing_rows(*ragged))
+        source, target_in, target_out = (pad_batch(rows, 1, pad=model.special_ids.pad)
+                                         for rows in teacher_forcing_rows(*ragged, model.special_ids, layout))
         nll = self._nll(tf.constant(source), tf.constant(target_in), tf.constant(target_out)).numpy()
-        lengths = [len(p) + 1 for p in ragged[1]]
+        lengths = [len(p) + 1 + len(layout.target_prefix) for p in ragged[1]]
         return nll.sum(axis=1), [row[:n] for row, n in zip(nll, lengths)]

@@ -5,7 +5,8 @@
 
 A translation export answers through `translate` (n-best lists), `translate_constrained` (a request with
 constraints, where the export has the signature: `export --constraints`) and `score`; an lm export through
-`continue`. The export is loaded with `tf.saved_model.load` after importing `tensorflow_text`, which registers
+`continue`. A multilingual export (NLLB, M2M-100) also takes the request's `src_lang` and `tgt_lang`, checked here
+against the export's `language_codes` before the call. The export is loaded with `tf.saved_model.load` after importing `tensorflow_text`, which registers
 the tokenizer's ops, and called `batch_size` lines at a time. An XLA-compiled export gets batches padded to a
 power-of-two number of rows (repeating the first line), so it compiles for few shapes. Alignments read the
 cross-attention of the Keras model a text export keeps in `assets.extra/` (`runs.load_export`).
@@ -21,7 +22,8 @@ from t2t_keras.decoding.aligner import Aligner
 from t2t_keras.decoding.batch_shapes import pad_rows_to_power_of_two
 from t2t_keras.decoding.constraint_rows import UNSATISFIED_IN_EXPORT
 from t2t_keras.decoding.generator import ALIGNMENT
-from t2t_keras.decoding.request import Generation, GenerationRequest, check_lines
+from t2t_keras.decoding.layout import unknown_language
+from t2t_keras.decoding.request import LANGUAGES, Generation, GenerationRequest, check_lines
 from t2t_keras.errors import T2TError
 from t2t_keras.export.constrained_module import TERM_SEPARATOR
 from t2t_keras.runs import INSPECTION_DIR, load_export
@@ -67,10 +69,28 @@ class SavedModelArtifact(Artifact):
         self.jit_compiled = bool(module.jit_compiled.numpy())
         stopping = module.stopping.numpy().decode("utf-8") if hasattr(module, "stopping") else "beam"
         penalty = module.length_penalty.numpy().decode("utf-8") if hasattr(module, "length_penalty") else "gnmt"
+        longest = int(module.max_output_length.numpy()) if hasattr(module, "max_output_length") else 0
         defaults = GenerationRequest(int(module.default_beam_size.numpy()), float(module.default_alpha.numpy()),
-                                     penalty, int(module.default_max_extra_length.numpy()), stopping)
+                                     penalty, int(module.default_max_extra_length.numpy()), stopping,
+                                     max_output_length=longest or None,
+                                     end_at_limit=bool(getattr(module, "end_at_limit", False) and
+                                                       module.end_at_limit.numpy()))
+        self.language_codes = [code.decode("utf-8") for code in module.language_codes.numpy()] \
+            if hasattr(module, "language_codes") else None
         accepts = TRANSLATION | (ALIGNMENT if (self.path / INSPECTION_DIR / "model.keras").exists() else set())
+        if self.language_codes is not None:  # a language code among the pieces: no alignments
+            accepts = accepts - ALIGNMENT | set(LANGUAGES)
         return defaults, accepts | ({"constraints"} if CONSTRAINED in self.saved_model.signatures else set())
+
+    def check_request(self, request):
+        """`Artifact.check_request`, and a multilingual export's languages among its codes."""
+        request = super().check_request(request)
+        for field in LANGUAGES:
+            code = getattr(request, field)
+            if code is not None and code not in self.language_codes and f"__{code}__" not in self.language_codes:
+                raise T2TError(unknown_language(field, code, self.language_codes,
+                                                f"the export's variable language_codes ({self.path})"))
+        return request
 
     def _continuation_defaults(self):
         module = self.saved_model
@@ -125,11 +145,13 @@ class SavedModelArtifact(Artifact):
 
     def _translate(self, lines, request):
         """One call of the `translate` signature on `lines`."""
+        languages = {} if self.language_codes is None else {
+            field: tf.constant(getattr(request, field) or "", tf.string) for field in LANGUAGES}
         out = self.saved_model.signatures["translate"](
             inputs=tf.constant(self._rows(lines), tf.string), beam_size=tf.constant(request.beam_size, tf.int32),
             alpha=tf.constant(request.alpha, tf.float32),
             max_extra_length=tf.constant(request.max_extra_length, tf.int32),
-            num_return=tf.constant(request.num_return, tf.int32))
+            num_return=tf.constant(request.num_return, tf.int32), **languages)
         count = len(lines)
         texts = [[t.decode("utf-8", errors="replace") for t in row] for row in out["translations"].numpy()[:count]]
         return Generation(texts, out["scores"].numpy()[:count].tolist(), out["truncated"].numpy()[:count].tolist(),

@@ -47,11 +47,13 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # a fixed time: the same files make the same 
 class _Side:
     """One side's SentencePiece model and piece -> id table, and the ids around its pieces."""
 
-    def __init__(self, files, settings):
+    def __init__(self, files, settings, codes=()):
         self.language_tags = bool(settings.get("language_tags", False))
         self.prefix = tf.constant(settings.get("prefix", []), tf.int32)
         self.suffix = tf.constant(settings.get("suffix", []), tf.int32)
         self.trailing_space = settings.get("trailing_space")  # the id of "▁" after a text that ends with a space
+        # the language code's id among the prefix and suffix (NLLB, M2M-100), if any
+        self.code = next((i for i in settings.get("prefix", []) + settings.get("suffix", []) if i in codes), None)
         self.sentencepiece = sentencepiece_pieces(files[settings["model"]])
         vocabulary = json.loads(files[settings["vocabulary"]].decode("utf-8"))
         self.table = tf.lookup.StaticHashTable(
@@ -60,8 +62,23 @@ class _Side:
             default_value=tf.constant(settings["unk"], tf.int64))  # an unknown piece: the side's unk id
         self.vocabulary = vocabulary
 
-    def ids(self, strings):
-        """int32 ragged `(batch, (ids))` of a `(batch,)` string tensor."""
+    def ids(self, strings, language=None):
+        """int32 ragged `(batch, (ids))` of a `(batch,)` string tensor: the prefix, the pieces, the suffix
+        (`language`: the language code's id in them, see `affixes`)."""
+        batch = tf.shape(strings)[0]
+        around = [tf.RaggedTensor.from_tensor(tf.tile(part[None], [batch, 1])) for part in self.affixes(language)]
+        return tf.concat([around[0], self.pieces(strings), around[1]], axis=1)
+
+    def affixes(self, language=None):
+        """int32 `(prefix, suffix)`: the ids before and after the pieces, the language code replaced by `language`
+        (an id, a scalar tensor too) where given."""
+        if language is None or self.code is None:
+            return self.prefix, self.suffix
+        return tuple(tf.where(tf.equal(part, self.code), tf.cast(language, tf.int32), part)
+                     for part in (self.prefix, self.suffix))
+
+    def pieces(self, strings):
+        """int32 ragged `(batch, (ids))` of the pieces of a `(batch,)` string tensor, without prefix or suffix."""
         text = strings
         if self.language_tags:
             tag = tf.strings.regex_replace(strings, _LANGUAGE_TAG, r"\1")
@@ -75,8 +92,7 @@ class _Side:
         if self.trailing_space is not None:  # transformers' fast NLLB tokenizer keeps one "▁" for it; SentencePiece
             ends = tf.strings.regex_full_match(strings, r"(?s).*\s")  # drops it
             ids = tf.concat([ids, tf.ragged.boolean_mask(tf.fill([batch, 1], self.trailing_space), ends[:, None])], 1)
-        around = [tf.RaggedTensor.from_tensor(tf.tile(part[None], [batch, 1])) for part in (self.prefix, self.suffix)]
-        return tf.concat([around[0], ids, around[1]], axis=1)
+        return ids
 
 
 def sentencepiece_pieces(model_bytes):
@@ -108,14 +124,16 @@ class PretrainedTokenizer(tf.Module):
         _check_manifest(manifest, self._files)
         self.manifest = manifest
         self.special_ids = SpecialIds.of(manifest["special_ids"])
-        self._source = _Side(self._files, manifest["source"])
+        codes = set(self.language_codes.values())
+        self._source = _Side(self._files, manifest["source"], codes)
         self._target = self._source if manifest["target"] == manifest["source"] else \
-            _Side(self._files, manifest["target"])
+            _Side(self._files, manifest["target"], codes)
         pieces = self._target.vocabulary
         self._pieces = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(tf.constant(list(pieces.values()), tf.int64),
                                                 tf.constant(list(pieces), tf.string)), default_value="")
         self._skipped = tf.constant(sorted(set(manifest["skipped_ids"])), tf.int32)
+        self._languages = _language_table(self.language_codes)
 
     @classmethod
     def load(cls, path):
@@ -152,21 +170,82 @@ class PretrainedTokenizer(tf.Module):
         """The source embedding's size (the vocabulary size unless the sides have their own)."""
         return int(self.manifest.get("source_vocab_size", self.manifest["vocab_size"]))
 
-    def tokenize(self, strings):
+    def tokenize(self, strings, language=None):
         """The model's source ids of `strings` (`[batch]`, or a scalar: a 1-D result), with the checkpoint's
-        prefix (NLLB: the source language) and end of sentence: int32 ragged `[batch, (ids)]`."""
-        return self._each(self._source, strings)
+        prefix (NLLB: the source language; `language`: another code's id) and end of sentence: int32 ragged
+        `[batch, (ids)]`."""
+        return self._each(self._source.ids, strings, language)
 
-    def tokenize_target(self, strings):
+    def tokenize_target(self, strings, language=None):
         """The target ids of `strings` as the checkpoint's tokenizer makes labels (NLLB: the target language
         first), its end of sentence last."""
-        return self._each(self._target, strings)
+        return self._each(self._target.ids, strings, language)
 
-    def _each(self, side, strings):
+    def source_pieces(self, strings):
+        """The source ids of `strings` without the prefix and suffix `tokenize` adds (`source_affixes`)."""
+        return self._each(self._source.pieces, strings)
+
+    def target_pieces(self, strings):
+        """The target ids of `strings` without the prefix and suffix `tokenize_target` adds."""
+        return self._each(self._target.pieces, strings)
+
+    def source_affixes(self, language=None):
+        """int32 `(prefix, suffix)`: the ids `tokenize` puts before and after the pieces (Marian: none, and the end
+        id; NLLB and M2M-100: the source language's code, and the end id), the code replaced by `language` (its
+        id: an int or a scalar tensor) where given."""
+        return self._source.affixes(language)
+
+    def _each(self, function, strings, *args):
         strings = tf.convert_to_tensor(strings, tf.string)
         if strings.shape.rank == 0:
-            return side.ids(strings[tf.newaxis])[0]
-        return side.ids(strings)
+            return function(strings[tf.newaxis], *args)[0]
+        return function(strings, *args)
+
+    @property
+    def language_codes(self):
+        """`{code: id}` of a multilingual checkpoint's language codes (NLLB, M2M-100), else {}."""
+        return dict(self.manifest.get("languages", {}).get("codes", {}))
+
+    @property
+    def languages(self):
+        """`(source, target)` language codes chosen at import (`t2t-keras import --source-lang --target-lang`), or
+        None for a checkpoint without language codes."""
+        chosen = self.manifest.get("languages")
+        return (chosen["source"], chosen["target"]) if chosen else None
+
+    def language_id(self, code):
+        """The id of language `code` (M2M-100's `en` also as `__en__`), or None where the checkpoint lacks it."""
+        codes = self.language_codes
+        return next((codes[name] for name in (code, f"__{code}__") if name in codes), None)
+
+    def sentencepiece_model(self, side="source"):
+        """The bytes of a side's SentencePiece model (`source.spm`, `target.spm`, `sentencepiece.bpe.model`)."""
+        return self._files[self.manifest[side]["model"]]
+
+    @property
+    def skipped_ids(self):
+        """The ids `detokenize` leaves out (the checkpoint tokenizer's special tokens), sorted."""
+        return sorted(set(self.manifest["skipped_ids"]))
+
+    @property
+    def trailing_space(self):
+        """Whether a text's final space is a piece of its own (transformers' fast NLLB tokenizer)."""
+        return any(self.manifest[side].get("trailing_space") is not None for side in SIDES)
+
+    def pieces(self, side="target"):
+        """The pieces of a side's vocabulary in id order, as many as its embedding has rows; an id no piece has
+        (M2M-100's made-up words) is named `madeupwordN`, as CTranslate2's converter names them."""
+        size = self.vocab_size if side == "target" else self.source_vocab_size
+        by_id = {index: piece for piece, index in (self._target if side == "target" else self._source).vocabulary
+                 .items()}
+        return [by_id.get(index, f"madeupword{index}") for index in range(size)]
+
+    def language_ids(self, codes):
+        """int32 ids of language codes (a tf.string tensor) in the graph, as `language_id` finds them; -1 for a code
+        the checkpoint lacks."""
+        if self._languages is None:
+            return tf.fill(tf.shape(codes), -1)
+        return tf.cast(self._languages.lookup(codes), tf.int32)
 
     def detokenize(self, ids):
         """Text of target `ids`, ragged `[batch, (ids)]` or dense `[batch, length]` (1-D: a scalar): everything
@@ -190,6 +269,15 @@ class PretrainedTokenizer(tf.Module):
     def id_to_piece(self, ids):
         """The target pieces (`tf.string`) of int ids, with the shape of `ids` ("" for an id without one)."""
         return self._pieces.lookup(tf.cast(ids, tf.int64))
+
+
+def _language_table(codes):
+    """A lookup of language codes, also by the name inside M2M-100's `__xx__`; None without codes."""
+    if not codes:
+        return None
+    names = {**{code[2:-2]: i for code, i in codes.items() if code.startswith("__") and code.endswith("__")}, **codes}
+    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant(list(names), tf.string), tf.constant(list(names.values()), tf.int64)), default_value=-1)
 
 
 def _check_manifest(manifest, files):

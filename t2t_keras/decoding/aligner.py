@@ -50,7 +50,7 @@ class Aligner:
         S)` of every decoder layer and head, target pieces by `rows`, the source EOS left out (a generator: one
         batch's maps are held at a time)."""
         source_pieces = word_pieces(self.tokenizer, sources, self.max_pieces)
-        target_pieces = word_pieces(self.tokenizer, targets, self.max_pieces)
+        target_pieces = word_pieces(self.tokenizer, targets, self.max_pieces, side="target")
         for start in range(0, len(source_pieces), self.batch_size):
             chunk = slice(start, start + self.batch_size)
             weights = cross_attention(self.model, [p.ids for p in source_pieces[chunk]],

@@ -33,7 +33,8 @@ import tensorflow as tf
 
 from t2t_keras.config import ALIGNMENT_ROWS
 from t2t_keras.decoding.batch_shapes import pad_batch
-from t2t_keras.decoding.forced import teacher_forcing_rows
+from t2t_keras.decoding.forced import DEFAULT_IDS, teacher_forcing_rows
+from t2t_keras.decoding.layout import source_pieces, target_pieces
 from t2t_keras.errors import T2TError
 
 DEFAULT_LAYER = -1  # the last decoder layer: measured by bench/bench_alignment_layers.py (docs/results.md)
@@ -48,11 +49,13 @@ class WordPieces(typing.NamedTuple):
     num_words: int
 
 
-def word_pieces(tokenizer, texts, max_pieces=None):
-    """`WordPieces` of each text: each whitespace word tokenized alone, pieces concatenated, cut to `max_pieces`."""
+def word_pieces(tokenizer, texts, max_pieces=None, side="source"):
+    """`WordPieces` of each text: each whitespace word tokenized alone (as a `side` text), pieces concatenated, cut
+    to `max_pieces`."""
     words = [text.split() for text in texts]
     flat = [word for row in words for word in row]
-    pieces = tokenizer.tokenize(tf.constant(flat, tf.string)).to_list() if flat else []
+    pieces_of = source_pieces if side == "source" else target_pieces
+    pieces = pieces_of(tokenizer, tf.constant(flat, tf.string)).to_list() if flat else []
     result, start = [], 0
     for row in words:
         ids, owner = [], []
@@ -139,8 +142,10 @@ def check_alignment_choice(model, layer, heads, rows="predicts"):
 def cross_attention(model, sources, targets):
     """float32 `(batch, layers, heads, T + 1, S + 1)` cross-attention of every decoder layer, with `sources` /
     `targets` lists of piece ids: the decoder reads BOS + target, the encoder source + EOS."""
-    source_rows, target_rows, _ = teacher_forcing_rows(sources, targets)
-    source, target_in = (tf.constant(pad_batch(rows, length_multiple=1)) for rows in (source_rows, target_rows))
+    ids = getattr(model, "special_ids", None) or DEFAULT_IDS
+    source_rows, target_rows, _ = teacher_forcing_rows(sources, targets, ids)
+    source, target_in = (tf.constant(pad_batch(rows, length_multiple=1, pad=ids.pad))
+                         for rows in (source_rows, target_rows))
     memory = model.encode(source, training=False)
     decoded = model.decode_with_attention(target_in, memory, model.source_mask(source), training=False)
     return np.stack([np.asarray(weights, np.float32) for weights in decoded.cross_weights], axis=1)

@@ -63,8 +63,8 @@ def plan_batches(lengths, batch_tokens, length_multiple=LENGTH_MULTIPLE):
     return batches
 
 
-def pad_batch(rows, length_multiple=LENGTH_MULTIPLE, batch_tokens=None):
-    """int32 `(num_rows, width)` array of `rows`, padded with 0.
+def pad_batch(rows, length_multiple=LENGTH_MULTIPLE, batch_tokens=None, pad=PAD_ID):
+    """int32 `(num_rows, width)` array of `rows`, padded with `pad` (the model's padding id).
 
     The width is the longest row rounded up to `length_multiple`. With
     `batch_tokens`, the number of rows is rounded up to a power of two as far
@@ -74,7 +74,7 @@ def pad_batch(rows, length_multiple=LENGTH_MULTIPLE, batch_tokens=None):
     num_rows = len(rows)
     if batch_tokens is not None:
         num_rows = max(num_rows, min(power_of_two_rows(num_rows), batch_tokens // width))
-    batch = np.full((num_rows, width), PAD_ID, np.int32)
+    batch = np.full((num_rows, width), pad, np.int32)
     for i in range(num_rows):
         row = rows[i] if i < len(rows) else rows[0]
         batch[i, :len(row)] = row

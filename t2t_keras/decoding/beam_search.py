@@ -86,24 +86,27 @@ PLAIN = BeamRule()
 
 
 def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha,
-                length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length,
-                max_length=None, min_length=0, num_return=1, forced_prefix=None, output_ids=None,
-                stopping=DecodingConfig.stopping, growing_cache=False, rule=PLAIN):
+                length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length, max_length=None,
+                min_length=0, num_return=1,
+                forced_prefix=None, output_ids=None, stopping=DecodingConfig.stopping, growing_cache=False,
+                rule=PLAIN, max_output_length=None, end_at_limit=False):
     """The `num_return` best translations of each source sentence.
 
     Args:
         model: a built `Transformer` (or any `families.Searchable`).
         source: int `(batch, source_len)` ids, padded, each row ending with the end id.
         beam_size, num_return: hypotheses kept per sentence (4 in the paper); the n-best list's size.
-        alpha, length_penalty: the exponent of `"gnmt"` (0.6 in the paper); `"gnmt"`, `"average"` or `"none"`.
+        alpha, length_penalty: the exponent (0.6 in the paper); `"gnmt"`, `"power"`, `"average"` or `"none"`.
         max_extra_length, max_length: a sentence stops after `input length + max_extra_length` tokens (§6.1);
             a static bound on them (and the cache), by default the padded source width + `max_extra_length`.
         min_length: the end id is forbidden until this many tokens exist.
         forced_prefix: optional int `(batch, width)` ids, padded, every hypothesis starts with (`common`).
-        output_ids, stopping: int32 `(S,)` shortlist vocabulary (`decoding.shortlist`; None: all ids); `"beam"` or
-            `"exact"`, when a sentence is done (`decoding.stopping`).
-        growing_cache: a growing cache, done sentences dropped where the rule allows it (graph mode only).
-        rule: how a step's candidates are chosen (`BeamRule`; `constrained.ConstraintRule`).
+        output_ids, stopping: int32 `(S,)` shortlist vocabulary (`decoding.shortlist`; None: all ids); when a
+            sentence is done (`decoding.stopping`).
+        growing_cache, rule: a growing cache, done sentences dropped where the rule allows it (graph mode only);
+            how a step's candidates are chosen (`BeamRule`; `constrained.ConstraintRule`).
+        max_output_length, end_at_limit: the longest output whatever the input's length (a Python int; None: no
+            such limit); a sentence's last allowed token is the end id (`common.force_end`).
 
     Returns:
         dict with `tokens` int32 `(batch, num_return, bound)`, each ending with the end id (unless cut at its
@@ -112,14 +115,14 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
     check_options(beam_size, num_return, length_penalty, stopping)
     source = ops.convert_to_tensor(source, "int32")
     ids = common.search_ids(model)
-    bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
+    bound, limits = common.output_lengths(model, source, max_extra_length, max_length, max_output_length)
     source_mask, state = _start(model, source, beam_size, bound, ids, rule, growing_cache)
     if forced_prefix is not None:
         forced_prefix = ops.repeat(ops.convert_to_tensor(forced_prefix, "int32"), beam_size, axis=0)
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
     step = functools.partial(beam_step, model, min_length=min_length, scoring=scoring, num_return=num_return,
                              vocabulary=common.searched_vocabulary(model, output_ids), stopping=stopping,
-                             growing=growing_cache, ids=ids, rule=rule)
+                             growing=growing_cache, ids=ids, rule=rule, end_at_limit=end_at_limit)
     final = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), beam_size,
                  growing_cache, rule.compacts)
     return {name: final[f"finished_{key}"][:, :num_return] for name, key in NBEST.items()}
@@ -180,16 +183,15 @@ def _reordered(step, state, **inputs):
 
 
 def beam_step(model, state, source_mask, limits, min_length, scoring, num_return, ids, rule=PLAIN,
-              forced_prefix=None, vocabulary=None, stopping=DecodingConfig.stopping, growing=False):
+              forced_prefix=None, vocabulary=None, stopping=DecodingConfig.stopping, growing=False, end_at_limit=False):
     """Extends the alive hypotheses by one token and updates both sets; the new cache is not yet reordered by
     `beams`, the beam each alive hypothesis extends. `vocabulary`: a shortlist's (`common.searched_vocabulary`)."""
     step = state["step"]
     output_ids = None if vocabulary is None else vocabulary.ids
     inputs = ops.reshape(common.previous_tokens(state["alive_seq"], step, ids), (-1,))  # (batch * beam,)
     log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, vocabulary, growing)
-    log_probs = common.mask_special_tokens(log_probs, step, ids, min_length, output_ids)
-    if forced_prefix is not None:
-        log_probs = common.force_prefix(log_probs, step, forced_prefix, ids.pad, output_ids)
+    log_probs = common.next_token_log_probs(log_probs, step, ids, limits, common.dim(state["alive_seq"], 1),
+                                            min_length, forced_prefix, end_at_limit, output_ids)
     choice = rule.choose(state, log_probs, step, limits, ids, output_ids)
     alive = choice.alive
     finished = next_finished(state, choice.candidates, choice.joins, scoring(choice.candidates["log_probs"], step + 1))

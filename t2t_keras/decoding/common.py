@@ -11,9 +11,15 @@ Length conventions used throughout `decoding/`:
 * a sentence may generate at most `input length + max_extra_length` tokens
   (EOS included), §6.1, and never more than the *bound*: the static size of the
   token buffers and of the self-attention cache;
-* a hypothesis that reaches its limit without EOS ends there, without EOS;
-* PAD and BOS are never generated, so every id before EOS is not PAD, and the
-  buffers hold PAD after it.
+* a sentence never generates more than `max_output_length` tokens when it is given
+  (an absolute limit, Hugging Face's `max_new_tokens`);
+* a hypothesis that reaches its limit without EOS ends there, without EOS; with
+  `end_at_limit` (Hugging Face's `forced_eos_token_id`) its last token is EOS instead;
+* PAD and the decoder's start id are never generated (the start id may be generated
+  where it is also the end id, as M2M-100's is), so every id before EOS is not PAD,
+  and the buffers hold PAD after it.
+
+The ids are the model's own (`search_ids`): PAD, the start id and EOS of its `special_ids`.
 """
 
 from typing import Any, NamedTuple
@@ -92,12 +98,14 @@ def source_lengths(source, pad_id=PAD_ID):
     return ops.sum(ops.cast(ops.not_equal(source, pad_id), "int32"), axis=1)
 
 
-def output_bound(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None):
+def output_bound(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None,
+                 max_output_length=None):
     """Size of the token buffers and of the cache.
 
     `max_length` when given (a Python int keeps every shape static), otherwise
     the padded source width plus `max_extra_length`, which must then be a Python
-    int. Capped by `model.max_length`, the longest sequence the model accepts.
+    int. Capped by `max_output_length` when given (a Python int) and by `model.max_length`, the longest sequence
+    the model accepts.
     """
     if max_length is None:
         if not isinstance(max_extra_length, int):
@@ -106,9 +114,10 @@ def output_bound(model, source, max_extra_length=DEFAULTS.max_extra_length, max_
                 f"Received: max_extra_length={max_extra_length!r}; pass max_length to use a tensor."
             )
         max_length = dim(source, 1) + max_extra_length
+    longest = model.max_length if max_output_length is None else min(max_output_length, model.max_length)
     if isinstance(max_length, int):
-        return max(1, min(max_length, model.max_length))
-    return ops.clip(max_length, 1, model.max_length)
+        return max(1, min(max_length, longest))
+    return ops.clip(max_length, 1, longest)
 
 
 def output_limits(source, bound, max_extra_length=DEFAULTS.max_extra_length, pad_id=PAD_ID):
@@ -117,9 +126,10 @@ def output_limits(source, bound, max_extra_length=DEFAULTS.max_extra_length, pad
     return ops.clip(limits, 1, bound)
 
 
-def output_lengths(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None):
+def output_lengths(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None,
+                   max_output_length=None):
     """`output_bound` and `output_limits` of a search: the buffer size and each sentence's `(batch,)` limit."""
-    bound = output_bound(model, source, max_extra_length, max_length)
+    bound = output_bound(model, source, max_extra_length, max_length, max_output_length)
     return bound, output_limits(source, bound, max_extra_length, model.pad_id)
 
 
@@ -138,15 +148,30 @@ def previous_tokens(sequences, step, ids):
 def mask_special_tokens(log_probs, step, ids, min_length=0, output_ids=None):
     """Sets to -inf the ids that may not come next: PAD and the start id always, the end id before `min_length`.
 
-    PAD would be indistinguishable from the padding after the end, and the start
-    id only starts the decoder input. The other log-probabilities are not
-    renormalised (as in fairseq), so scores stay the model's log-probabilities.
-    With a shortlist, column i of `log_probs` is id `output_ids[i]` (`decoding.shortlist`).
+    PAD would be indistinguishable from the padding after the end (Marian's checkpoints forbid it too, their
+    `bad_words_ids`), and the start id only starts the decoder input, unless it is also the end id (M2M-100's).
+    The other log-probabilities are not renormalised (as in fairseq and Hugging Face's beam search), so scores
+    stay the model's log-probabilities. With a shortlist, column i of `log_probs` is id `output_ids[i]`
+    (`decoding.shortlist`).
     """
     vocab = searched_ids(log_probs, output_ids)
     early_end = ops.logical_and(ops.equal(vocab, ids.end), step + 1 < min_length)
-    forbidden = ops.equal(vocab, ids.pad) | ops.equal(vocab, ids.start) | early_end
+    forbidden = ops.equal(vocab, ids.pad) | early_end
+    if ids.start != ids.end:
+        forbidden = forbidden | ops.equal(vocab, ids.start)
     return ops.where(forbidden, ops.cast(NEG_INF, log_probs.dtype), log_probs)
+
+
+def force_end(log_probs, step, limits, ids, rows=1, output_ids=None):
+    """Sentences at their last allowed token (`step + 1 >= limits`) may only end: the end id with log-probability
+    0, as Hugging Face's `forced_eos_token_id` forces it. `limits`: `(batch,)`; `log_probs`: `rows` decoder rows
+    per sentence (its beams)."""
+    vocab = searched_ids(log_probs, output_ids)
+    only_end = ops.where(ops.equal(vocab, ids.end), 0.0, NEG_INF)[None, :]
+    last = step + 1 >= limits
+    if not (isinstance(rows, int) and rows == 1):
+        last = ops.repeat(last, rows, axis=0)
+    return ops.where(last[:, None], ops.cast(only_end, log_probs.dtype), log_probs)
 
 
 def force_prefix(log_probs, step, prefix, pad_id=PAD_ID, output_ids=None):
@@ -164,9 +189,23 @@ def force_prefix(log_probs, step, prefix, pad_id=PAD_ID, output_ids=None):
     return ops.where(forced[:, None], ops.cast(only, log_probs.dtype), log_probs)
 
 
+def next_token_log_probs(log_probs, step, ids, limits, rows=1, min_length=0, forced_prefix=None,
+                         end_at_limit=False, output_ids=None):
+    """`log_probs` of the next token with what may not come next at -inf: the special ids (`mask_special_tokens`),
+    everything but a forced prefix's token (`force_prefix`) and, with `end_at_limit`, everything but the end id at
+    a sentence's last token (`force_end`), in Hugging Face's order (bad words, forced first token, forced end)."""
+    log_probs = mask_special_tokens(log_probs, step, ids, min_length, output_ids)
+    if forced_prefix is not None:
+        log_probs = force_prefix(log_probs, step, forced_prefix, ids.pad, output_ids)
+    if end_at_limit:
+        log_probs = force_end(log_probs, step, limits, ids, rows, output_ids)
+    return log_probs
+
+
 def shortlist_slots(output_ids):
-    """bool `(S,)`: the slots of a shortlist's `output_ids` that hold an id (PAD_ID first), not padding."""
-    return ops.not_equal(output_ids, PAD_ID) | ops.equal(ops.arange(dim(output_ids, 0), dtype="int32"), 0)
+    """bool `(S,)`: the slots of a shortlist's `output_ids` that hold an id (id 0 first, then 0 is padding), not
+    padding (`decoding.shortlist`)."""
+    return ops.not_equal(output_ids, 0) | ops.equal(ops.arange(dim(output_ids, 0), dtype="int32"), 0)
 
 
 def searched_ids(log_probs, output_ids=None):
@@ -181,7 +220,7 @@ def vocabulary_ids(positions, output_ids=None):
 
 class SearchedVocabulary(NamedTuple):
     """A shortlist's searched vocabulary as a search's steps use it (`searched_vocabulary`)."""
-    ids: Any  # int32 (S,) full-vocabulary ids, PAD_ID padding (`decoding.shortlist.batch_vocabulary`)
+    ids: Any  # int32 (S,) full-vocabulary ids, then 0s (`decoding.shortlist.batch_vocabulary`)
     slots: Any  # bool (S,): the slots holding an id (`shortlist_slots`)
     weights: Any  # the output projection's weights of `ids` (`Transformer.output_weights`), or None
 

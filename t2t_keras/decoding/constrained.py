@@ -2,7 +2,7 @@
 
 Each sentence comes with *constraints*: target token sequences (terms) that must appear in its output, each as
 a contiguous run of tokens, in any order. They travel as int `(batch, max_constraints, max_constraint_len)`,
-0-padded; an all-zero row is no constraint.
+padded with the model's padding id; an all-padding row is no constraint.
 
 The search is `beam_search`'s (alive and finished sets, beams flattened into the batch, one `tf.while_loop` over
 fixed-shape tensors, XLA-compilable), with these changes:
@@ -38,8 +38,8 @@ log-probabilities, the extra candidates rank below `beam_search`'s `2 * beam` (t
 likely) and nothing is forbidden: the tokens, scores and log-probabilities are exactly `beam_search`'s.
 
 Constraint tokens are scored with the model's log-probabilities, like any other, so forced decoding
-(`decoding.forced`, the `score` command) of a constrained output gives its `log_probs`. Shortlists and forced
-prefixes are not combined with constraints.
+(`decoding.forced`, the `score` command) of a constrained output gives its `log_probs`. Shortlists are not
+combined with constraints; a forced prefix (a multilingual model's target language) is.
 """
 
 from typing import NamedTuple
@@ -50,19 +50,20 @@ from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import common
 from t2t_keras.decoding.beam_search import BeamRule, Choice, beam_search, top_candidates
 from t2t_keras.decoding.request import DEFAULTS
-from t2t_keras.special_ids import PAD_ID
 
 
 class Constraints(NamedTuple):
-    """A batch's constraints: `ids` int32 `(batch, C, L)` 0-padded, `lengths` `(batch, C)` (0: no constraint)."""
+    """A batch's constraints: `ids` int32 `(batch, C, L)` padded with `pad`, `lengths` `(batch, C)` (0: no
+    constraint)."""
 
     ids: tf.Tensor
     lengths: tf.Tensor
+    pad: int
 
     @classmethod
-    def of(cls, ids):
+    def of(cls, ids, pad):
         ids = tf.convert_to_tensor(ids, tf.int32)
-        return cls(ids, tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), axis=-1))
+        return cls(ids, tf.reduce_sum(tf.cast(tf.not_equal(ids, pad), tf.int32), axis=-1), pad)
 
     @property
     def total(self):
@@ -83,15 +84,16 @@ def constraint_room(lengths, source_lengths, max_extra_length, model_max_length)
 def constrained_beam_search(model, source, constraints, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha,
                             length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length,
                             max_length=None, min_length=0, num_return=1, stopping=DecodingConfig.stopping,
-                            growing_cache=False):
+                            growing_cache=False, **options):
     """The `num_return` best translations of each source sentence that hold every one of its constraints.
 
     Args:
         model: a built `Transformer` (or an `Ensemble`).
-        source: int `(batch, source_len)` ids, padded with 0, each row ending with EOS.
+        source: int `(batch, source_len)` ids, padded, each row ending with EOS.
         constraints: int `(batch, max_constraints, max_constraint_len)` target ids of each sentence's
-            constraints, 0-padded (no BOS, EOS or PAD inside a constraint).
-        The other arguments are `beam_search`'s.
+            constraints, padded with the model's padding id (no start, end or padding id inside a constraint).
+        The other arguments (and `options`: `forced_prefix`, `max_output_length`, `end_at_limit`) are
+        `beam_search`'s.
 
     Returns:
         `beam_search`'s dict (`tokens`, `scores`, `log_probs`) and `satisfied`: bool `(batch,)`, false for a
@@ -102,7 +104,7 @@ def constrained_beam_search(model, source, constraints, beam_size=DEFAULTS.beam_
     out = beam_search(model, source, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
                       max_extra_length=max_extra_length, max_length=max_length, min_length=min_length,
                       num_return=num_return, stopping=stopping, growing_cache=growing_cache,
-                      rule=ConstraintRule(Constraints.of(constraints)))
+                      rule=ConstraintRule(Constraints.of(constraints, common.search_ids(model).pad)), **options)
     return {**out, "satisfied": out["log_probs"][:, 0] > common.NEG_INF}
 
 
@@ -177,7 +179,7 @@ def _constraint_tokens(terms, state):
     tokens = tf.reduce_sum(terms.ids[:, None] * tf.one_hot(position, width, dtype=tf.int32), axis=-1)
     allowed = tf.where(progress > 0, in_current, tf.logical_not(state["met"]))
     allowed &= terms.lengths[:, None, :] > 0
-    return tf.where(allowed, tokens, PAD_ID), allowed
+    return tf.where(allowed, tokens, terms.pad), allowed
 
 
 def _repeated(candidates):

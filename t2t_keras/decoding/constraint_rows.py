@@ -12,6 +12,7 @@ import numpy as np
 
 from t2t_keras.decoding.batch_shapes import power_of_two_rows
 from t2t_keras.decoding.constrained import constraint_room
+from t2t_keras.decoding.layout import target_pieces
 from t2t_keras.special_ids import PAD_ID, UNK_ID
 
 CONSTRAINT_LENGTH_MULTIPLE = 4  # constraint widths are rounded up to a multiple of this
@@ -25,13 +26,13 @@ UNSATISFIED_IN_EXPORT = ("no translation holding every term was found: the terms
                          "know, or the input is empty; raise max_extra_length or give fewer terms")
 
 
-def term_ids(tokenizer, constraints):
-    """Per line of `constraints` (tuples of target terms), the pieces of each term, and per line None or the
-    error that keeps it from being searched (an unknown character)."""
+def term_ids(tokenizer, constraints, unk=UNK_ID):
+    """Per line of `constraints` (tuples of target terms), the target pieces of each term, and per line None or the
+    error that keeps it from being searched (an unknown character: the model's `unk` id)."""
     terms = sorted({term for row in constraints for term in row})
-    pieces = dict(zip(terms, tokenizer.tokenize(terms).to_list())) if terms else {}
+    pieces = dict(zip(terms, target_pieces(tokenizer, terms).to_list())) if terms else {}
     rows = [[[int(i) for i in pieces[term]] for term in row] for row in constraints]
-    errors = [UNKNOWN if any(UNK_ID in ids or not ids for ids in row) else None for row in rows]
+    errors = [UNKNOWN if any(unk in ids or not ids for ids in row) else None for row in rows]
     return rows, errors
 
 
@@ -47,13 +48,14 @@ def room_error(row, source_length, max_extra_length, model_max_length):
             f"{model_max_length}): raise --max-extra-length or give this sentence fewer terms")
 
 
-def constraint_batch(rows, num_rows):
-    """int32 `(num_rows, C, L)` of the sentences' constraints `rows`, 0-padded; rows past `len(rows)` repeat the
-    first (as `batch_shapes.pad_batch` does). C: a power of two, L: a multiple of `CONSTRAINT_LENGTH_MULTIPLE`."""
+def constraint_batch(rows, num_rows, pad=PAD_ID):
+    """int32 `(num_rows, C, L)` of the sentences' constraints `rows`, padded with `pad` (the model's padding id);
+    rows past `len(rows)` repeat the first (as `batch_shapes.pad_batch` does). C: a power of two, L: a multiple of
+    `CONSTRAINT_LENGTH_MULTIPLE`."""
     count = power_of_two_rows(max([len(row) for row in rows] + [1]))
     longest = max([len(ids) for row in rows for ids in row] + [1])
     width = -(-longest // CONSTRAINT_LENGTH_MULTIPLE) * CONSTRAINT_LENGTH_MULTIPLE
-    batch = np.full((num_rows, count, width), PAD_ID, np.int32)
+    batch = np.full((num_rows, count, width), pad, np.int32)
     for i in range(num_rows):
         for j, ids in enumerate(rows[i] if i < len(rows) else rows[0]):
             batch[i, j, :len(ids)] = ids

@@ -27,8 +27,8 @@ class Ensemble:
     """Models that decode together, their log-probabilities averaged at each step.
 
     Args:
-        models: one or more built encoder-decoder models (`Transformer`) with the same vocabulary size and padding
-            id; the shortest `max_length` bounds the outputs.
+        models: one or more built encoder-decoder models (`Transformer`) with the same vocabulary size and special
+            ids; the shortest `max_length` bounds the outputs.
     """
 
     def __init__(self, models):
@@ -37,11 +37,11 @@ class Ensemble:
             raise ValueError("An ensemble needs at least one model. Received: models=[]")
         first = self.models[0]
         for model in self.models[1:]:
-            if (model.vocab_size, model.pad_id) != (first.vocab_size, first.pad_id):
+            if (model.vocab_size, _ids(model)) != (first.vocab_size, _ids(first)):
                 raise ValueError("The models of an ensemble must share one vocabulary. Received: vocabulary sizes "
-                                 f"{[m.vocab_size for m in self.models]}, padding ids "
-                                 f"{[m.pad_id for m in self.models]}")
-        self.vocab_size, self.pad_id = first.vocab_size, first.pad_id
+                                 f"{[m.vocab_size for m in self.models]}, special ids "
+                                 f"{[_ids(m) for m in self.models]}")
+        self.vocab_size, self.pad_id, self.special_ids = first.vocab_size, first.pad_id, _ids(first)
         self.max_length = min(model.max_length for model in self.models)
         # How many cache entries (decoder layers) each member's cache holds, to split the joint cache.
         self._cache_sizes = tuple(model.decoder.num_layers for model in self.models)
@@ -73,3 +73,8 @@ class Ensemble:
         """The joint cache cut back into each member's list of layers."""
         ends = [sum(self._cache_sizes[:i + 1]) for i in range(len(self._cache_sizes))]
         return [cache[end - size:end] for size, end in zip(self._cache_sizes, ends)]
+
+
+def _ids(model):
+    """A member's special ids (`Transformer.special_ids`; None: the package's fixed ones)."""
+    return getattr(model, "special_ids", None)

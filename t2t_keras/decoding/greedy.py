@@ -17,41 +17,41 @@ from t2t_keras.decoding.request import DEFAULTS
 
 
 def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0,
-                  temperature=0.0, top_k=0, seed=None, forced_prefix=None, output_ids=None, growing_cache=False):
+                  temperature=0.0, top_k=0, seed=None, forced_prefix=None, output_ids=None, growing_cache=False,
+                  max_output_length=None, end_at_limit=False):
     """Decodes `source` one token at a time, choosing the argmax (or a sample) at each step.
 
     Args:
         model, source: a built `Transformer` (any `families.Searchable`); int `(batch, source_len)` ids, padded.
-        max_extra_length: a sentence stops after `input length + max_extra_length`
-            tokens (§6.1). May be a scalar or `(batch,)` tensor when `max_length` is given.
-        max_length: static bound on the output length (and cache size); defaults
-            to the padded source width + `max_extra_length`.
-        min_length: the end id is forbidden until this many tokens exist (benchmarks use
-            it to force a length). May be a tensor.
-        temperature: 0 (a Python number) means argmax. Otherwise tokens are sampled from
-            softmax(log p / temperature) (TensorFlow); a tensor value <= 0 still means argmax.
-        top_k: when sampling, only the k most likely tokens are candidates; 0 keeps all.
-        seed: int seed of the stateless sampler; None draws one.
-        forced_prefix: optional int `(batch, width)` ids, padded, emitted first whatever the model prefers (a
-            language model's prompt; see `common.force_prefix`).
-        output_ids: optional int32 `(S,)` searched vocabulary of a shortlist
-            (`decoding.shortlist.batch_vocabulary`); None searches the whole vocabulary.
+        max_extra_length: a sentence stops after `input length + max_extra_length` tokens (§6.1). May be a scalar
+            or `(batch,)` tensor when `max_length` is given.
+        max_length: static bound on the output length (and cache size); defaults to the padded source width +
+            `max_extra_length`.
+        min_length: the end id is forbidden until this many tokens exist (benchmarks use it to force a length).
+            May be a tensor.
+        temperature: 0 (a Python number) means argmax. Otherwise tokens are sampled from softmax(log p /
+            temperature) (TensorFlow); a tensor value <= 0 still means argmax.
+        top_k, seed: the sampler's k most likely tokens (0: all); its int seed (None draws one).
+        forced_prefix, output_ids: optional int `(batch, width)` ids, padded, emitted first (a language model's
+            prompt, a multilingual model's target language; `common.force_prefix`); optional int32 `(S,)`
+            searched vocabulary of a shortlist (`decoding.shortlist`).
         growing_cache: a growing cache, finished sentences dropped (`compaction`): graph mode.
+        max_output_length, end_at_limit: a Python int, the longest output whatever the input's length (None: no
+            such limit); a sentence's last allowed token is the end id (`common.force_end`).
 
-    Returns:
-        dict with `tokens`: int32 `(batch, bound)`, each row ending with the end id
-        (unless cut at its length limit) followed by padding; and `scores`: float32
-        `(batch,)` model log-probability of the tokens (untempered).
+    Returns: dict with `tokens`: int32 `(batch, bound)`, each row ending with the end id (unless cut at its
+    length limit) followed by padding; and `scores`: float32 `(batch,)` model log-probability of the tokens.
     """
     source = ops.convert_to_tensor(source, "int32")
     ids = common.search_ids(model)
-    bound, limits = common.output_lengths(model, source, max_extra_length, max_length)
+    bound, limits = common.output_lengths(model, source, max_extra_length, max_length, max_output_length)
     source_mask, cache = common.encoded(model, source, bound, growing=growing_cache)
     argmax = _is_argmax(temperature)
     choose = _argmax if argmax else _sampler(temperature, top_k, seed)
     state = _initial_state(common.dim(source, 0), bound, cache, ids)
     step = functools.partial(greedy_step, model, min_length=min_length, choose=choose, ids=ids,
-                             vocabulary=common.searched_vocabulary(model, output_ids), growing=growing_cache)
+                             vocabulary=common.searched_vocabulary(model, output_ids), growing=growing_cache,
+                             end_at_limit=end_at_limit)
     # a sampler keeps every row in the batch: a row's random draws depend on its place in the batch
     state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), growing_cache and argmax,
                  growing_cache)
@@ -103,16 +103,15 @@ def _sampler(temperature, top_k, seed):
 
 
 def greedy_step(model, state, source_mask, limits, min_length, choose, ids, forced_prefix=None, vocabulary=None,
-                growing=False):
+                growing=False, end_at_limit=False):
     """Feeds the previous token, picks the next one and marks finished sentences (over a shortlist's
     `vocabulary`, `common.searched_vocabulary`, if any)."""
     step, finished = state["step"], state["finished"]
     output_ids = None if vocabulary is None else vocabulary.ids
     inputs = common.previous_tokens(state["tokens"], step, ids)
     log_probs, cache = common.next_log_probs(model, inputs, source_mask, state["cache"], step, vocabulary, growing)
-    log_probs = common.mask_special_tokens(log_probs, step, ids, min_length, output_ids)
-    if forced_prefix is not None:
-        log_probs = common.force_prefix(log_probs, step, forced_prefix, ids.pad, output_ids)
+    log_probs = common.next_token_log_probs(log_probs, step, ids, limits, 1, min_length, forced_prefix, end_at_limit,
+                                            output_ids)
     choice = ops.where(finished, 0, choose(log_probs, step))  # a column of log_probs, 0 once finished
     token = ops.where(finished, ids.pad, common.vocabulary_ids(choice, output_ids))
     token_log_prob = common.gather_rows(log_probs, choice[:, None])[:, 0]

@@ -4,10 +4,13 @@ A finished hypothesis Y is ranked by `log P(Y) / lp(Y)` with
 
 * `"gnmt"`: lp(Y) = ((5 + |Y|) / 6) ** alpha, as in tensorflow/models and
   OpenNMT-tf (the paper uses alpha = 0.6);
+* `"power"`: lp(Y) = |Y| ** alpha, Hugging Face's `generate` (its `length_penalty` is alpha, 1.0 by default) and
+  fairseq's (`--lenpen`); CTranslate2's `length_penalty` too;
 * `"average"`: lp(Y) = |Y| (mean log-probability per token);
 * `"none"`: lp(Y) = 1 (raw log-probability).
 
-|Y| counts the generated tokens including the final EOS, not BOS.
+|Y| counts the generated tokens including the final EOS (and a forced first token, such as NLLB's target
+language), not the decoder's start id: Hugging Face's `cur_len + 1 - decoder_prompt_len`, fairseq's `step + 1`.
 
 Written in `keras.ops`, as the beam search's step (`beam_search.py`) that calls it on every backend.
 """
@@ -29,6 +32,8 @@ def length_penalty(length, alpha, kind="gnmt"):
     length = ops.cast(length, "float32")
     if kind == "gnmt":
         return ops.power((5.0 + length) / 6.0, ops.cast(alpha, "float32"))
+    if kind == "power":
+        return ops.power(length, ops.cast(alpha, "float32"))
     if kind == "average":
         return length
     return ops.ones_like(length)

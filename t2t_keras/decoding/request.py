@@ -34,8 +34,8 @@ from t2t_keras.decoding.stopping import check_stopping
 from t2t_keras.errors import T2TError, check_applicable
 
 # The fields a search's shape depends on (the others choose numbers inside one search, or what is read after).
-SEARCH_FIELDS = ("beam_size", "alpha", "length_penalty", "max_extra_length", "stopping", "num_return",
-                 "temperature", "top_k", "seed")
+SEARCH_FIELDS = ("beam_size", "alpha", "length_penalty", "max_extra_length", "stopping", "max_output_length",
+                 "end_at_limit", "num_return", "temperature", "top_k", "seed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,9 +47,11 @@ class GenerationRequest:
 
     beam_size: int = DecodingConfig.beam_size  # 1 is greedy search (or sampling, with a temperature)
     alpha: float = DecodingConfig.alpha  # the length penalty's exponent
-    length_penalty: str = DecodingConfig.length_penalty  # "gnmt": ((5+|Y|)/6)^alpha; "average"; "none"
+    length_penalty: str = DecodingConfig.length_penalty  # "gnmt": ((5+|Y|)/6)^alpha; "power": |Y|^alpha; ...
     max_extra_length: int = DecodingConfig.max_extra_length  # output limit: input length + this (an lm: new pieces)
     stopping: str = DecodingConfig.stopping  # when a beam search is done with a sentence (decoding.stopping)
+    max_output_length: Optional[int] = DecodingConfig.max_output_length  # output limit whatever the input (None: none)
+    end_at_limit: bool = DecodingConfig.end_at_limit  # a hypothesis at its limit ends with the end id
     num_return: int = 1  # best hypotheses returned per line, best first
     temperature: float = 0.0  # an lm's sampler (greedy search only): 0 is argmax
     top_k: int = 0  # an lm's sampler: the k most likely pieces (0: all)
@@ -59,11 +61,20 @@ class GenerationRequest:
     alignment_layer: int = DecodingConfig.alignment_layer  # the decoder layer read for alignments
     alignment_heads: Optional[tuple] = None  # the heads averaged (None: all)
     alignment_rows: str = DecodingConfig.alignment_rows  # a target word's attention: the step outputting it, or reading
+    src_lang: Optional[str] = None  # a multilingual model's source language code (None: the run's, chosen at import)
+    tgt_lang: Optional[str] = None  # its target language code, forced as the first output token (None: the run's)
 
     def __post_init__(self):
         _set(self, "beam_size", check_beam_size(self.beam_size))
         _set(self, "alpha", check_alpha(self.alpha))
         _set(self, "max_extra_length", check_max_extra_length(self.max_extra_length))
+        if self.max_output_length is not None:
+            _set(self, "max_output_length", check_integer("max_output_length", self.max_output_length))
+        if not isinstance(self.end_at_limit, bool):
+            raise DecodingParameterError(f"end_at_limit must be true or false. Received: end_at_limit="
+                                         f"{self.end_at_limit!r}")
+        for name in ("src_lang", "tgt_lang"):
+            _check_language(name, getattr(self, name))
         _set(self, "num_return", check_num_return(self.num_return, self.beam_size))
         _set(self, "top_k", check_integer("top_k", self.top_k, 0))
         _set(self, "temperature", _check_temperature(self.temperature))
@@ -86,6 +97,7 @@ class GenerationRequest:
         """The request a run's `decoding` config section makes."""
         return cls(beam_size=decoding.beam_size, alpha=decoding.alpha, length_penalty=decoding.length_penalty,
                    max_extra_length=decoding.max_extra_length, stopping=decoding.stopping,
+                   max_output_length=decoding.max_output_length, end_at_limit=decoding.end_at_limit,
                    alignment_layer=decoding.alignment_layer, alignment_rows=decoding.alignment_rows,
                    alignment_heads=None if decoding.alignment_heads is None else tuple(decoding.alignment_heads))
 
@@ -169,7 +181,9 @@ def check_accepted(request, defaults, accepts, what):
 
 
 # The command line's flags of the fields not named after them (the others: --field-name).
-FLAGS = {"constraints": "--terminology", "alignments": "--alignments, --markup"}
+FLAGS = {"constraints": "--terminology", "alignments": "--alignments, --markup", "src_lang": "--source-lang",
+         "tgt_lang": "--target-lang"}
+LANGUAGES = ("src_lang", "tgt_lang")  # the fields of a multilingual model's languages
 
 
 def _set(request, name, value):
@@ -179,6 +193,12 @@ def _set(request, name, value):
 def _check_choice(name, value, choices):
     if value not in choices:
         raise DecodingParameterError(f"{name} must be one of {tuple(choices)}. Received: {name}={value!r}")
+
+
+def _check_language(name, code):
+    if code is not None and (not isinstance(code, str) or not code.strip()):
+        raise DecodingParameterError(f"{name} must be a language code such as eng_Latn (a non-empty string), or "
+                                     f"left out for the model's own. Received: {name}={code!r}")
 
 
 def _check_temperature(temperature):

@@ -30,16 +30,19 @@ class SearchResult(NamedTuple):
 def search(model, source, beam_size=DEFAULTS.beam_size, num_return=1, alpha=DEFAULTS.alpha,
            length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length, max_length=None,
            stopping=DEFAULTS.stopping, output_ids=None, constraints=None, growing_cache=False, temperature=0.0,
-           top_k=0, seed=None, forced_prefix=None):
+           top_k=0, seed=None, forced_prefix=None, max_output_length=None, end_at_limit=False):
     """The `SearchResult` of `source` (int `(batch, width)`, padded, each row ending with the end id).
 
     A Python `beam_size` of 1 is greedy search (argmax, or a sample at `temperature` > 0), whose n-best list is
     its one hypothesis; any other `beam_size` (a tensor too, in graph mode) a beam search. `constraints`: int
-    `(batch, C, L)` target ids (`constrained`), not with sampling, a shortlist or a forced prefix. The other
-    arguments are those of `greedy.greedy_decode` and `beam_search.beam_search`.
+    `(batch, C, L)` target ids (`constrained`), not with sampling or a shortlist. `forced_prefix`: int
+    `(batch, width)` ids every output starts with, or `(width,)` for every row alike (a multilingual model's target
+    language). The other arguments are those of `greedy.greedy_decode` and `beam_search.beam_search`.
     """
     greedy = isinstance(beam_size, int) and beam_size == 1
-    shared = dict(max_extra_length=max_extra_length, max_length=max_length, growing_cache=growing_cache)
+    shared = dict(max_extra_length=max_extra_length, max_length=max_length, growing_cache=growing_cache,
+                  max_output_length=max_output_length, end_at_limit=end_at_limit,
+                  forced_prefix=_rows(forced_prefix, source))
     if constraints is not None:
         from t2t_keras.decoding.constrained import constrained_beam_search  # TensorFlow
 
@@ -48,17 +51,28 @@ def search(model, source, beam_size=DEFAULTS.beam_size, num_return=1, alpha=DEFA
                                       stopping=stopping, **shared)
         return SearchResult(out["tokens"], out["scores"], out["satisfied"])
     if greedy:
-        out = greedy_decode(model, source, temperature=temperature, top_k=top_k, seed=seed,
-                            forced_prefix=forced_prefix, output_ids=output_ids, **shared)
+        out = greedy_decode(model, source, temperature=temperature, top_k=top_k, seed=seed, output_ids=output_ids,
+                            **shared)
         return SearchResult(ops.expand_dims(out["tokens"], 1), ops.expand_dims(out["scores"], 1))
     out = beam_search(model, source, beam_size=beam_size, alpha=alpha, length_penalty=length_penalty,
-                      num_return=num_return, stopping=stopping, forced_prefix=forced_prefix, output_ids=output_ids,
-                      **shared)
+                      num_return=num_return, stopping=stopping, output_ids=output_ids, **shared)
     return SearchResult(out["tokens"], out["scores"])
+
+
+def _rows(forced_prefix, source):
+    """A forced prefix with a row per source row: `(width,)` ids repeated, or `(batch, width)` as given."""
+    if forced_prefix is None:
+        return None
+    forced_prefix = ops.convert_to_tensor(forced_prefix, "int32")
+    if len(forced_prefix.shape) == 2:
+        return forced_prefix
+    return ops.tile(forced_prefix[None, :], (ops.shape(source)[0], 1))
 
 
 def request_options(request):
     """The `search` arguments a `GenerationRequest` sets (beam size and n-best length, penalty, limits, sampling)."""
     return dict(beam_size=request.beam_size, num_return=request.num_return, alpha=request.alpha,
                 length_penalty=request.length_penalty, max_extra_length=request.max_extra_length,
-                stopping=request.stopping, temperature=request.temperature, top_k=request.top_k, seed=request.seed)
+                stopping=request.stopping, max_output_length=request.max_output_length,
+                end_at_limit=request.end_at_limit, temperature=request.temperature, top_k=request.top_k,
+                seed=request.seed)

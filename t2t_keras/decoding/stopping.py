@@ -1,8 +1,8 @@
-"""When a beam search is done with a sentence: the two rules of `decoding.stopping`.
+"""When a beam search is done with a sentence: the rules of `decoding.stopping`.
 
-Both count a hypothesis as finished only when it ends (EOS, or its length limit) while ranking among the
-`beam_size` best candidates of its step, i.e. while it would have taken a beam slot (`beam_search`), and both stop a
-sentence at its length limit. Before that:
+Every rule counts a hypothesis as finished only when it ends (EOS, or its length limit) while ranking among the
+`beam_size` best candidates of its step, i.e. while it would have taken a beam slot (`beam_search`), and every rule
+stops a sentence at its length limit. Before that:
 
 * `"beam"`: once `PATIENCE × beam_size` hypotheses have finished. fairseq and CTranslate2 stop at `beam_size`
   (a patience of 1); Kasai et al. (2022, "A Call for Clarity in Beam Search") show that a larger patience factor
@@ -17,6 +17,13 @@ sentence at its length limit. Before that:
   log-probability normalised at the shortest or the longest length left). Stopping never changes the n-best
   list, but with the "gnmt" penalty and a distant length limit the bound is loose and a sentence runs on for
   many steps after its translation has ended.
+* `"transformers"`, `"transformers_early"`, `"transformers_never"`: Hugging Face `generate`'s rules for its
+  `early_stopping` False (its default), True and "never" (transformers 5's `_beam_search`: `_update_finished_beams`,
+  `_check_early_stop_heuristic`). A sentence's `beam_size` finished slots must all hold a hypothesis (a finite
+  score); then `_early` is done, and the other two once the best alive hypothesis, normalised at the length it has
+  now (`"transformers"`) or, `_never`, at the length that favours it most (the limit for a positive alpha, its
+  current length otherwise), does not beat the worst finished one. With the `"power"` length penalty these give
+  the hypotheses `generate(num_beams=...)` gives.
 
 Written in `keras.ops`, as the beam search's step (`beam_search.py`) that calls it on every backend.
 """
@@ -54,8 +61,14 @@ def settled(rule, finished_count, finished_scores, best_alive_log_prob, step, li
         num_return: size of the n-best list.
     """
     shortest = scoring(best_alive_log_prob, step + 1)
-    longest = scoring(best_alive_log_prob, limits)
-    exact = finished_scores[:, num_return - 1] > ops.maximum(shortest, longest)
+    best_possible = ops.maximum(shortest, scoring(best_alive_log_prob, limits))
+    if rule.startswith("transformers"):
+        worst = finished_scores[:, -1]  # the beam_size-th finished slot, -inf while it holds none
+        full = worst > float("-inf")
+        if rule == "transformers_early":
+            return full
+        return full & ((shortest if rule == "transformers" else best_possible) <= worst)
+    exact = finished_scores[:, num_return - 1] > best_possible
     if rule == "beam":
         return exact | (finished_count >= finished_enough(ops.shape(finished_scores)[1]))  # static, or a tensor
     return exact

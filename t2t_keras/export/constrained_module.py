@@ -18,32 +18,36 @@ Terms are tokenized in the graph with the export's tokenizer, each alone (the fo
 `tf.switch_case` as `translate`'s searches are: a beam of one and one search for every larger beam size (the
 beam size a tensor), or with XLA one search per size from 1 to `max_beam_size`. A sentence that
 fails gets `satisfied` false; the other sentences of the call translate. The search covers the whole vocabulary,
-also in an export made with a shortlist.
+also in an export made with a shortlist; a multilingual export's translates between the languages chosen at
+import.
 """
 
 import tensorflow as tf
 
 from t2t_keras.decoding import searches
+from t2t_keras.decoding.layout import source_pieces, target_pieces
 from t2t_keras.errors import T2TError
 from t2t_keras.export.search_table import SearchTable
 from t2t_keras.export.signature_functions import function
 from t2t_keras.export.translator_module import PARAMETER_SPECS, STRINGS_SPEC, TranslatorModule, prepare_source
-from t2t_keras.special_ids import PAD_ID, UNK_ID
+from t2t_keras.special_ids import SpecialIds
 
 CONSTRAINTS_SPEC = tf.TensorSpec([None], tf.string, name="constraints")
 TERM_SEPARATOR = "\t"
 
 
-def constraint_ids(tokenizer, constraints):
-    """int32 `(N, C, L)` pieces of the TAB-separated target terms of each string of `constraints` `(N,)`,
-    0-padded (C, L >= 1); and bool `(N,)`: the rows with a piece the tokenizer does not know (UNK)."""
+def constraint_ids(tokenizer, constraints, ids=SpecialIds()):
+    """int32 `(N, C, L)` target pieces of the TAB-separated target terms of each string of `constraints` `(N,)`,
+    padded with the model's padding id (C, L >= 1); and bool `(N,)`: the rows with a piece the tokenizer does not
+    know (the unknown id of the model's `ids`)."""
     terms = tf.strings.split(constraints, TERM_SEPARATOR)  # (N, (terms))
     terms = tf.ragged.boolean_mask(terms, tf.strings.length(tf.strings.strip(terms)) > 0)
-    pieces = tokenizer.tokenize(terms.flat_values)  # (terms, (pieces))
-    ids = tf.RaggedTensor.from_row_splits(pieces, terms.row_splits).to_tensor(default_value=PAD_ID)  # (N, C, L)
-    shape = tf.shape(ids)
-    ids = tf.pad(ids, [[0, 0], [0, tf.maximum(1 - shape[1], 0)], [0, tf.maximum(1 - shape[2], 0)]])
-    return ids, tf.reduce_any(tf.equal(ids, UNK_ID), axis=[1, 2])
+    pieces = target_pieces(tokenizer, terms.flat_values)  # (terms, (pieces))
+    rows = tf.RaggedTensor.from_row_splits(pieces, terms.row_splits).to_tensor(default_value=ids.pad)  # (N, C, L)
+    shape = tf.shape(rows)
+    rows = tf.pad(rows, [[0, 0], [0, tf.maximum(1 - shape[1], 0)], [0, tf.maximum(1 - shape[2], 0)]],
+                  constant_values=ids.pad)
+    return rows, tf.reduce_any(tf.equal(rows, ids.unk), axis=[1, 2])
 
 
 class ConstrainedTranslatorModule(TranslatorModule):
@@ -74,16 +78,18 @@ class ConstrainedTranslatorModule(TranslatorModule):
 
     def _translate_constrained(self, inputs, constraints, beam_size, alpha, max_extra_length):
         """The best translation of each sentence that holds its terms; see the module docstring."""
-        source_ids = self.tokenizer.tokenize(inputs).to_tensor(default_value=PAD_ID)
-        source, truncated, empty = prepare_source(source_ids, self.model.max_length, self.model.vocab_size)
-        ids, unknown = constraint_ids(self.tokenizer, constraints)
+        pad, layout = self._ids.pad, self._layout
+        source_ids = source_pieces(self.tokenizer, inputs).to_tensor(default_value=pad)
+        source, truncated, empty = prepare_source(source_ids, self.model.max_length, self.model.vocab_size, self._ids,
+                                                  layout.source_prefix, layout.source_suffix)
+        ids, unknown = constraint_ids(self.tokenizer, constraints, self._ids)
         with tf.control_dependencies(self._check_parameters(beam_size, alpha, max_extra_length, tf.constant(1))):
             max_extra_length = tf.minimum(max_extra_length, self.model.max_length)  # no int32 overflow
-        ids = tf.where(unknown[:, None, None], PAD_ID, ids)  # the search runs; the sentence fails
+        ids = tf.where(unknown[:, None, None], pad, ids)  # the search runs; the sentence fails
         tokens, scores, satisfied = self._search_constrained(source, ids, beam_size, alpha, max_extra_length)
-        has_terms = tf.reduce_any(tf.not_equal(ids, PAD_ID), axis=[1, 2])
+        has_terms = tf.reduce_any(tf.not_equal(ids, pad), axis=[1, 2])
         satisfied &= tf.logical_not(unknown) & tf.logical_not(empty & has_terms)
-        texts = self.tokenizer.detokenize(tf.where((satisfied & tf.logical_not(empty))[:, None], tokens, PAD_ID))
+        texts = self.tokenizer.detokenize(tf.where((satisfied & tf.logical_not(empty))[:, None], tokens, pad))
         return {"translations": texts, "scores": tf.where(satisfied, tf.where(empty, 0.0, scores), float("-inf")),
                 "satisfied": satisfied, "truncated": truncated}
 
@@ -91,8 +97,10 @@ class ConstrainedTranslatorModule(TranslatorModule):
         """Tokens, scores and `satisfied` of the constrained search `beam_size` chooses (its `SearchTable`: with
         XLA one search per beam size, in graph mode a beam of one and one search for every larger beam, as
         `translate`'s)."""
-        arguments = (source, ids, alpha, max_extra_length, tf.shape(source)[1] + max_extra_length)
-        return self._constrained_table.select(arguments, beam_size)
+        bound = tf.shape(source)[1] + max_extra_length
+        if self._max_output_length is not None:
+            bound = tf.minimum(bound, self._max_output_length)
+        return self._constrained_table.select((source, ids, alpha, max_extra_length, bound), beam_size)
 
     def _constrained_search(self, beam_size, num_return=1):
         """The constrained search for one beam size (None: any, given last), as a function of its own (see
@@ -102,7 +110,9 @@ class ConstrainedTranslatorModule(TranslatorModule):
             result = searches.search(self.model, source, beam_size=size[0] if size else beam_size, alpha=alpha,
                                      length_penalty=self._length_penalty, max_extra_length=max_extra_length,
                                      max_length=bound, stopping=self._stopping, constraints=constraints,
-                                     growing_cache=not self._jit_compile)
+                                     growing_cache=not self._jit_compile, max_output_length=self._max_output_length,
+                                     end_at_limit=self._end_at_limit,
+                                     forced_prefix=self._layout.target_prefix or None)
             return result.tokens[:, 0], result.scores[:, 0], result.satisfied
 
         scalar = tf.TensorSpec([], tf.int32)

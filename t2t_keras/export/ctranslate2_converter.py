@@ -9,12 +9,18 @@ Keras layers' weights, as CTranslate2's own converters do for other toolkits:
 * query/key/value kernels are fused as CTranslate2 expects (QKV for
   self-attention, KV for cross-attention); Keras kernels `(in, out)` are
   transposed to CTranslate2's `(out, in)`;
-* token embeddings are scaled by sqrt(d_model) (`scale_embeddings`), and
+* token embeddings are scaled by sqrt(d_model) or not (`scale_embeddings`), and
   positions are given as an explicit table: our interleaved sinusoid of §3.5
-  (CTranslate2's built-in one is laid out [sin..., cos...]) or the learned
-  embeddings; the table has `max_length` rows, the model's limit;
+  (CTranslate2's built-in one is laid out [sin..., cos...]), Marian's and
+  fairseq's layouts (from their offset) or the learned embeddings; the table has
+  `max_length` rows, the model's limit;
+* the logits bias (Marian's `final_logits_bias`) is the output projection's bias;
 * tied embeddings are the same array in several places, which CTranslate2
-  stores once (its `optimize` aliases equal variables).
+  stores once (its `optimize` aliases equal variables); a source vocabulary of
+  its own (`source_pieces`) is the encoder's;
+* the special tokens are the model's own: an imported checkpoint's (`tokens`:
+  CTranslate2's unk, bos, eos and decoder start token), its sources given with
+  their end id and language code (`add_source_eos` False).
 """
 
 import numpy as np
@@ -35,16 +41,21 @@ class TransformerConverter:
 
     Args:
         model: a built `Transformer` (any dtype policy; weights are read as float32).
-        pieces: the vocabulary, piece strings in id order.
+        pieces: the (target) vocabulary, piece strings in id order.
+        source_pieces: the source vocabulary where it is not `pieces` (`model.source_vocab_size`).
+        tokens: CTranslate2's config tokens (`unk_token`, `bos_token`, `eos_token`, `decoder_start_token`) where
+            they are not its defaults; given, the sources come with their own end id (`add_source_eos` False).
 
     Raises:
         UnsupportedModelError: in the constructor, for a model CTranslate2 cannot express.
     """
 
-    def __init__(self, model, pieces):
+    def __init__(self, model, pieces, source_pieces=None, tokens=None):
         self.model = model
         self.pieces = list(pieces)
-        self.head_dim = _check_supported(model)
+        self.source_pieces = self.pieces if source_pieces is None else list(source_pieces)
+        self.tokens = tokens
+        self.head_dim = _check_supported(model, self.source_pieces is not self.pieces)
 
     def spec(self):
         """The filled, unvalidated spec."""
@@ -56,10 +67,14 @@ class TransformerConverter:
             options["head_dim"] = self.head_dim
         encoder = transformer_spec.TransformerEncoderSpec(model.encoder.num_layers, model.num_heads, **options)
         decoder = transformer_spec.TransformerDecoderSpec(model.decoder.num_layers, model.num_heads, **options)
+        if not model.scale_embeddings:
+            encoder.scale_embeddings = decoder.scale_embeddings = False
         spec = transformer_spec.TransformerSpec(encoder, decoder)
-        spec.config.add_source_eos = True  # the encoder input is pieces + EOS, as in training
+        spec.config.add_source_eos = self.tokens is None  # our encoder input is pieces + EOS, as in training
+        for name, token in (self.tokens or {}).items():
+            setattr(spec.config, name, token)
         spec.config.layer_norm_epsilon = float(model.layer_norm_epsilon)
-        spec.register_source_vocabulary(self.pieces)
+        spec.register_source_vocabulary(self.source_pieces)
         spec.register_target_vocabulary(self.pieces)
         self._set_encoder(spec.encoder)
         self._set_decoder(spec.decoder)
@@ -92,6 +107,8 @@ class TransformerConverter:
             spec.projection.weight = _numpy(model.target_embedding.embeddings)  # tied: (vocab, d_model)
         else:
             spec.projection.weight = np.ascontiguousarray(_numpy(model.output_projection.kernel).T)
+        if model.logits_bias is not None:
+            spec.projection.bias = _numpy(model.logits_bias.bias)
 
     def _positions(self, layer):
         """`(max_length, d_model)` table added to position 0, 1, ...: learned rows or the §3.5 sinusoid."""
@@ -110,8 +127,9 @@ def _import_specs():
     return common_spec, transformer_spec
 
 
-def _check_supported(model):
-    """The per-head size, after checking CTranslate2 can express `model`."""
+def _check_supported(model, source_vocabulary=False):
+    """The per-head size, after checking CTranslate2 can express `model` (with a `source_vocabulary` of its own or
+    not)."""
     from t2t_keras.model import Transformer
 
     if not isinstance(model, Transformer):
@@ -126,7 +144,7 @@ def _check_supported(model):
         raise UnsupportedModelError(
             f"CTranslate2 uses one size per attention head, but this model has key_dim={key_dim} and "
             f"value_dim={value_dim}: train with equal key_dim and value_dim (or leave both unset).")
-    if model.source_vocab_size not in (None, model.vocab_size):
+    if model.source_vocab_size not in (None, model.vocab_size) and not source_vocabulary:
         raise UnsupportedModelError(
             f"The model's source vocabulary ({model.source_vocab_size}) differs from its target vocabulary "
             f"({model.vocab_size}), but the run has one shared SentencePiece model: export a model trained "

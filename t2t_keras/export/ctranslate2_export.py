@@ -23,6 +23,16 @@ takes pieces, not text, and its translator would need TF-Text's WordPiece
 tokenizer and our detokenizer beside it, the dependency this export exists to
 avoid; export it as a SavedModel instead.
 
+An imported checkpoint's run (`data.tokenizer: pretrained`, `t2t-keras import`) exports with its own
+vocabularies (the checkpoint's pieces in id order, a source vocabulary of its own where it has one) and special
+tokens (Marian's decoder starts from its padding token, M2M-100's from its end token), its switches (unscaled
+embeddings, Marian's and fairseq's sinusoids, the logits bias, pre-LN with final norms, ReLU, GELU or swish), and
+its tokenizer archive (`tokenizer.zip`), with which `CTranslate2Artifact` makes the tokens: CTranslate2 then
+translates it with the tokens CTranslate2's own `TransformersConverter` gives the same Hugging Face checkpoint
+(`tests/test_pretrained_decoding.py`). Marian's decoder starts from the padding token's embedding, as
+transformers' does (the converter's `start_from_zero_embedding` assumes that row is zero, as it is in OPUS-MT's
+checkpoints).
+
 The weights are converted by `ctranslate2_converter.TransformerConverter`.
 """
 
@@ -32,6 +42,7 @@ import pathlib
 
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.decoding.request import DEFAULTS, GenerationRequest
+from t2t_keras.decoding.shortlist import PADDING
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_converter import TransformerConverter
 from t2t_keras.files import check_can_write, staged_directory
@@ -43,7 +54,9 @@ QUANTIZATIONS = ("float32", "int8_float32", "int8")
 METADATA_FILE = "t2t_keras.json"
 VMAP_FILE = "vmap.txt"  # the name CTranslate2 loads its vocabulary map from
 TOKENIZER_FILE = "tokenizer.model"
+PRETRAINED_TOKENIZER_FILE = "tokenizer.zip"  # an imported checkpoint's tokenizer archive
 SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>"}
+CTRANSLATE2_TOKENS = {"unk_token": "unk", "bos_token": "bos", "eos_token": "eos", "decoder_start_token": "decoder_start"}
 
 
 def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_last=None, source="auto",
@@ -95,12 +108,12 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", reques
 
     Args:
         model: a built `Transformer`.
-        tokenizer: its `Tokenizer`, or None, which is an error: the directory
-            must hold the SentencePiece model that maps text to its pieces.
+        tokenizer: its tokenizer (a SentencePiece `Tokenizer` or an imported checkpoint's), or None, which is an
+            error: the directory must hold what maps text to its pieces.
         out_dir: the directory to create.
         quantization: see `export_ctranslate2_run`.
-        request: the `GenerationRequest` stored as a `CTranslate2Artifact`'s defaults
-            (`beam_size`, `alpha`, `max_extra_length`).
+        request: the `GenerationRequest` stored as a `CTranslate2Artifact`'s defaults (`beam_size`, `alpha`,
+            `max_extra_length`, `max_output_length`).
         overwrite: replace an existing directory.
         weights: which weights of a run the model holds (`runs.export_record`), recorded in the metadata.
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) written as `vmap.txt`.
@@ -112,23 +125,37 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", reques
     """
     out_dir = pathlib.Path(out_dir)
     _check_export(model, tokenizer, quantization, out_dir, overwrite)
-    pieces = vocabulary(tokenizer.model_bytes)
-    vmap, spec = None if shortlist is None else vmap_text(shortlist, pieces), TransformerConverter(model, pieces).spec()
-    metadata = {"max_length": int(model.max_length), "quantization": quantization, "weights": weights,
-                "defaults": {"beam_size": request.beam_size, "alpha": request.alpha,
-                             "max_extra_length": request.max_extra_length},
-                "shortlist": shortlist is not None}
+    converter = converter_of(model, tokenizer)
+    vmap = None if shortlist is None else vmap_text(shortlist, converter.pieces)
+    spec = converter.spec()
+    metadata = _metadata(model, tokenizer, quantization, request, weights, shortlist is not None)
 
     with staged_directory(out_dir, overwrite) as staging:
         spec.validate()
         spec.optimize(quantization=quantization)
         spec.save(str(staging))
-        (staging / TOKENIZER_FILE).write_bytes(tokenizer.model_bytes)
+        _save_tokenizer(tokenizer, staging)
         (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
         if vmap is not None:
             (staging / VMAP_FILE).write_text(vmap, encoding="utf-8")
     logger.info("Exported a CTranslate2 model (%s) to %s", quantization, out_dir)
     return out_dir
+
+
+def _save_tokenizer(tokenizer, directory):
+    """The tokenizer beside the model: a SentencePiece model of ours, or an imported checkpoint's archive."""
+    if tokenizer.kind == "pretrained":
+        tokenizer.save(directory / PRETRAINED_TOKENIZER_FILE)
+    else:
+        (directory / TOKENIZER_FILE).write_bytes(tokenizer.model_bytes)
+
+
+def _metadata(model, tokenizer, quantization, request, weights, shortlist):
+    """`t2t_keras.json`: the model's length limit, the export's defaults and how it was made."""
+    return {"max_length": int(model.max_length), "quantization": quantization, "weights": weights,
+            "defaults": {"beam_size": request.beam_size, "alpha": request.alpha,
+                         "max_extra_length": request.max_extra_length, "max_output_length": request.max_output_length},
+            "shortlist": shortlist, "tokenizer": tokenizer.kind}
 
 
 def _check_export(model, tokenizer, quantization, out_dir, overwrite):
@@ -140,6 +167,18 @@ def _check_export(model, tokenizer, quantization, out_dir, overwrite):
     _check_quantization(quantization)
     check_can_write(out_dir, overwrite)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
+
+
+def converter_of(model, tokenizer):
+    """The `TransformerConverter` of `model` with `tokenizer`'s vocabularies: a SentencePiece model of ours, or an
+    imported checkpoint's pieces and special tokens."""
+    if tokenizer.kind != "pretrained":
+        return TransformerConverter(model, vocabulary(tokenizer.model_bytes))
+    pieces = tokenizer.pieces("target")
+    source = tokenizer.pieces("source") if tokenizer.source_vocab_size != tokenizer.vocab_size else None
+    ids = model.special_ids.to_dict()
+    tokens = {name: pieces[ids[field]] for name, field in CTRANSLATE2_TOKENS.items()}
+    return TransformerConverter(model, pieces, source, tokens)
 
 
 def vocabulary(model_bytes):
@@ -168,18 +207,19 @@ def vmap_text(shortlist, pieces):
                        "one: export without --shortlist.")
     lines = ["\t" + " ".join(pieces[i] for i in shortlist.frequent)]
     for source, targets in enumerate(shortlist.entries):
-        targets = [pieces[i] for i in targets if i != PAD_ID]
+        targets = [pieces[i] for i in targets if i != PADDING]
         if targets:
             lines.append(pieces[source] + "\t" + " ".join(targets))
     return "\n".join(lines) + "\n"
 
 
 def check_sentencepiece(kind):
-    """Raises T2TError unless the run's `data.tokenizer` is a SentencePiece one, which a CTranslate2 export ships."""
-    if kind not in ("bpe", "unigram"):
-        raise T2TError(f"A CTranslate2 export ships a SentencePiece model (data.tokenizer bpe or unigram), but this "
-                       f"model's tokenizer is {kind!r}: export it as a SavedModel (t2t-keras export --format "
-                       "saved_model), or train a bpe or unigram run for CTranslate2.")
+    """Raises T2TError unless the run's `data.tokenizer` is one a CTranslate2 export ships: a SentencePiece model, or
+    an imported checkpoint's tokenizer archive."""
+    if kind not in ("bpe", "unigram", "pretrained"):
+        raise T2TError(f"A CTranslate2 export ships a SentencePiece model (data.tokenizer bpe or unigram, or an "
+                       f"imported checkpoint's), but this model's tokenizer is {kind!r}: export it as a SavedModel "
+                       "(t2t-keras export --format saved_model), or train a bpe or unigram run for CTranslate2.")
 
 
 def _check_quantization(quantization):

@@ -5,8 +5,10 @@
     export_format("runs/base", "exports/base.tflite", "litert", beam_size=2)
 
 The export's default request is the run's (its task's `default_request` of its `decoding` section) with the
-given `beam_size`, `alpha`, `max_extra_length` (and, for an lm's SavedModel, `temperature` and `top_k`). An
-option a format does not take for the run's task is refused, with the options it takes, in one message.
+given `beam_size`, `alpha`, `max_extra_length` (and, for an lm's SavedModel, `temperature` and `top_k`); the
+length penalty, the stopping rule, `max_output_length` and `end_at_limit` are fixed in a SavedModel or LiteRT file
+(a CTranslate2 export takes `max_output_length`). An option a format does not take for the run's task is refused,
+with the options it takes, in one message.
 """
 
 from t2t_keras.errors import T2TError, check_applicable, check_task
@@ -14,15 +16,19 @@ from t2t_keras.runs import open_run
 from t2t_keras.tasks import task_of
 
 FORMATS = ("saved_model", "ctranslate2", "litert")
-REQUEST = ("beam_size", "alpha", "max_extra_length", "temperature", "top_k")  # the export's default request
+# the export's default request
+REQUEST = ("beam_size", "alpha", "length_penalty", "stopping", "max_extra_length", "max_output_length", "end_at_limit",
+           "temperature", "top_k")
+FIXED = ("length_penalty", "stopping", "max_output_length", "end_at_limit")  # fixed in an in-graph search
 WEIGHTS = ("average_last", "model", "overwrite")  # which of the run's weights, and where
 # What each format takes, by the run's task (a format absent for a task does not export it).
 TAKES = {
     ("saved_model", "translation"): ("beam_size", "alpha", "max_extra_length", "max_beam_size", "quantization",
-                                     "precision", "jit_compile", "ids_only", "shortlist", "constraints"),
+                                     "precision", "jit_compile", "ids_only", "shortlist", "constraints") + FIXED,
     ("saved_model", "lm"): ("max_extra_length", "temperature", "top_k"),
-    ("ctranslate2", "translation"): ("beam_size", "alpha", "max_extra_length", "quantization", "shortlist"),
-    ("litert", "translation"): ("beam_size", "alpha", "max_extra_length", "max_beam_size", "quantization"),
+    ("ctranslate2", "translation"): ("beam_size", "alpha", "max_extra_length", "max_output_length", "quantization",
+                                     "shortlist"),
+    ("litert", "translation"): ("beam_size", "alpha", "max_extra_length", "max_beam_size", "quantization") + FIXED,
 }
 EXPORT_OPTIONS = tuple(sorted({name for names in TAKES.values() for name in names} | set(WEIGHTS)))
 QUANTIZATIONS = {"saved_model": ("auto", "float32", "int8"), "ctranslate2": ("float32", "int8_float32", "int8"),

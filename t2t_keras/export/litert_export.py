@@ -99,7 +99,8 @@ def export_litert(model, tokenizer, out_path, quantization="float32", request=DE
     module = LiteRTModule(model, tokenizer, max_beam_size, request)
     metadata = {"format": 1, "task": "translation", "max_length": int(model.max_length),
                 "max_beam_size": int(max_beam_size), "length_penalty": request.length_penalty,
-                "stopping": request.stopping,
+                "stopping": request.stopping, "max_output_length": request.max_output_length,
+                "end_at_limit": request.end_at_limit,
                 "defaults": {"beam_size": request.beam_size, "alpha": request.alpha,
                              "max_extra_length": request.max_extra_length},
                 "tokenizer": tokenizer.kind, "vocab_size": int(tokenizer.vocab_size), "quantization": quantization,

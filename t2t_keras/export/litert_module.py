@@ -5,8 +5,9 @@ a batch of one sentence, tf.string `(1,)`, and int32 / float32 / int32
 scalars in; `translation` tf.string `(1,)`, `score` float32 `(1,)` and
 `truncated` bool `(1,)` out. `beam_size` 1 is
 greedy search (score: the log-probability); above 1, beam search with the
-length penalty `((5+|Y|)/6)^alpha` (score: the normalised one), the best
-hypothesis only. A LiteRT signature has no optional inputs, so the export's
+export's length penalty (`((5+|Y|)/6)^alpha` by default; score: the normalised
+one), the best hypothesis only. An imported OPUS-MT checkpoint's file decodes
+with its own ids and its generation defaults (`max_output_length`, `end_at_limit`). A LiteRT signature has no optional inputs, so the export's
 defaults are asked for by value: `beam_size` 0, a negative `alpha` or a
 negative `max_extra_length` take the default recorded at export (also in
 the file's metadata). LiteRT has no assertion op: a `beam_size` above
@@ -49,8 +50,8 @@ from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.export.litert_tokenizer import LiteRTTokenizer
 from t2t_keras.export.search_table import SearchTable
 from t2t_keras.export.signature_functions import scalar_specs
-from t2t_keras.export.translator_module import MAX_BEAM_SIZE, prepare_source
-from t2t_keras.special_ids import PAD_ID
+from t2t_keras.export.source_ids import prepare_source
+from t2t_keras.export.translator_module import MAX_BEAM_SIZE
 
 SENTENCE_SPEC = tf.TensorSpec([1], tf.string, name="sentence")
 PARAMETER_SPECS = scalar_specs(beam_size=tf.int32, alpha=tf.float32, max_extra_length=tf.int32)
@@ -96,12 +97,15 @@ class LiteRTModule(tf.Module):
 
     def _translate(self, model, sentence, beam_size, alpha, max_extra_length):
         """The translation of `sentence`; see the module docstring."""
+        ids = self.tokenizer.sides.ids  # the model's own
         source_ids = self.tokenizer.tokenize(sentence)  # (1, width)
-        source, truncated, empty = prepare_source(source_ids, model.max_length, model.vocab_size)
+        source, truncated, empty = prepare_source(source_ids, model.max_length, model.vocab_size, ids)
         beam_size, alpha, max_extra_length = self._parameters(beam_size, alpha, max_extra_length, model.max_length)
-        arguments = (source, alpha, max_extra_length, tf.shape(source)[1] + max_extra_length)
-        tokens, scores = self._table.select_by_conds(arguments, beam_size)
-        tokens = tf.where(empty[:, None], PAD_ID, tokens)  # (1, bound)
+        bound = tf.shape(source)[1] + max_extra_length
+        if self.request.max_output_length is not None:
+            bound = tf.minimum(bound, self.request.max_output_length)
+        tokens, scores = self._table.select_by_conds((source, alpha, max_extra_length, bound), beam_size)
+        tokens = tf.where(empty[:, None], ids.pad, tokens)  # (1, bound)
         return {"translation": self.tokenizer.detokenize(tokens), "score": tf.where(empty, 0.0, scores),
                 "truncated": truncated}
 
@@ -114,7 +118,9 @@ class LiteRTModule(tf.Module):
                 result = searches.search(model, source, beam_size=beam_size, alpha=alpha,
                                          length_penalty=self.request.length_penalty,
                                          max_extra_length=max_extra_length, max_length=bound,
-                                         stopping=self.request.stopping)
+                                         stopping=self.request.stopping,
+                                         max_output_length=self.request.max_output_length,
+                                         end_at_limit=self.request.end_at_limit)
             return result.tokens[:, 0], result.scores[:, 0]
 
         return search

@@ -21,6 +21,7 @@ import pathlib
 import tensorflow as tf
 
 from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.decoding.layout import layout_of
 from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.errors import T2TError, check_applicable
@@ -126,7 +127,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, re
     kind = ConstrainedTranslatorModule if constraints else TranslatorModule
     module = kind(searched, tokenizer if text_signatures else None, request=request, max_beam_size=max_beam_size,
                   jit_compile=_search_compilation(jit_compile, quantization, precision), shards=shards,
-                  shortlist=shortlist)
+                  shortlist=shortlist, layout=layout_of(tokenizer, model.special_ids))
     inspection = (model, tokenizer, _record(weights, quantization, precision, module)) if text_signatures else None
     return _write(module, out_dir, overwrite, inspection, "a translation")
 

@@ -53,9 +53,16 @@ their done sentences (`decoding.compaction`). The n-best lists are padded to
 `max_beam_size` inside and cut to `num_return` on the way out. Each search is
 a function of its own, prepared by the runtime the first time it is chosen.
 
-Source ids: each row holds piece ids (no BOS), right-padded with 0; an EOS in
-a row ends it (what follows is ignored), so rows with or without a final EOS
-both work. Ids outside the vocabulary become UNK (1).
+Source ids: each row holds piece ids (no BOS), right-padded with the model's
+padding id (0 for a model of ours); an EOS in a row ends it (what follows is
+ignored), so rows with or without a final EOS both work. Ids outside the
+vocabulary become UNK (`export.source_ids`). The ids are the model's own: an
+imported checkpoint's padding, end and start ids, and the ids its tokenizer puts
+around the pieces (NLLB and M2M-100: the source language's code); a
+multilingual export's `translate` and `translate_ids` also take `src_lang` and
+`tgt_lang` (`export.languages`). The length penalty, the stopping rule,
+`max_output_length` and `end_at_limit` of the export's request are fixed in
+its searches (variables of the same names; `max_output_length` 0: none).
 
 Over-long input: a sentence longer than the model accepts (`max_length`
 tokens, EOS included) keeps its first `max_length - 1` pieces, is translated,
@@ -69,17 +76,19 @@ import tensorflow as tf
 
 from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import searches
-from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, in_power_of_two_rows, power_of_two_rows_tensor
+from t2t_keras.decoding.batch_shapes import in_power_of_two_rows, power_of_two_rows_tensor
 from t2t_keras.decoding.common import dim
 from t2t_keras.decoding.forced import teacher_forcing_targets, token_nll
+from t2t_keras.decoding.layout import Layout, is_multilingual, layout_of, source_pieces, target_pieces
 from t2t_keras.decoding.parameters import check_beam_size, check_integer
 from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.decoding.shortlist import ShortlistTable, batch_vocabulary
+from t2t_keras.export.languages import LANGUAGE_SPECS, ExportLanguages
 from t2t_keras.export.search_table import SearchTable
 from t2t_keras.export.signature_functions import SignatureFunctions, function, scalar_specs
+from t2t_keras.export.source_ids import DEFAULT_IDS, prepare_source
 from t2t_keras.fast_path import GRAPH_SEARCH_HYPOTHESES
-from t2t_keras.special_ids import EOS_ID, PAD_ID, UNK_ID
 
 MAX_BEAM_SIZE = DecodingConfig.max_beam_size  # the config's default, written down once
 
@@ -119,17 +128,25 @@ class TranslatorModule(tf.Module):
             export (variables `shortlist_entries`, `shortlist_frequent`): every search of
             `translate_ids` (and so of `translate` and `serving_default`) covers only the batch's
             shortlisted target pieces (`decoding.shortlist`). `score` keeps the whole vocabulary.
+        layout: the `decoding.layout.Layout` of the model's sources and translations; None: the tokenizer's (an
+            ids-only module of an imported checkpoint is given the one of its run's tokenizer).
         name: module name.
     """
 
     def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, request=DEFAULTS, jit_compile=False,
-                 shards=1, shortlist=None, name=None):
+                 shards=1, shortlist=None, layout=None, name=None):
         super().__init__(name=name)
         check_beam_size(request.beam_size, check_integer("max_beam_size", max_beam_size))  # the rest: the request's
         if jit_compile not in (True, False, "auto"):
             raise ValueError(f"jit_compile must be True, False or 'auto'. Received: jit_compile={jit_compile!r}")
         self.model, self.tokenizer = model, tokenizer
+        self._ids = getattr(model, "special_ids", None) or DEFAULT_IDS
+        self._layout = layout or (layout_of(tokenizer, self._ids) if tokenizer is not None else
+                                  Layout((), (self._ids.eos,), ()))
+        self._languages = ExportLanguages(tokenizer, self._layout) if tokenizer is not None and is_multilingual(
+            tokenizer) else None
         self._length_penalty, self._stopping = request.length_penalty, request.stopping
+        self._max_output_length, self._end_at_limit = request.max_output_length, request.end_at_limit
         self._max_beam_size, self._xla_beam_size = max_beam_size, request.beam_size
         self._jit_compile = jit_compile != "auto" and bool(jit_compile)
         self._xla_below = GRAPH_SEARCH_HYPOTHESES if jit_compile == "auto" else 0
@@ -159,6 +176,12 @@ class TranslatorModule(tf.Module):
         self.default_beam_size = variable(request.beam_size, name="default_beam_size")
         self.default_alpha = variable(request.alpha, name="default_alpha")
         self.default_max_extra_length = variable(request.max_extra_length, name="default_max_extra_length")
+        self.max_output_length = variable(request.max_output_length or 0, name="max_output_length")
+        self.end_at_limit = variable(request.end_at_limit, name="end_at_limit")
+        if self._languages is not None:
+            self.language_codes = variable(self._languages.codes, name="language_codes")
+            self.source_lang = variable(self._languages.source, name="source_lang")
+            self.target_lang = variable(self._languages.target, name="target_lang")
 
     def signatures(self):
         """The signature functions for `tf.saved_model.save`, by name."""
@@ -178,28 +201,34 @@ class TranslatorModule(tf.Module):
         finds once more (`export.signature_functions`).
         """
         functions = self.functions
-        functions.translate_ids = function(self._translate_ids, (IDS_SPEC,) + PARAMETER_SPECS)
+        languages = LANGUAGE_SPECS if self._languages is not None else ()
+        functions.translate_ids = function(self._translate_ids, (IDS_SPEC,) + PARAMETER_SPECS + languages)
         if self.tokenizer is None:
             functions.serve = function(self._serve_ids, (IDS_SPEC,))
             return
-        functions.translate = function(self._translate, (STRINGS_SPEC,) + PARAMETER_SPECS)
+        functions.translate = function(self._translate, (STRINGS_SPEC,) + PARAMETER_SPECS + languages)
         functions.serve = function(self._serve_text, (STRINGS_SPEC,))
         functions.score = function(self._score, (STRINGS_SPEC, TARGETS_SPEC))
 
-    def _translate_ids(self, source_ids, beam_size, alpha, max_extra_length, num_return):
-        """n-best output ids of source piece ids; see the module docstring."""
-        source, truncated, empty = prepare_source(source_ids, self.model.max_length, self.model.vocab_size)
+    def _translate_ids(self, source_ids, beam_size, alpha, max_extra_length, num_return, *languages):
+        """n-best output ids of source piece ids (with `src_lang` and `tgt_lang` last for a multilingual export);
+        see the module docstring."""
+        layout = self._layout
+        prefix, suffix, target = (layout.source_prefix, layout.source_suffix, layout.target_prefix) if not languages \
+            else self._languages.ids(*languages)
+        source, truncated, empty = prepare_source(source_ids, self.model.max_length, self.model.vocab_size, self._ids,
+                                                  prefix, suffix)
         with tf.control_dependencies(self._check_parameters(beam_size, alpha, max_extra_length, num_return)):
             max_extra_length = tf.minimum(max_extra_length, self.model.max_length)  # no int32 overflow
-        tokens, scores = self._search(source, beam_size, alpha, max_extra_length, num_return)
-        tokens = tf.where(empty[:, None, None], PAD_ID, tokens)  # (batch, num_return, bound)
+        tokens, scores = self._search(source, beam_size, alpha, max_extra_length, num_return, target)
+        tokens = tf.where(empty[:, None, None], self._ids.pad, tokens)  # (batch, num_return, bound)
         scores = tf.where(empty[:, None], 0.0, scores)  # (batch, num_return)
         return {"tokens": tokens, "scores": scores, "truncated": truncated}
 
-    def _translate(self, inputs, beam_size, alpha, max_extra_length, num_return):
+    def _translate(self, inputs, beam_size, alpha, max_extra_length, num_return, *languages):
         """n-best translations of UTF-8 sentences; see the module docstring."""
-        source_ids = self.tokenizer.tokenize(inputs).to_tensor(default_value=PAD_ID)
-        out = self.functions.translate_ids(source_ids, beam_size, alpha, max_extra_length, num_return)
+        source_ids = source_pieces(self.tokenizer, inputs).to_tensor(default_value=self._ids.pad)
+        out = self.functions.translate_ids(source_ids, beam_size, alpha, max_extra_length, num_return, *languages)
         tokens = out["tokens"]
         shape = tf.shape(tokens)
         texts = self.tokenizer.detokenize(tf.reshape(tokens, (-1, shape[2])))
@@ -211,19 +240,22 @@ class TranslatorModule(tf.Module):
 
     def _score(self, inputs, targets):
         """Forced-decoding negative log-likelihood of `targets`; see the module docstring."""
-        source_ids = self.tokenizer.tokenize(inputs).to_tensor(default_value=PAD_ID)
-        source, source_truncated, _ = prepare_source(source_ids, self.model.max_length, self.model.vocab_size)
-        pieces = self.tokenizer.tokenize(targets)
-        kept = pieces[:, :self.model.max_length - 1]
-        target_in, target_out = teacher_forcing_targets(kept)
+        layout = self._layout
+        source_ids = source_pieces(self.tokenizer, inputs).to_tensor(default_value=self._ids.pad)
+        source, source_truncated, _ = prepare_source(source_ids, self.model.max_length, self.model.vocab_size,
+                                                     self._ids, layout.source_prefix, layout.source_suffix)
+        pieces = target_pieces(self.tokenizer, targets)
+        kept = pieces[:, :self.model.max_length - 1 - len(layout.target_prefix)]
+        target_in, target_out = teacher_forcing_targets(kept, self._ids, layout.target_prefix)
         nll = token_nll(self.model, source, target_in, target_out)  # (batch, target_len)
         return {"nll": tf.reduce_sum(nll, axis=1), "token_nll": nll,
-                "target_length": tf.cast(kept.row_lengths() + 1, tf.int32),
+                "target_length": tf.cast(kept.row_lengths() + 1 + len(layout.target_prefix), tf.int32),
                 "truncated": source_truncated | (pieces.row_lengths() > kept.row_lengths())}
 
     def _serve_text(self, inputs):
-        """Best translation of each sentence with the export's default parameters."""
-        out = self.functions.translate(inputs, *self._defaults())
+        """Best translation of each sentence with the export's default parameters (and languages)."""
+        languages = (tf.constant(""), tf.constant("")) if self._languages is not None else ()
+        out = self.functions.translate(inputs, *self._defaults(), *languages)
         return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
                 "truncated": out["truncated"]}
 
@@ -251,12 +283,18 @@ class TranslatorModule(tf.Module):
                                  "beam_size=", beam_size]),
         ]
 
-    def _search(self, source, beam_size, alpha, max_extra_length, num_return):
-        """Tokens `(batch, num_return, bound)` and scores `(batch, num_return)`, best first."""
-        arguments = (source, alpha, max_extra_length, tf.shape(source)[1] + max_extra_length)
+    def _search(self, source, beam_size, alpha, max_extra_length, num_return, target_prefix=()):
+        """Tokens `(batch, num_return, bound)` and scores `(batch, num_return)`, best first; every output starts
+        with `target_prefix` (a multilingual model's target language)."""
+        bound = tf.shape(source)[1] + max_extra_length
+        if self._max_output_length is not None:
+            bound = tf.minimum(bound, self._max_output_length)
+        arguments = (source, alpha, max_extra_length, bound)
         if self._shortlisted:  # the batch's searched vocabulary, computed once for every branch
             arguments += (batch_vocabulary(self.shortlist_entries, self.shortlist_frequent, source,
-                                           self.model.vocab_size),)
+                                           self.model.vocab_size, special_ids=self._ids),)
+        if self._prefixed:
+            arguments += (tf.cast(tf.reshape(target_prefix, [-1]), tf.int32),)
         shard = functools.partial(sharded, shards=self._shards)
         if not self._xla_below:
             tokens, scores = self._table.select(arguments, beam_size, num_return, shard)
@@ -309,52 +347,31 @@ class TranslatorModule(tf.Module):
 
         def search(source, alpha, max_extra_length, bound, *rest):
             output_ids = rest[0] if self._shortlisted else None
+            prefix = rest[int(self._shortlisted)] if self._prefixed else None
             sizes = (beam_size, num_return) if sized else rest[-2:]
             result = searches.search(self.model, source, beam_size=sizes[0], num_return=sizes[1], alpha=alpha,
                                      length_penalty=self._length_penalty, max_extra_length=max_extra_length,
                                      max_length=bound, stopping=self._stopping, output_ids=output_ids,
-                                     growing_cache=not jit)
+                                     growing_cache=not jit, forced_prefix=prefix,
+                                     max_output_length=self._max_output_length, end_at_limit=self._end_at_limit)
             return self._pad_nbest(result.tokens, result.scores)
 
         scalar = tf.TensorSpec([], tf.int32)
         signature = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.float32), scalar, scalar)
         signature += (tf.TensorSpec([None], tf.int32),) if self._shortlisted else ()
+        signature += (tf.TensorSpec([None], tf.int32),) if self._prefixed else ()
         signature += () if sized else (scalar, scalar)
         return function(search, signature, jit_compile=jit, experimental_attributes={"_noinline": True})
+
+    @property
+    def _prefixed(self):
+        """Whether every output starts with forced ids (a multilingual model's target language)."""
+        return bool(self._layout.target_prefix)
 
     def _pad_nbest(self, tokens, scores):
         """n-best lists padded to `max_beam_size` entries, so every branch has one output shape."""
         missing = self._max_beam_size - dim(tokens, 1)
-        tokens = tf.pad(tokens, [[0, 0], [0, missing], [0, 0]])
+        tokens = tf.pad(tokens, [[0, 0], [0, missing], [0, 0]], constant_values=self._ids.pad)
         scores = tf.pad(scores, [[0, 0], [0, missing]], constant_values=float("-inf"))
         width = self._max_beam_size
         return tf.ensure_shape(tokens, [None, width, None]), tf.ensure_shape(scores, [None, width])
-
-
-def prepare_source(source_ids, max_length, vocab_size):
-    """Model input from right-padded piece ids: cut to `max_length - 1` pieces, EOS appended.
-
-    The width is rounded up to a multiple of `LENGTH_MULTIPLE` (within
-    `max_length`), as `decoding.generator.Generator` does, so a compiled search sees few
-    shapes.
-
-    Returns:
-        `source` int32 `(batch, width)`, each row its pieces, EOS, then 0s;
-        `truncated` bool `(batch,)` for rows that lost pieces, and `empty`
-        bool `(batch,)` for rows without pieces.
-    """
-    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    after_eos = tf.math.cumsum(tf.cast(tf.equal(source_ids, EOS_ID), tf.int32), axis=1) > 0
-    keep = tf.logical_not(after_eos) & tf.not_equal(source_ids, PAD_ID)
-    valid = (source_ids >= 0) & (source_ids < vocab_size)
-    ids = tf.where(keep, tf.where(valid, source_ids, UNK_ID), PAD_ID)
-    lengths = tf.reduce_sum(tf.cast(keep, tf.int32), axis=1)  # (batch,)
-    kept = tf.minimum(lengths, max_length - 1)
-    longest = tf.reduce_max(tf.concat([kept, [0]], axis=0)) + 1  # EOS included; 1 for an empty batch
-    width = tf.minimum(-(-longest // LENGTH_MULTIPLE) * LENGTH_MULTIPLE, max_length)
-    ids = ids[:, :width]
-    ids = tf.pad(ids, [[0, 0], [0, width - tf.shape(ids)[1]]])  # (batch, width)
-    columns = tf.range(width)[None, :]
-    source = tf.where(tf.equal(columns, kept[:, None]), EOS_ID, ids)
-    source = tf.where(columns > kept[:, None], PAD_ID, source)
-    return source, lengths > kept, tf.equal(lengths, 0)

@@ -5,9 +5,10 @@ The weights come from the model's own layers (`encode_with_attention` /
 the same computation as teacher-forced training with dropout off.
 
 Axes are labelled with subword pieces: source pieces end with `</s>` (the
-encoder input), target pieces start with `<s>` (the decoder input). Row `t` of
-a decoder map is the decoder state that reads target token `t` and predicts
-token `t + 1`.
+encoder input), target pieces start with the decoder's start id, `<s>` (the
+decoder input). Row `t` of a decoder map is the decoder state that reads target
+token `t` and predicts token `t + 1`. The ids are the model's own (`special_ids`)
+and an imported checkpoint's layout (`decoding.layout`: NLLB's language codes).
 """
 
 import dataclasses
@@ -16,8 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding import greedy_decode
+from t2t_keras.decoding.layout import layout_of, source_pieces, target_pieces
 from t2t_keras.decoding.request import DEFAULTS
-from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
+from t2t_keras.special_ids import SpecialIds
+
+DEFAULT_IDS = SpecialIds()
 
 # The three kinds of attention of §3.2.3, in the order they are shown.
 KINDS = ("encoder", "decoder_self", "cross")
@@ -71,11 +75,12 @@ class BatchAttention:
     """Attention weights of a padded batch, as the model computes them.
 
     Attributes:
-        source: int32 `(batch, S)` encoder input, EOS-terminated, padded with 0.
-        target_in: int32 `(batch, T)` decoder input, BOS first, padded with 0.
+        source: int32 `(batch, S)` encoder input, EOS-terminated, padded.
+        target_in: int32 `(batch, T)` decoder input, the start id first, padded.
         encoder: `(batch, layers, heads, S, S)`.
         decoder_self: `(batch, layers, heads, T, T)`.
         cross: `(batch, layers, heads, T, S)`.
+        ids: the model's `SpecialIds` (its padding, start and end ids).
     """
 
     source: np.ndarray
@@ -83,6 +88,7 @@ class BatchAttention:
     encoder: np.ndarray
     decoder_self: np.ndarray
     cross: np.ndarray
+    ids: SpecialIds = DEFAULT_IDS
 
     def weights(self, kind):
         return getattr(self, _checked_kind(kind))
@@ -97,8 +103,8 @@ class BatchAttention:
 
     def example(self, index, tokenizer, translation="", source_text=""):
         """The `AttentionMaps` of row `index`, with padding removed and pieces as labels."""
-        source_len = int(np.sum(self.source[index] != PAD_ID))
-        target_len = int(np.sum(self.target_in[index] != PAD_ID))
+        source_len = int(np.sum(self.source[index] != self.ids.pad))
+        target_len = int(np.sum(self.target_in[index] != self.ids.pad))
         return AttentionMaps(
             source_tokens=pieces(tokenizer, self.source[index, :source_len]),
             target_tokens=pieces(tokenizer, self.target_in[index, :target_len]),
@@ -121,36 +127,42 @@ def pieces(tokenizer, ids):
     return [p.decode("utf-8") for p in tokenizer.id_to_piece(tf.constant(ids, tf.int32)).numpy()]
 
 
-def _pad_rows(rows, prefix=(), suffix=()):
-    """int32 `(len(rows), width)` of `prefix + row + suffix`, right-padded with PAD_ID."""
+def _pad_rows(rows, prefix=(), suffix=(), pad=DEFAULT_IDS.pad):
+    """int32 `(len(rows), width)` of `prefix + row + suffix`, right-padded with `pad`."""
     rows = [list(prefix) + list(row) + list(suffix) for row in rows]
-    batch = np.full((len(rows), max(len(row) for row in rows)), PAD_ID, np.int32)
+    batch = np.full((len(rows), max(len(row) for row in rows)), pad, np.int32)
     for i, row in enumerate(rows):
         batch[i, :len(row)] = row
     return batch
 
 
-def encode_sources(tokenizer, texts):
-    """int32 `(batch, S)` encoder inputs: pieces + EOS, right-padded with 0."""
-    ids = tokenizer.tokenize(tf.constant(list(texts), tf.string)).to_list()
-    return _pad_rows(ids, suffix=(EOS_ID,))
+def _layout(tokenizer, ids, layout):
+    return layout if layout is not None else layout_of(tokenizer, ids)
 
 
-def encode_targets(tokenizer, texts):
-    """int32 `(batch, T)` decoder inputs of reference texts: BOS + pieces, right-padded with 0."""
-    ids = tokenizer.tokenize(tf.constant(list(texts), tf.string)).to_list()
-    return _pad_rows(ids, prefix=(BOS_ID,))
+def encode_sources(tokenizer, texts, ids=DEFAULT_IDS, layout=None):
+    """int32 `(batch, S)` encoder inputs: pieces between the layout's ids (ours: + EOS), right-padded."""
+    layout = _layout(tokenizer, ids, layout)
+    pieces = source_pieces(tokenizer, tf.constant(list(texts), tf.string)).to_list()
+    return _pad_rows(pieces, layout.source_prefix, layout.source_suffix, ids.pad)
 
 
-def decoder_inputs(tokens):
-    """Decoder inputs `(batch, T)` for decoded `tokens` `(batch, L)`: BOS + the tokens before EOS.
+def encode_targets(tokenizer, texts, ids=DEFAULT_IDS, layout=None):
+    """int32 `(batch, T)` decoder inputs of reference texts: the start id, a forced prefix, the pieces, padded."""
+    layout = _layout(tokenizer, ids, layout)
+    pieces = target_pieces(tokenizer, tf.constant(list(texts), tf.string)).to_list()
+    return _pad_rows(pieces, (ids.decoder_start,) + layout.target_prefix, (), ids.pad)
+
+
+def decoder_inputs(tokens, ids=DEFAULT_IDS):
+    """Decoder inputs `(batch, T)` for decoded `tokens` `(batch, L)`: the start id + the tokens before EOS.
 
     Trailing all-padding columns are dropped.
     """
     tokens = np.asarray(tokens, np.int32)
-    ended = np.cumsum(tokens == EOS_ID, axis=1) > 0
-    rows = [row[~stop & (row != PAD_ID)] for row, stop in zip(tokens, ended)]
-    return _pad_rows(rows, prefix=(BOS_ID,))
+    ended = np.cumsum(tokens == ids.eos, axis=1) > 0
+    rows = [row[~stop & (row != ids.pad)] for row, stop in zip(tokens, ended)]
+    return _pad_rows(rows, prefix=(ids.decoder_start,), pad=ids.pad)
 
 
 def batch_attention(model, source, target_in):
@@ -169,17 +181,24 @@ def batch_attention(model, source, target_in):
         encoder=stack(encoded.weights),
         decoder_self=stack(decoded.self_weights),
         cross=stack(decoded.cross_weights),
+        ids=_ids(model),
     )
 
 
-def translate_batch(model, source, max_extra_length=DEFAULTS.max_extra_length):
-    """Greedy hypotheses `(batch, L)` of an encoded source batch (EOS-terminated, 0-padded)."""
-    return greedy_decode(model, source, max_extra_length=max_extra_length)["tokens"].numpy()
+def _ids(model):
+    return getattr(model, "special_ids", None) or DEFAULT_IDS
 
 
-def pad_columns(ids, count):
-    """`ids` `(batch, length)` with `count` more columns of PAD_ID on the right."""
-    return np.pad(ids, ((0, 0), (0, count)), constant_values=PAD_ID)
+def translate_batch(model, source, max_extra_length=DEFAULTS.max_extra_length, target_prefix=()):
+    """Greedy hypotheses `(batch, L)` of an encoded source batch (EOS-terminated, padded), each starting with the
+    forced `target_prefix` (a multilingual model's target language)."""
+    forced = None if not target_prefix else np.tile(np.asarray(target_prefix, np.int32), (len(source), 1))
+    return greedy_decode(model, source, max_extra_length=max_extra_length, forced_prefix=forced)["tokens"].numpy()
+
+
+def pad_columns(ids, count, pad=DEFAULT_IDS.pad):
+    """`ids` `(batch, length)` with `count` more columns of `pad` on the right."""
+    return np.pad(ids, ((0, 0), (0, count)), constant_values=pad)
 
 
 def extract_batch(model, tokenizer, source_texts, target_texts=None, max_extra_length=DEFAULTS.max_extra_length,
@@ -194,10 +213,12 @@ def extract_batch(model, tokenizer, source_texts, target_texts=None, max_extra_l
     Returns:
         `(BatchAttention, translations)`; `translations` are the target texts.
     """
-    source = pad_columns(encode_sources(tokenizer, source_texts), extra_padding)
+    ids = _ids(model)
+    layout = layout_of(tokenizer, ids)
+    source = pad_columns(encode_sources(tokenizer, source_texts, ids, layout), extra_padding, ids.pad)
     if target_texts is None:
-        tokens = translate_batch(model, source, max_extra_length)
-        target_in = decoder_inputs(tokens)
+        tokens = translate_batch(model, source, max_extra_length, layout.target_prefix)
+        target_in = decoder_inputs(tokens, ids)
         translations = [t.decode("utf-8") for t in tokenizer.detokenize(tokens).numpy()]
     else:
         if len(target_texts) != len(source_texts):
@@ -205,9 +226,9 @@ def extract_batch(model, tokenizer, source_texts, target_texts=None, max_extra_l
                 f"Need one target text per source text. Received: {len(source_texts)} sources and "
                 f"{len(target_texts)} targets."
             )
-        target_in = encode_targets(tokenizer, target_texts)
+        target_in = encode_targets(tokenizer, target_texts, ids, layout)
         translations = list(target_texts)
-    return batch_attention(model, source, pad_columns(target_in, extra_padding)), translations
+    return batch_attention(model, source, pad_columns(target_in, extra_padding, ids.pad)), translations
 
 
 def extract_attention(model, tokenizer, source_text, target_text=None, max_extra_length=DEFAULTS.max_extra_length):

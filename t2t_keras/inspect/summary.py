@@ -26,12 +26,12 @@ from t2t_keras.inspect.attention import KIND_TITLES, KINDS, extract_batch
 from t2t_keras.inspect.heads import entropy
 from t2t_keras.inspect.heatmaps import figure_png, head_grid_figure, layer_title
 from t2t_keras.runs import open_run
-from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 PROBE_EXTRA_LENGTH = TrainingConfig.attention_max_extra_length  # the probes' output limit: input length + this
 
-# The special token whose attention share is logged for each kind (keys are source ids except in decoder_self).
-BOUNDARY = {"encoder": ("eos", EOS_ID), "decoder_self": ("bos", BOS_ID), "cross": ("eos", EOS_ID)}
+# The special token whose attention share is logged for each kind (keys are source ids except in decoder_self): the
+# model's end id, or its decoder start id (`SpecialIds` field).
+BOUNDARY = {"encoder": ("eos", "eos"), "decoder_self": ("bos", "decoder_start"), "cross": ("eos", "eos")}
 
 
 def _masked_layer_mean(values, query_real):
@@ -45,13 +45,14 @@ def attention_statistics(batch):
     scalars = {}
     for kind in KINDS:
         weights = batch.weights(kind).astype(np.float64)  # (batch, layers, heads, queries, keys)
-        query_real = batch.query_ids(kind) != PAD_ID  # (batch, queries)
+        query_real = batch.query_ids(kind) != batch.ids.pad  # (batch, queries)
         keys = batch.key_ids(kind)[:, None, None, None, :]  # broadcast over layers, heads, queries
-        boundary_name, boundary_id = BOUNDARY[kind]
+        boundary_name, field = BOUNDARY[kind]
+        boundary_id = getattr(batch.ids, field)
         per_row = {
             "attention_entropy": entropy(weights),
             f"attention_{boundary_name}_share": np.sum(weights * (keys == boundary_id), axis=-1),
-            "attention_pad_share": np.sum(weights * (keys == PAD_ID), axis=-1),
+            "attention_pad_share": np.sum(weights * (keys == batch.ids.pad), axis=-1),
         }
         for name, values in per_row.items():
             for layer, value in enumerate(_masked_layer_mean(values, query_real)):

@@ -4,8 +4,9 @@ The run holds what `train` writes (config.yaml, the tokenizer, a tf.train checkp
 of the model in RUN/checkpoints/, step 0), so every reader of a run opens it
 unchanged, and RUN/pretrained.json records where it came from: the checkpoint
 directory's name, config.json's `_name_or_path`, the sha256 of each file read, the
-training-only settings left out, the checkpoint's decoding defaults and the chosen
-languages. The run is built in a temporary directory beside RUN and renamed into
+training-only settings left out, the checkpoint's decoding defaults (those the searches do not implement
+listed apart) and the chosen languages. The run's `decoding` section is those defaults
+(`generation.decoding_section`), so that `translate` decodes as transformers' `generate()` does. The run is built in a temporary directory beside RUN and renamed into
 place, so a refused or failed import leaves no run behind.
 """
 
@@ -21,10 +22,12 @@ from t2t_keras.data.pretrained_tokenizer import PretrainedTokenizer
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.files import staged_directory
+from t2t_keras.pretrained import generation as generation_defaults
 from t2t_keras.pretrained import m2m100, marian, settings
 from t2t_keras.pretrained.checkpoint import Checkpoint, CheckpointError
 from t2t_keras.pretrained.weights import set_weights
 from t2t_keras.runs import RunDirectory
+from t2t_keras.special_ids import SpecialIds
 
 logger = logging.getLogger(__name__)
 
@@ -61,20 +64,21 @@ def import_checkpoint(family, directory, run_dir, source_lang=None, target_lang=
 
 
 def _run_config(imported, checkpoint):
-    """The run's config: the model section of the checkpoint, its tokenizer and languages, its beam size."""
+    """The run's config: the model section of the checkpoint, its tokenizer and languages, its decoding defaults."""
     generation = settings.generation_defaults(checkpoint)
     data = {"tokenizer": "pretrained", "vocab_size": imported.model["vocab_size"]}
     if imported.languages:
         data.update(source_lang=imported.languages[0], target_lang=imported.languages[1])
-    decoding = {}
-    if generation.get("num_beams") is not None:
-        beams = int(generation["num_beams"])
-        decoding = {"beam_size": beams, "max_beam_size": max(beams, config_lib.DecodingConfig.max_beam_size)}
+    decoding = generation_defaults.decoding_section(generation, _special_ids(imported), imported.model["max_length"])
     try:
         return config_lib.from_dict({"model": imported.model, "data": data, "decoding": decoding})
     except ConfigError as error:
         raise CheckpointError(f"{checkpoint.directory / 'config.json'} describes a model t2t_keras cannot build: "
                               f"{error}") from None
+
+
+def _special_ids(imported):
+    return SpecialIds.of(imported.model["special_ids"])
 
 
 def _check_position_tables(model, tensors, names):
@@ -98,6 +102,7 @@ def _provenance(imported, checkpoint):
               "name_or_path": checkpoint.config.get("_name_or_path"),
               "transformers_version": checkpoint.config.get("transformers_version"),
               "generation": generation, "ignored_settings": settings.ignored_settings(checkpoint.config),
+              "generation_not_honoured": generation_defaults.not_honoured(generation, _special_ids(imported)),
               "files": dict(sorted(checkpoint.digests.items()))}
     if imported.languages:
         record["languages"] = {"source": imported.languages[0], "target": imported.languages[1]}

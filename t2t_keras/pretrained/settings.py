@@ -10,8 +10,9 @@ ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"
 # Layer drop skips whole layers at random in training only: the model's outputs do not depend on it.
 TRAINING_ONLY = ("encoder_layerdrop", "decoder_layerdrop")
 # What generation_config.json (or config.json) says about decoding, recorded in the run for the searches.
-GENERATION_KEYS = ("num_beams", "max_length", "length_penalty", "bad_words_ids", "forced_bos_token_id",
-                   "forced_eos_token_id", "early_stopping", "no_repeat_ngram_size")
+GENERATION_KEYS = ("num_beams", "max_length", "max_new_tokens", "length_penalty", "bad_words_ids",
+                   "forced_bos_token_id", "forced_eos_token_id", "early_stopping", "no_repeat_ngram_size",
+                   "encoder_no_repeat_ngram_size", "repetition_penalty", "min_length", "min_new_tokens")
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which both models use
 # config.json switches Hugging Face's models read or ignore, which would make another model than ours: per family,
 # the value it must have (when present), and what another value builds.

@@ -12,7 +12,9 @@ Request body, a JSON object with one of:
 
 and optionally `"params": {"beam_size": 2, "alpha": 0.6, "max_extra_length": 50,
 "num_return": 2}` (decoding parameters for the whole request; in the
-columnar named form they may also stand beside "inputs", as scalars) and
+columnar named form they may also stand beside "inputs", as scalars; a
+multilingual model's also take `"src_lang": "fra_Latn", "tgt_lang": "deu_Latn"`,
+a language code it lacks is a 400 naming it) and
 `"signature_name"`: "serving_default" or "translate" (both run the same
 search). Parameters left out take the export's defaults.
 
@@ -39,7 +41,8 @@ from t2t_keras.errors import T2TError
 TOP_LEVEL_FIELDS = ("instances", "inputs", "params", "signature_name", "constraints")
 SIGNATURE_NAMES = ("serving_default", "translate")
 # The request fields a REST "params" may set, where the served artifact takes them (`artifact.accepts`).
-REST_PARAMETERS = ("beam_size", "alpha", "max_extra_length", "num_return", "temperature", "top_k", "seed")
+REST_PARAMETERS = ("beam_size", "alpha", "max_extra_length", "num_return", "temperature", "top_k", "seed", "src_lang",
+                   "tgt_lang")
 PARAMETER_NAMES = REST_PARAMETERS[:4]  # a translation export's
 
 
