@@ -143,6 +143,11 @@ class PretrainedTokenizer(tf.Module):
         return "pretrained"
 
     @property
+    def files(self):
+        """`{name: bytes}`: the archive's files (`manifest.json` and the checkpoint's files it names)."""
+        return dict(self._files)
+
+    @property
     def vocab_size(self):
         """The model's (target) vocabulary size: ids run from 0 to vocab_size - 1."""
         return int(self.manifest["vocab_size"])

@@ -1,8 +1,9 @@
-"""`t2t-keras export`: a run written in one of three formats, each taking the options it declares.
+"""`t2t-keras export`: a run written in one of four formats, each taking the options it declares.
 
     export_format("runs/base", "exports/base")                                   # a SavedModel
     export_format("runs/base", "exports/base-ct2", "ctranslate2", quantization="int8")
     export_format("runs/base", "exports/base.tflite", "litert", beam_size=2)
+    export_format("runs/base", "exports/base-marian", "marian")                  # Hugging Face's MarianMTModel
 
 The export's default request is the run's (its task's `default_request` of its `decoding` section) with the
 given `beam_size`, `alpha`, `max_extra_length` (and, for an lm's SavedModel, `temperature` and `top_k`). An
@@ -13,7 +14,7 @@ from t2t_keras.errors import T2TError, check_applicable, check_task
 from t2t_keras.runs import open_run
 from t2t_keras.tasks import task_of
 
-FORMATS = ("saved_model", "ctranslate2", "litert")
+FORMATS = ("saved_model", "ctranslate2", "litert", "marian")
 REQUEST = ("beam_size", "alpha", "max_extra_length", "temperature", "top_k")  # the export's default request
 WEIGHTS = ("average_last", "model", "overwrite")  # which of the run's weights, and where
 # What each format takes, by the run's task (a format absent for a task does not export it).
@@ -23,6 +24,7 @@ TAKES = {
     ("saved_model", "lm"): ("max_extra_length", "temperature", "top_k"),
     ("ctranslate2", "translation"): ("beam_size", "alpha", "max_extra_length", "quantization", "shortlist"),
     ("litert", "translation"): ("beam_size", "alpha", "max_extra_length", "max_beam_size", "quantization"),
+    ("marian", "translation"): ("beam_size",),  # generation_config.json's num_beams
 }
 EXPORT_OPTIONS = tuple(sorted({name for names in TAKES.values() for name in names} | set(WEIGHTS)))
 QUANTIZATIONS = {"saved_model": ("auto", "float32", "int8"), "ctranslate2": ("float32", "int8_float32", "int8"),
@@ -86,4 +88,10 @@ def _litert(run, out, request, weights, options):
                              **weights)
 
 
-WRITERS = {"saved_model": _saved_model, "ctranslate2": _ctranslate2, "litert": _litert}
+def _marian(run, out, request, weights, options):
+    from t2t_keras.pretrained.marian_export import export_marian_run
+
+    return export_marian_run(run, out, request, overwrite=bool(options.get("overwrite")), **weights)
+
+
+WRITERS = {"saved_model": _saved_model, "ctranslate2": _ctranslate2, "litert": _litert, "marian": _marian}
