@@ -48,7 +48,8 @@ class MarianExportTest(TestCase):
         cls.root = root = pathlib.Path(cls.tmp.name)
         files = write_toy_corpus(root / "data", train=120, dev=8, test=8)
         config = toy_config(files, train_steps=2, steps_per_epoch=2, checkpoint_every_steps=2, learning_rate=0.01)
-        cls.config = replace(config, model={"layer_norm_epsilon": 1e-5, "activation": "swish"}, data={"dev_files": None})
+        cls.config = replace(config, model={"layer_norm_epsilon": 1e-5, "activation": "swish"},
+                             data={"dev_files": None})
         cls.run_dir = root / "run"
         train(cls.config, cls.run_dir, verbose=0)
         cls.export = root / "marian"
@@ -181,7 +182,8 @@ class MarianExportTest(TestCase):
         default = edited_run(self.run_dir, self.root / "edited-default", model={"layer_norm_epsilon": 1e-6})
         source = InitSource(default, overrides=("model.layer_norm_epsilon=1e-5",))
         config = adopt(self.config, source, open_run(self.root / "adapted"))
-        self.assertEqual(config.model, replace(open_run(default).load_config(), model={"layer_norm_epsilon": 1e-5}).model)
+        expected = replace(open_run(default).load_config(), model={"layer_norm_epsilon": 1e-5})
+        self.assertEqual(config.model, expected.model)
 
     def test_a_failed_write_leaves_no_directory(self):
         out = self.root / "failed"

@@ -51,9 +51,9 @@ def marian_vocabulary(tokenizer, kind):
 
 def _refuse(what):
     raise CheckpointError(
-        f"--format marian writes MarianTokenizer's files (source.spm, target.spm, vocab.json), which hold SentencePiece "
-        f"models; this run has {what}, which MarianTokenizer cannot reproduce. Export it with --format saved_model, "
-        "or train a run with data.tokenizer bpe or unigram (SentencePiece).")
+        "--format marian writes MarianTokenizer's files (source.spm, target.spm, vocab.json), which hold "
+        f"SentencePiece models; this run has {what}, which MarianTokenizer cannot reproduce. Export it with "
+        "--format saved_model, or train a run with data.tokenizer bpe or unigram (SentencePiece).")
 
 
 def _sentencepiece_vocabulary(model_bytes):
@@ -81,8 +81,8 @@ def check_special_tokens(vocabulary, special_ids):
             wanted = getattr(special_ids, key)
             if pieces.get(token) != wanted:
                 raise CheckpointError(
-                    f"MarianTokenizer finds the {key} token by its name {token!r}, which the {side} vocabulary gives id "
-                    f"{pieces.get(token)!r}, but the model's {key} id (model.special_ids.{key}) is {wanted}: a "
+                    f"MarianTokenizer finds the {key} token by its name {token!r}, which the {side} vocabulary gives "
+                    f"id {pieces.get(token)!r}, but the model's {key} id (model.special_ids.{key}) is {wanted}: a "
                     "checkpoint written from it would tokenize differently. Export it with --format saved_model.")
 
 
