@@ -18,6 +18,7 @@ Everything else (model, training, decoding) is the student's config.
 import json
 import math
 import pathlib
+import shlex
 
 from t2t_keras.config import parse_override, replace
 from t2t_keras.data import sources
@@ -62,7 +63,7 @@ def check_vocabulary(config, teacher, where):
         details = "; ".join(f"{s}.{k}={ours} in {where}, {theirs} in the teacher"
                             for (s, k), (ours, theirs) in differing.items())
         named = VOCABULARY_KEYS + tuple(name for name in NUMBERING_KEYS if name in differing)
-        flags = " ".join(f"--set {s}.{k}={values[s, k][1]}" for s, k in named)
+        flags = " ".join(f"--set {shlex.quote(f'{s}.{k}={values[s, k][1]}')}" for s, k in named)
         raise ConfigError(
             f"The student's vocabulary differs from its teacher's ({details}): a student shares the teacher's "
             f"tokenizer ({teacher.tokenizer_path}). Pick a --config of the teacher's vocabulary, or set it: {flags}.")

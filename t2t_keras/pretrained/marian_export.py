@@ -64,7 +64,7 @@ def _refusals(model):
     width = model.hidden_dim // model.num_heads
     return (
         (model.normalize_first, "model.normalize_first=true", "MarianMTModel normalises after each sublayer (post-LN, "
-         "§5.4) and has no final LayerNorm per stack; its config.json has no key for pre-LN (MarianMTModel does not "
+         "§3.1) and has no final LayerNorm per stack; its config.json has no key for pre-LN (MarianMTModel does not "
          "read normalize_before)"),
         (model.position_encoding != "sinusoidal", f"model.position_encoding={model.position_encoding}",
          "MarianMTModel adds fixed sinusoids (§3.5), not learned positions"),
