@@ -214,13 +214,15 @@ def build_parser():
     p.add_argument("--split", default="test", choices=("dev", "test"))
     p.add_argument("--json", action="store_true")
 
-    p = commands.add_parser("export", help="write a SavedModel (strings in, translations out) or a CTranslate2 model")
+    p = commands.add_parser("export", help="write a SavedModel (strings in, translations out), a CTranslate2 model, "
+                                           "a LiteRT file or a Hugging Face Marian checkpoint")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--out", required=True, help="export directory, or the .tflite file of --format litert (written "
                                                 "atomically)")
-    p.add_argument("--format", default="saved_model", choices=("saved_model", "ctranslate2", "litert"),
-                   help="a TensorFlow SavedModel, a CTranslate2 model directory with the SentencePiece model, or one "
-                        "LiteRT .tflite file with the tokenizer and beam search inside")
+    p.add_argument("--format", default="saved_model", choices=("saved_model", "ctranslate2", "litert", "marian"),
+                   help="a TensorFlow SavedModel, a CTranslate2 model directory with the SentencePiece model, one "
+                        "LiteRT .tflite file with the tokenizer and beam search inside, or a Hugging Face OPUS-MT "
+                        "checkpoint directory (MarianMTModel and MarianTokenizer load it)")
     p.add_argument("--quantization", choices=("auto", "float32", "int8_float32", "int8"),
                    help="weight type: CTranslate2 float32 (default), int8_float32 or int8; SavedModel auto (the "
                         "default: int8 Dense weights where they measured faster, by model size and CPU), float32 "

@@ -10,8 +10,9 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
       -> tasks                                 what differs between translation, lm and mlm; its generator
-      -> training, export, inspect, pretrained (none of them imports another; pretrained: checkpoints of other
-                                               toolkits imported as runs)
+      -> pretrained                            checkpoints of other toolkits imported as runs, and runs written
+                                               in their layout (the one weight-name mapping, both ways)
+      -> training, export, inspect             none of them imports another; export writes through pretrained
       -> artifacts                             any run or export opened, one interface: generate, score
       -> evaluation, serving, pipeline         scoring and serving what artifacts generate; the commands' steps
       -> distillation                          a teacher's translations, then a student trained on them
@@ -54,7 +55,7 @@ ALLOWED = {
     "tasks": FOUNDATION | MODELS | {"data", "decoding", "runs"},
     "training": SHARED,
     "evaluation": SHARED | {"artifacts"},
-    "export": SHARED,
+    "export": SHARED | {"pretrained"},  # export --format marian writes through the import's own mapping
     "inspect": SHARED,
     "pretrained": SHARED,
     "serving": SHARED | {"artifacts", "inspect"},

@@ -188,7 +188,8 @@ class NotebookFormatTest(unittest.TestCase):
 
         paths = sorted(NOTEBOOKS.glob("*.py"))
         self.assertEqual([p.name for p in paths],
-                         ["01_train_with_fit.py", "02_attention_inspection.py", "03_export_and_serve.py"])
+                         ["01_train_with_fit.py", "02_attention_inspection.py", "03_export_and_serve.py",
+                          "04_pretrained_model.py"])
         for path in paths:
             text = path.read_text(encoding="utf-8")
             notebook = jupytext.reads(text, fmt="py:percent")

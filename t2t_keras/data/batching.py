@@ -6,19 +6,20 @@ into a few length buckets; each bucket pads to its upper length and uses the
 largest batch that keeps ``batch_size * length <= batch_tokens`` per side, so
 XLA only ever sees one shape per bucket.
 
-Sequences follow the fixed layout: source = pieces + [EOS],
-target_in = [BOS] + pieces, target_out = pieces + [EOS], padded with 0.
+Sequences follow the model's framing (`framing.py`): source = pieces + [eos],
+target_in = [decoder_start] + pieces, target_out = pieces + [eos], padded with
+pad; the package's fixed ids (pad 0, bos 2, eos 3) unless `special_ids` says otherwise.
 """
 
 import dataclasses
 import logging
-from typing import NamedTuple, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import tensorflow as tf
 from tqdm import tqdm
 
+from t2t_keras.data.framing import Framing, piece_functions
 from t2t_keras.errors import ConfigError
-from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 logger = logging.getLogger(__name__)
 
@@ -109,15 +110,16 @@ def make_training_dataset(
         padding included), ``bucket_boundaries`` (see ``bucket_plan``), ``num_replicas`` (batch sizes are
         multiples of it; partial batches are dropped), ``drop_long`` (drop pairs longer than ``max_length``;
         if False, truncate them), ``count_dropped`` (one extra pass over ``pairs_ds`` to log how many pairs
-        are too long; skip it for infinite datasets).
+        are too long; skip it for infinite datasets), ``special_ids`` (the model's ``SpecialIds``, which frame
+        and pad the pairs; None: the fixed ids).
 
     Returns:
       A dataset of ``((source, target_in), target_out, sample_weight)``:
       int32 ``(batch, length)`` ids and float32 weights that are 0 exactly on
       padding. ``length`` is always one of ``bucket_plan(...).lengths``.
     """
-    plan, encode = batches(pairs_ds, tokenizer, **batching)
-    return _batched(encode(_shuffled(pairs_ds, shuffle_buffer, seed)), plan, drop_remainder=True)
+    return batches(pairs_ds, tokenizer, **batching).batched(_shuffled(pairs_ds, shuffle_buffer, seed),
+                                                            drop_remainder=True)
 
 
 def make_eval_dataset(pairs_ds: tf.data.Dataset, tokenizer, **batching) -> tf.data.Dataset:
@@ -134,10 +136,10 @@ def make_eval_dataset(pairs_ds: tf.data.Dataset, tokenizer, **batching) -> tf.da
     autotuner's thread to wake up, which sleeps up to a minute between rounds:
     that stalled training for 40-60 s at many epoch ends on 2 CPU cores.
     """
-    plan, encode = batches(pairs_ds, tokenizer, **batching)
+    road = batches(pairs_ds, tokenizer, **batching)
     options = tf.data.Options()
     options.autotune.enabled = False
-    return _batched(encode(pairs_ds), plan, drop_remainder=False).map(_filled_up(plan)).with_options(options)
+    return road.batched(pairs_ds, drop_remainder=False).map(_filled_up(road.plan, road.pad)).with_options(options)
 
 
 def batches(
@@ -150,22 +152,37 @@ def batches(
     num_replicas: int = 1,
     drop_long: bool = True,
     count_dropped: bool = True,
-):
-    """Both pipelines' ``(bucket_plan, encode)``: the buckets of these settings, and the function that tokenizes
-    a dataset of pairs into examples (dropping or truncating pairs over ``max_length``). If ``count_dropped``,
-    logs how many pairs of ``pairs_ds`` are too long."""
+    special_ids=None,
+) -> "Batches":
+    """Both pipelines' ``Batches``: the buckets of these settings, and how a dataset of pairs becomes examples
+    framed by ``special_ids`` (dropping or truncating pairs over ``max_length``). If ``count_dropped``, logs how
+    many pairs of ``pairs_ds`` are too long."""
+    framing = Framing.of(special_ids)
     plan = bucket_plan(max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas)
     if count_dropped:
         _log_overlong(pairs_ds, tokenizer, max_length, drop_long)
-    return plan, lambda pairs: _encoded(pairs, tokenizer, max_length, drop_long)
+    return Batches(plan, framing.pad, lambda pairs: _encoded(pairs, tokenizer, max_length, drop_long, framing))
+
+
+class Batches(NamedTuple):
+    """The bucket plan, the padding id and the encoding of both pipelines (`batches`)."""
+
+    plan: BucketPlan
+    pad: int
+    encode: Callable[[tf.data.Dataset], tf.data.Dataset]  # pairs -> framed examples within max_length
+
+    def batched(self, pairs, *, drop_remainder):
+        """`pairs` encoded and grouped into the plan's padded batches."""
+        return _batched(self.encode(pairs), self.plan, self.pad, drop_remainder=drop_remainder)
 
 
 def count_overlong(pairs_ds: tf.data.Dataset, tokenizer, max_length: int, *, batch_size: int = 1024) -> OverlongCount:
     """Counts pairs whose source or target, with EOS/BOS, is longer than ``max_length``."""
+    source_pieces, target_pieces = piece_functions(tokenizer)
 
     def overlong_in_batch(sources, targets):
-        source_lengths = tokenizer.tokenize(sources).row_lengths() + 1
-        target_lengths = tokenizer.tokenize(targets).row_lengths() + 1
+        source_lengths = source_pieces(sources).row_lengths() + 1
+        target_lengths = target_pieces(targets).row_lengths() + 1
         too_long = tf.maximum(source_lengths, target_lengths) > max_length
         return tf.reduce_sum(tf.cast(too_long, tf.int64)), tf.size(sources, out_type=tf.int64)
 
@@ -204,20 +221,21 @@ def _log_overlong(pairs_ds, tokenizer, max_length, drop_long) -> None:
         logger.info("All %d pairs fit in max_length=%d tokens.", total, max_length)
 
 
-def _encoded(pairs_ds, tokenizer, max_length, drop_long) -> tf.data.Dataset:
-    """``(source, target_in, target_out)`` 1-D int32 ids, all within ``max_length``."""
+def _encoded(pairs_ds, tokenizer, max_length, drop_long, framing) -> tf.data.Dataset:
+    """``(source, target_in, target_out)`` 1-D int32 ids framed by ``framing``, all within ``max_length``."""
+    source_of, target_of = piece_functions(tokenizer)
 
     def encode(source, target):
-        source_pieces = tokenizer.tokenize(source)
-        target_pieces = tokenizer.tokenize(target)
-        if not drop_long:  # Keep room for the EOS / BOS.
+        source_pieces = source_of(source)
+        target_pieces = target_of(target)
+        if not drop_long:  # Keep room for the eos / decoder start.
             source_pieces = source_pieces[: max_length - 1]
             target_pieces = target_pieces[: max_length - 1]
-        eos = tf.constant([EOS_ID], tf.int32)
-        bos = tf.constant([BOS_ID], tf.int32)
+        eos = tf.constant([framing.eos], tf.int32)
+        start = tf.constant([framing.decoder_start], tf.int32)
         return (
             tf.concat([source_pieces, eos], axis=0),
-            tf.concat([bos, target_pieces], axis=0),
+            tf.concat([start, target_pieces], axis=0),
             tf.concat([target_pieces, eos], axis=0),
         )
 
@@ -233,8 +251,8 @@ def _pair_length(source, target_in, target_out):
     return tf.maximum(tf.shape(source)[0], tf.shape(target_out)[0])
 
 
-def _batched(examples, plan: BucketPlan, *, drop_remainder: bool) -> tf.data.Dataset:
-    """Groups examples into the plan's buckets, pads each batch to its bucket length."""
+def _batched(examples, plan: BucketPlan, pad: int, *, drop_remainder: bool) -> tf.data.Dataset:
+    """Groups examples into the plan's buckets, pads each batch to its bucket length with `pad`."""
     batches = examples.bucket_by_sequence_length(
         element_length_func=_pair_length,
         # A bucket holds lengths below its boundary and is padded to boundary - 1.
@@ -242,15 +260,22 @@ def _batched(examples, plan: BucketPlan, *, drop_remainder: bool) -> tf.data.Dat
         # The bucket after the last boundary never receives anything: the
         # examples are already within max_length.
         bucket_batch_sizes=list(plan.batch_sizes) + [plan.batch_sizes[-1]],
-        padding_values=PAD_ID,
+        padding_values=pad,
         pad_to_bucket_boundary=True,
         drop_remainder=drop_remainder,
     )
-    return batches.map(_to_keras_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def to_keras_inputs(source, target_in, target_out):
+        """``((source, target_in), target_out, sample_weight)`` with weight 0 on padding."""
+        sample_weight = tf.cast(tf.not_equal(target_out, pad), tf.float32)
+        return (source, target_in), target_out, sample_weight
+
+    return batches.map(to_keras_inputs, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def _filled_up(plan: BucketPlan):
-    """A map function that pads a partial batch with all-padding rows to its bucket's batch size."""
+def _filled_up(plan: BucketPlan, pad: int):
+    """A map function that pads a partial batch with all-padding rows (`pad`, weight 0) to its bucket's batch
+    size."""
     size_of_length = [0] * (max(plan.lengths) + 1)
     for length, batch_size in zip(plan.lengths, plan.batch_sizes):
         size_of_length[length] = batch_size
@@ -259,18 +284,12 @@ def _filled_up(plan: BucketPlan):
     def fill_up(inputs, target_out, sample_weight):
         missing = size_of_length[tf.shape(target_out)[1]] - tf.shape(target_out)[0]
 
-        def pad(x):  # with 0: PAD_ID for ids, weight 0 for the weights
-            return tf.pad(x, [[0, missing], [0, 0]], constant_values=0)
+        def filled(x, value):
+            return tf.pad(x, [[0, missing], [0, 0]], constant_values=tf.cast(value, x.dtype))
 
-        return tuple(pad(x) for x in inputs), pad(target_out), pad(sample_weight)
+        return tuple(filled(x, pad) for x in inputs), filled(target_out, pad), filled(sample_weight, 0)
 
     return fill_up
-
-
-def _to_keras_inputs(source, target_in, target_out):
-    """``((source, target_in), target_out, sample_weight)`` with weight 0 on padding."""
-    sample_weight = tf.cast(tf.not_equal(target_out, PAD_ID), tf.float32)
-    return (source, target_in), target_out, sample_weight
 
 
 def _checked_boundaries(boundaries: Sequence[int]) -> list[int]:

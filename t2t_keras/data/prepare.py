@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from t2t_keras.data import manifest as manifests
 from t2t_keras.data.corpus_parts import training_parts
+from t2t_keras.data.framing import piece_functions
 from t2t_keras.data.shards import ids_dtype, memory_shard, shard_name, write_shard
 from t2t_keras.data.tokenizers import load_tokenizer, tokenizer_filename, train_tokenizer
 from t2t_keras.errors import DataError
@@ -311,8 +312,10 @@ def tokenize_pairs(pairs, tokenizer, bar=None, parallel_calls=tf.data.AUTOTUNE):
     if not pairs:
         return [], []
 
+    source_pieces, target_pieces = piece_functions(tokenizer)  # the pieces the batches frame (framing.py)
+
     def tokenized(sources_, targets_):
-        source, target = tokenizer.tokenize(sources_), tokenizer.tokenize(targets_)
+        source, target = source_pieces(sources_), target_pieces(targets_)
         return source.flat_values, source.row_lengths(), target.flat_values, target.row_lengths()
 
     columns = tuple(np.array(side, dtype=object) for side in zip(*pairs))

@@ -4,10 +4,11 @@ The same reader serves a corpus tokenized into shards held in memory (`memory_tr
 in-memory road of a small corpus: one batch planner for both roads, so the same pairs give the same batches.
 
 The batches have the structure of `batching.make_training_dataset`'s:
-``((source, target_in), target_out, sample_weight)``, int32 ids padded with 0
-to a bucket length of `batching.bucket_plan`, float32 weights 0 exactly on
-padding; source = pieces + [EOS], target_in = [BOS] + pieces, target_out =
-pieces + [EOS].
+``((source, target_in), target_out, sample_weight)``, int32 ids padded with
+the model's pad to a bucket length of `batching.bucket_plan`, float32 weights 0
+exactly on padding; source = pieces + [eos], target_in = [decoder_start] +
+pieces, target_out = pieces + [eos] (`framing.py`: the model's special ids, the
+package's fixed ones by default). The shards hold the pieces alone.
 
 Resume design: each epoch's batches are planned in NumPy from the stored
 lengths alone (`batch_plan`), one group of shards at a time so that memory
@@ -33,10 +34,10 @@ import tensorflow as tf
 
 from t2t_keras.data import batch_plan
 from t2t_keras.data.batching import bucket_plan
+from t2t_keras.data.framing import Framing
 from t2t_keras.data.manifest import load_complete_manifest
 from t2t_keras.data.shards import ShardFile, held_gather, read_lengths
 from t2t_keras.errors import DataError
-from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ GROUP_SHARDS = 4  # shards whose pairs are shuffled together each epoch
 
 def prepared_training_dataset(out_dir, *, seed, batch_tokens, max_length, num_replicas=1, worker_index=0,
                               num_workers=1, position=0, bucket_boundaries=None,
-                              group_shards=GROUP_SHARDS, shares=None) -> tf.data.Dataset:
+                              group_shards=GROUP_SHARDS, shares=None, special_ids=None) -> tf.data.Dataset:
     """The repeated stream of training batches of the corpus prepared in `out_dir`, from batch `position` on.
 
     Args:
@@ -58,6 +59,7 @@ def prepared_training_dataset(out_dir, *, seed, batch_tokens, max_length, num_re
       position: batches this worker already consumed; the stream starts at the next one.
       group_shards: shards whose pairs are shuffled together.
       shares: a weighted mixture's weight per corpus (data.sources order); None for one corpus.
+      special_ids: the model's `SpecialIds`, which frame and pad the pieces; None for the package's fixed ids.
 
     Returns:
       An infinite `tf.data.Dataset`; its auto-sharding is off (the sharding is by file, here).
@@ -68,12 +70,12 @@ def prepared_training_dataset(out_dir, *, seed, batch_tokens, max_length, num_re
     return _dataset(_DirectoryShards(out_dir), seed=seed, max_length=max_length, batch_tokens=batch_tokens,
                     num_replicas=num_replicas, worker_index=worker_index, num_workers=num_workers,
                     position=position, bucket_boundaries=bucket_boundaries, group_shards=group_shards,
-                    shares=shares)
+                    shares=shares, framing=Framing.of(special_ids))
 
 
 def memory_training_dataset(shards, *, seed, batch_tokens, max_length, num_replicas=1, position=0,
                             bucket_boundaries=None, group_shards=GROUP_SHARDS, parts=None,
-                            shares=None) -> tf.data.Dataset:
+                            shares=None, special_ids=None) -> tf.data.Dataset:
     """`prepared_training_dataset` over `shards.Shard`s held in memory (`prepare.tokenized_shards`).
 
     The same shards and arguments give the same batches as their prepared directory does. A weighted mixture:
@@ -81,14 +83,15 @@ def memory_training_dataset(shards, *, seed, batch_tokens, max_length, num_repli
     """
     return _dataset(_MemoryShards(shards, max_length, parts), seed=seed, max_length=max_length,
                     batch_tokens=batch_tokens, num_replicas=num_replicas, worker_index=0, num_workers=1,
-                    position=position, bucket_boundaries=bucket_boundaries, group_shards=group_shards, shares=shares)
+                    position=position, bucket_boundaries=bucket_boundaries, group_shards=group_shards, shares=shares,
+                    framing=Framing.of(special_ids))
 
 
 def _dataset(shards, *, seed, max_length, batch_tokens, num_replicas, worker_index, num_workers, position,
-             bucket_boundaries, group_shards, shares=None):
+             bucket_boundaries, group_shards, shares=None, framing=Framing.of()):
     plan = bucket_plan(max_length, batch_tokens, bucket_boundaries=bucket_boundaries, num_replicas=num_replicas)
     stream = _BatchStream(shards, seed=seed, plan=plan, worker_index=worker_index, num_workers=num_workers,
-                          group_shards=group_shards, shares=shares)
+                          group_shards=group_shards, shares=shares, framing=framing)
     stream.count(0)  # an epoch that fills no batch is refused here, not from inside the generator
     ids = tf.TensorSpec([None, None], tf.int32)
     dataset = tf.data.Dataset.from_generator(
@@ -155,7 +158,8 @@ class _BatchStream:
     the draw of each corpus by its share for a weighted mixture (`batch_plan.mixture_segments`).
     """
 
-    def __init__(self, shards, *, seed, plan, worker_index, num_workers, group_shards, shares=None):
+    def __init__(self, shards, *, seed, plan, worker_index, num_workers, group_shards, shares=None,
+                 framing=Framing.of()):
         if max(plan.lengths) > shards.max_length:
             logger.warning("%s holds no pair longer than that, although batches may be %d long.",
                            shards.where, max(plan.lengths))
@@ -166,7 +170,7 @@ class _BatchStream:
                             "or train it in memory (data.pipeline: memory).")
         self.shards, self.shares = shards, _checked_shares(shares, shards)
         self.seed, self.plan, self.group_shards = seed, plan, group_shards
-        self.worker_index, self.num_workers = worker_index, num_workers
+        self.worker_index, self.num_workers, self.framing = worker_index, num_workers, framing
         self.opened, self.histograms = collections.OrderedDict(), {}
 
     def segments(self, epoch):
@@ -213,7 +217,7 @@ class _BatchStream:
             shard = self.shard(index)
             source[here], target[here] = shard.gather(row_of[here], width)
             source_lengths[here], target_lengths[here] = shard.lengths[row_of[here]].T
-        return _with_special_ids(source, target, source_lengths, target_lengths)
+        return framed(source, target, source_lengths, target_lengths, self.framing)
 
     def shard(self, index):
         """Shard `index` opened; the shards of the last two groups stay open, so what is held stays bounded."""
@@ -248,12 +252,16 @@ def _checked_shares(shares, shards):
     return [float(share) / sum(shares) for share in shares]
 
 
-def _with_special_ids(source, target, source_lengths, target_lengths):
-    """Adds EOS to source and target_out, BOS to target_in; weights 1 on target_out's tokens."""
-    rows = np.arange(len(source))
-    source[rows, source_lengths] = EOS_ID
-    target_in = np.concatenate([np.full([len(target), 1], BOS_ID, np.int32), target[:, :-1]], axis=1)
+def framed(source, target, source_lengths, target_lengths, framing):
+    """The batch of `framing` (`framing.Framing`) from pieces right-padded with 0 (`(batch, width)`, each row's
+    pieces at most `width - 1`): eos after the source's and the target_out's pieces, decoder_start before
+    target_in's, padding `framing.pad`; weights 1 on target_out's tokens."""
+    rows, columns = np.arange(len(source)), np.arange(source.shape[1])[None, :]
+    source = np.where(columns < source_lengths[:, None], source, framing.pad).astype(np.int32)
+    target = np.where(columns < target_lengths[:, None], target, framing.pad).astype(np.int32)
+    source[rows, source_lengths] = framing.eos
+    target_in = np.concatenate([np.full([len(target), 1], framing.decoder_start, np.int32), target[:, :-1]], axis=1)
     target_out = target
-    target_out[rows, target_lengths] = EOS_ID
-    sample_weight = (target_out != PAD_ID).astype(np.float32)
+    target_out[rows, target_lengths] = framing.eos
+    sample_weight = (target_out != framing.pad).astype(np.float32)
     return (source, target_in), target_out, sample_weight

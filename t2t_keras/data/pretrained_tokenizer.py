@@ -134,6 +134,8 @@ class PretrainedTokenizer(tf.Module):
                                                 tf.constant(list(pieces), tf.string)), default_value="")
         self._skipped = tf.constant(sorted(set(manifest["skipped_ids"])), tf.int32)
         self._languages = _language_table(self.language_codes)
+        # The sides' SentencePiece models and tables, tracked by this module: a SavedModel holding it saves them.
+        self._side_resources = [(side.sentencepiece, side.table) for side in (self._source, self._target)]
 
     @classmethod
     def load(cls, path):
@@ -159,6 +161,11 @@ class PretrainedTokenizer(tf.Module):
     @property
     def kind(self):
         return "pretrained"
+
+    @property
+    def files(self):
+        """`{name: bytes}`: the archive's files (`manifest.json` and the checkpoint's files it names)."""
+        return dict(self._files)
 
     @property
     def vocab_size(self):
@@ -194,6 +201,25 @@ class PretrainedTokenizer(tf.Module):
         id; NLLB and M2M-100: the source language's code, and the end id), the code replaced by `language` (its
         id: an int or a scalar tensor) where given."""
         return self._source.affixes(language)
+
+    def tokenize_pieces(self, strings, target=False):
+        """What `tokenize` (or, `target`, `tokenize_target`) gives without the end of sentence it appends: the
+        ids the training pipeline frames with the model's own eos and decoder start (`data.framing`).
+
+        Raises:
+          VocabularyError: the side ends sentences with more than its eos (NLLB's `legacy_behaviour` puts the
+            language code after it), which that framing cannot give.
+        """
+        side = "target" if target else "source"
+        suffix = [int(i) for i in self.manifest[side].get("suffix", [])]
+        if suffix != [self.special_ids.eos]:
+            raise VocabularyError(
+                f"The checkpoint's tokenizer ends each {side} with the ids {suffix}, not with its eos "
+                f"({self.special_ids.eos}) alone (NLLB's legacy_behaviour puts the language code last): training "
+                "frames a sentence as its pieces and the eos, so a run of this checkpoint cannot train. Import the "
+                "checkpoint again with legacy_behaviour false in its tokenizer_config.json.")
+        ids = (self.tokenize_target if target else self.tokenize)(strings)
+        return ids[..., :-1]
 
     def _each(self, function, strings, *args):
         strings = tf.convert_to_tensor(strings, tf.string)

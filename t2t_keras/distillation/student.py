@@ -2,7 +2,9 @@
 
 What the student takes from its teacher:
 
-- the vocabulary: its config must have the teacher's (`data.tokenizer`, `data.vocab_size`, `model.vocab_size`),
+- the vocabulary: its config must have the teacher's (`data.tokenizer`, `data.vocab_size`, `model.vocab_size`,
+  and the special ids and source vocabulary size the tokenizer numbers with: `model.special_ids`,
+  `model.source_vocab_size`, which a teacher started from an imported checkpoint has of its own),
   and the teacher's tokenizer file is copied into its run before it trains (as `train --init-from` does), so each
   id means the same piece in both; the weights are its own (its shape differs);
 - its corpus: `data.source: text` on the distilled files (`distilled.train_files`), the languages of the
@@ -13,8 +15,10 @@ What the student takes from its teacher:
 Everything else (model, training, decoding) is the student's config.
 """
 
+import json
 import math
 import pathlib
+import shlex
 
 from t2t_keras.config import parse_override, replace
 from t2t_keras.data import sources
@@ -27,6 +31,8 @@ from t2t_keras.runs import command_config, open_run
 # The data keys distill sets: the student's corpus is the teacher's translations.
 CORPUS_KEYS = ("source", "source_lang", "target_lang", "train_files", "dev_files", "test_files", "tfds_name", "sources")
 VOCABULARY_KEYS = (("data", "tokenizer"), ("data", "vocab_size"), ("model", "vocab_size"))
+# How the tokenizer numbers its pieces, besides the vocabulary: a run of an imported checkpoint has its own.
+NUMBERING_KEYS = (("model", "special_ids"), ("model", "source_vocab_size"))
 EVAL_SPLITS = ("dev", "test")
 
 
@@ -49,17 +55,23 @@ def check_original_weight(weight):
 
 def check_vocabulary(config, teacher, where):
     """Refuses a student `config` (named `where`) whose vocabulary is not the teacher's."""
-    differing = [f"{section}.{key}={getattr(getattr(config, section), key)!r} in {where}, "
-                 f"{getattr(getattr(teacher.config, section), key)!r} in the teacher"
-                 for section, key in VOCABULARY_KEYS
-                 if getattr(getattr(config, section), key) != getattr(getattr(teacher.config, section), key)]
+    values = {(section, key): (_flag_value(getattr(getattr(config, section), key)),
+                               _flag_value(getattr(getattr(teacher.config, section), key)))
+              for section, key in VOCABULARY_KEYS + NUMBERING_KEYS}
+    differing = {name: pair for name, pair in values.items() if pair[0] != pair[1]}
     if differing:
-        model_size = teacher.config.model.vocab_size
+        details = "; ".join(f"{s}.{k}={ours} in {where}, {theirs} in the teacher"
+                            for (s, k), (ours, theirs) in differing.items())
+        named = VOCABULARY_KEYS + tuple(name for name in NUMBERING_KEYS if name in differing)
+        flags = " ".join(f"--set {shlex.quote(f'{s}.{k}={values[s, k][1]}')}" for s, k in named)
         raise ConfigError(
-            f"The student's vocabulary differs from its teacher's ({'; '.join(differing)}): a student shares the "
-            f"teacher's tokenizer ({teacher.tokenizer_path}). Pick a --config of the teacher's vocabulary, or set it: "
-            f"--set data.vocab_size={teacher.config.data.vocab_size} --set model.vocab_size={model_size} "
-            f"--set data.tokenizer={teacher.config.data.tokenizer}.")
+            f"The student's vocabulary differs from its teacher's ({details}): a student shares the teacher's "
+            f"tokenizer ({teacher.tokenizer_path}). Pick a --config of the teacher's vocabulary, or set it: {flags}.")
+
+
+def _flag_value(value):
+    """A config value as `--set` takes it (YAML: a word, a number, null, a mapping in braces)."""
+    return value if isinstance(value, str) else json.dumps(value.to_dict() if hasattr(value, "to_dict") else value)
 
 
 def eval_files(run, split):

@@ -38,6 +38,11 @@ def open_teacher(path, weights="auto"):
                        "trained translation model.")
     config = run.load_config()
     check_task("distill", config.task, run.path)  # a teacher translates its training sources
+    if run.pretrained_path.exists():
+        raise T2TError(f"--teacher {run.path} is a checkpoint made a run by t2t-keras import, which has no training "
+                       "corpus of its own for the teacher to translate. Fine-tune it on your corpus first (t2t-keras "
+                       f"train --init-from {run.path} --run-dir TUNED --set data.source=text --set data.train_files="
+                       "[SRC,TGT] ...) and distil from TUNED.")
     tokenizer = run.tokenizer_file(config.data.tokenizer)
     if not tokenizer.exists():
         raise T2TError(f"--teacher {run.path} has no tokenizer file ({tokenizer.name}), which its student shares: "

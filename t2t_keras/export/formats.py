@@ -1,8 +1,9 @@
-"""`t2t-keras export`: a run written in one of three formats, each taking the options it declares.
+"""`t2t-keras export`: a run written in one of four formats, each taking the options it declares.
 
     export_format("runs/base", "exports/base")                                   # a SavedModel
     export_format("runs/base", "exports/base-ct2", "ctranslate2", quantization="int8")
     export_format("runs/base", "exports/base.tflite", "litert", beam_size=2)
+    export_format("runs/base", "exports/base-marian", "marian")                  # Hugging Face's MarianMTModel
 
 The export's default request is the run's (its task's `default_request` of its `decoding` section) with the
 given `beam_size`, `alpha`, `max_extra_length` (and, for an lm's SavedModel, `temperature` and `top_k`); the
@@ -15,7 +16,7 @@ from t2t_keras.errors import T2TError, check_applicable, check_task
 from t2t_keras.runs import open_run
 from t2t_keras.tasks import task_of
 
-FORMATS = ("saved_model", "ctranslate2", "litert")
+FORMATS = ("saved_model", "ctranslate2", "litert", "marian")
 # the export's default request
 REQUEST = ("beam_size", "alpha", "length_penalty", "stopping", "max_extra_length", "max_output_length", "end_at_limit",
            "temperature", "top_k")
@@ -29,6 +30,7 @@ TAKES = {
     ("ctranslate2", "translation"): ("beam_size", "alpha", "max_extra_length", "max_output_length", "quantization",
                                      "shortlist"),
     ("litert", "translation"): ("beam_size", "alpha", "max_extra_length", "max_beam_size", "quantization") + FIXED,
+    ("marian", "translation"): ("beam_size",),  # generation_config.json's num_beams
 }
 EXPORT_OPTIONS = tuple(sorted({name for names in TAKES.values() for name in names} | set(WEIGHTS)))
 QUANTIZATIONS = {"saved_model": ("auto", "float32", "int8"), "ctranslate2": ("float32", "int8_float32", "int8"),
@@ -92,4 +94,10 @@ def _litert(run, out, request, weights, options):
                              **weights)
 
 
-WRITERS = {"saved_model": _saved_model, "ctranslate2": _ctranslate2, "litert": _litert}
+def _marian(run, out, request, weights, options):
+    from t2t_keras.pretrained.marian_export import export_marian_run
+
+    return export_marian_run(run, out, request, overwrite=bool(options.get("overwrite")), **weights)
+
+
+WRITERS = {"saved_model": _saved_model, "ctranslate2": _ctranslate2, "litert": _litert, "marian": _marian}

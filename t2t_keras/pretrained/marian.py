@@ -20,6 +20,13 @@ FAMILY = "marian"
 POSITION_TABLES = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
 SHARED = "model.shared.weight"
 SIDE_EMBEDDINGS = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+# MarianTokenizer's special tokens, looked up by name in vocab.json (tokenizer_config.json may name others)
+SPECIAL_TOKENS = {"eos": "</s>", "unk": "<unk>", "pad": "<pad>"}
+
+
+def embedding_names(shared):
+    """The tensors of the embeddings: one shared matrix (`share_encoder_decoder_embeddings`), or one per side."""
+    return EmbeddingNames(SHARED, SHARED) if shared else EmbeddingNames(*SIDE_EMBEDDINGS)
 
 
 def convert(checkpoint, source_lang=None, target_lang=None):
@@ -47,11 +54,10 @@ def convert(checkpoint, source_lang=None, target_lang=None):
              "tie_embeddings": "all" if shared and tied else ("target" if tied else "none"),
              "scale_embeddings": bool(settings.value(config, "scale_embedding", False)),
              "position_sinusoid": "split", "final_logits_bias": True, "special_ids": ids}
-    source, target = (SHARED, SHARED) if shared else SIDE_EMBEDDINGS
     aliases = (SIDE_EMBEDDINGS if shared else ()) + (("lm_head.weight",) if tied else ()) + POSITION_TABLES
     options = checkpoint.optional_json("tokenizer_config.json")
     languages = tuple(options.get(key) for key in ("source_lang", "target_lang"))
-    return settings.Imported(FAMILY, model, tokenizer, EmbeddingNames(source, target), aliases,
+    return settings.Imported(FAMILY, model, tokenizer, embedding_names(shared), aliases,
                              languages=languages if all(languages) else (), position_tables=POSITION_TABLES)
 
 
@@ -63,8 +69,7 @@ def tokenizer_files(checkpoint, ids, source_size, target_size):
     names = ("vocab.json", "target_vocab.json" if separate else "vocab.json")
     files = {name: checkpoint.read(name, fix) for name in ("source.spm", "target.spm") + names}
     vocabularies = [checkpoint.json(name, fix) for name in names]
-    tokens = {key: options.get(f"{key}_token") or default
-              for key, default in (("eos", "</s>"), ("unk", "<unk>"), ("pad", "<pad>"))}
+    tokens = {key: options.get(f"{key}_token") or default for key, default in SPECIAL_TOKENS.items()}
     sides = []
     for name, vocabulary, size in zip(names, vocabularies, (source_size, target_size)):
         _check_vocabulary(name, vocabulary, size, tokens)

@@ -1,12 +1,22 @@
-"""A BART-style checkpoint's tensors (Marian, M2M-100, NLLB) set as the weights of our `Transformer`.
+"""A BART-style checkpoint's tensors (Marian, M2M-100, NLLB) and the weights of our `Transformer`, both ways.
 
 Both families name their layers alike: `model.{encoder,decoder}.layers.N.` then
 `self_attn.{q,k,v,out}_proj`, `encoder_attn.*` (decoder only), `fc1`, `fc2` and a
 LayerNorm after (Marian) or before (M2M-100) each: `self_attn_layer_norm`,
 `encoder_attn_layer_norm`, `final_layer_norm`; M2M-100 adds one LayerNorm per stack
 (`model.encoder.layer_norm`). PyTorch's `Linear` stores `(out, in)`: our kernels are
-its transpose. Every tensor must find its variable and every variable its tensor,
-with the shape config.json implies; anything else is refused, naming the tensor.
+its transpose. `assignments` is the one mapping: the import sets each variable from
+its tensor (`set_weights`, where every tensor must find its variable and every
+variable its tensor, with the shape config.json implies; anything else is refused,
+naming the tensor), and `export --format marian` writes each tensor from its
+variable (`tensors_of`).
+
+Each assignment also names the axes of the variable that run along d_model, the
+residual stream's dimension: a permutation of that dimension applied to exactly
+those axes (the embeddings' columns, the input rows of every projection out of the
+stream, the output columns and biases of every projection into it, the LayerNorms'
+scales and offsets) gives a model that computes the same logits on permuted
+hidden states (`tensors_of(..., permutation)`).
 """
 
 from typing import NamedTuple
@@ -14,6 +24,15 @@ from typing import NamedTuple
 import numpy as np
 
 from t2t_keras.pretrained.checkpoint import CheckpointError
+
+
+class Assignment(NamedTuple):
+    """One variable of the model and the checkpoint's tensor of it."""
+
+    variable: object
+    name: str  # the tensor's name in the checkpoint
+    transposed: bool  # the tensor is the variable's transpose (PyTorch's Linear)
+    residual_axes: tuple  # the variable's axes along d_model (see the module docstring)
 
 
 class EmbeddingNames(NamedTuple):
@@ -28,13 +47,15 @@ class EmbeddingNames(NamedTuple):
 ATTENTION = {"q_proj": "query_dense", "k_proj": "key_dense", "v_proj": "value_dense", "out_proj": "output_dense"}
 
 
-def _dense(dense, prefix):
-    """`(variable, tensor name, transposed)` of one projection."""
-    return [(dense.kernel, prefix + "weight", True), (dense.bias, prefix + "bias", False)]
+def _dense(dense, prefix, into_stream=False):
+    """The `Assignment`s of one projection: out of the residual stream (its input rows along d_model), or
+    `into_stream` (its output columns and its bias)."""
+    return [Assignment(dense.kernel, prefix + "weight", True, (1,) if into_stream else (0,)),
+            Assignment(dense.bias, prefix + "bias", False, (0,) if into_stream else ())]
 
 
 def _norm(norm, prefix):
-    return [(norm.gamma, prefix + "weight", False), (norm.beta, prefix + "bias", False)]
+    return [Assignment(norm.gamma, prefix + "weight", False, (0,)), Assignment(norm.beta, prefix + "bias", False, (0,))]
 
 
 def _block(block, prefix, cross):
@@ -45,22 +66,23 @@ def _block(block, prefix, cross):
     found = []
     for name, attention, connection in pairs:
         for theirs, ours in ATTENTION.items():
-            found += _dense(getattr(attention, ours), f"{prefix}{name}.{theirs}.")
+            found += _dense(getattr(attention, ours), f"{prefix}{name}.{theirs}.", into_stream=theirs == "out_proj")
         found += _norm(connection.layer_norm, f"{prefix}{name}_layer_norm.")
-    found += _dense(block.feed_forward.inner, prefix + "fc1.") + _dense(block.feed_forward.outer, prefix + "fc2.")
+    found += _dense(block.feed_forward.inner, prefix + "fc1.")
+    found += _dense(block.feed_forward.outer, prefix + "fc2.", into_stream=True)
     return found + _norm(block.feed_forward_connection.layer_norm, prefix + "final_layer_norm.")
 
 
 def assignments(model, embeddings):
-    """`(variable, tensor name, transposed)` for every weight of `model`; `embeddings` names the tensors of the
-    source and target embeddings, the untied output projection and the logits bias (`EmbeddingNames`)."""
-    found = [(model.target_embedding.embeddings, embeddings.target, False)]
+    """The `Assignment` of every weight of `model`; `embeddings` names the tensors of the source and target
+    embeddings, the untied output projection and the logits bias (`EmbeddingNames`)."""
+    found = [Assignment(model.target_embedding.embeddings, embeddings.target, False, (1,))]
     if model.source_embedding is not model.target_embedding:
-        found.append((model.source_embedding.embeddings, embeddings.source, False))
+        found.append(Assignment(model.source_embedding.embeddings, embeddings.source, False, (1,)))
     if model.output_projection is not None:
-        found.append((model.output_projection.kernel, embeddings.output, True))
+        found.append(Assignment(model.output_projection.kernel, embeddings.output, True, (0,)))
     if model.logits_bias is not None:
-        found.append((model.logits_bias.bias, embeddings.logits_bias, False))
+        found.append(Assignment(model.logits_bias.bias, embeddings.logits_bias, False, ()))
     for stack_name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
         for index, block in enumerate(stack.blocks):
             found += _block(block, f"model.{stack_name}.layers.{index}.", stack_name == "decoder")
@@ -75,17 +97,17 @@ def set_weights(model, tensors, embeddings, ignored=()):
     if not any(name.startswith("model.") for name in tensors):  # a base model's, saved without "model."
         tensors = {"model." + name: value for name, value in tensors.items()}
     planned = assignments(model, embeddings)
-    missing = sorted({name for _, name, _ in planned if name not in tensors})
+    missing = sorted({entry.name for entry in planned if entry.name not in tensors})
     if missing:
         raise CheckpointError(f"The checkpoint's weights lack {missing[:4]}{' ...' if len(missing) > 4 else ''}, "
                               "which its config.json implies: the weights and config.json do not belong together; "
                               "download both again.")
-    unused = sorted(set(tensors) - {name for _, name, _ in planned} - set(ignored))
+    unused = sorted(set(tensors) - {entry.name for entry in planned} - set(ignored))
     if unused:
         raise CheckpointError(f"The checkpoint has weights t2t_keras has no place for: {unused[:4]}"
                               f"{' ...' if len(unused) > 4 else ''}. Its model differs from the one config.json "
                               "describes to us (a switch the import does not know): it is not imported.")
-    for variable, name, transposed in planned:
+    for variable, name, transposed, _ in planned:
         value = tensors[name].reshape(-1) if len(variable.shape) == 1 else tensors[name]
         value = value.T if transposed else value
         if tuple(value.shape) != tuple(variable.shape):
@@ -94,3 +116,18 @@ def set_weights(model, tensors, embeddings, ignored=()):
                                   "weights and config.json do not belong together; download both again.")
         variable.assign(np.asarray(value, dtype=np.float32))
 
+
+
+def tensors_of(model, embeddings, permutation=None, shapes=None):
+    """`{name: float32 array}`: the checkpoint's tensors of `model`'s weights (`assignments`), each laid out as the
+    checkpoint stores it. `permutation` (int array of d_model entries): new column j of the residual stream is old
+    column `permutation[j]`, applied to every residual axis. `shapes`: `{name: shape}` for tensors stored with
+    another shape than the variable's (Marian's logits bias is `(1, vocab)`)."""
+    tensors = {}
+    for variable, name, transposed, axes in assignments(model, embeddings):
+        value = np.asarray(variable.numpy(), dtype=np.float32)
+        for axis in axes if permutation is not None else ():
+            value = np.take(value, permutation, axis=axis)
+        value = value.T if transposed else value
+        tensors[name] = np.ascontiguousarray(value.reshape((shapes or {}).get(name, value.shape)))
+    return tensors

@@ -166,7 +166,7 @@ class Task:
 
             return _Training(tokenizer, seek(0), seek, memory.stream, provenance)
         train = make_training_dataset(sources.as_dataset(examples), tokenizer, shuffle_buffer=data.shuffle_buffer,
-                                      seed=seed, **_batching(data, num_replicas)).repeat()
+                                      seed=seed, **_batching(config, num_replicas)).repeat()
         return _Training(tokenizer, self.batches(train, config.model.vocab_size, seed), None, {"pipeline": MEMORY},
                          provenance)
 
@@ -194,11 +194,14 @@ class Task:
         """`(dev, dev_steps)`: one pass of validation batches, cached and repeated; `(None, 0)` without a dev split."""
         if dev_examples is None:
             return None, 0
-        dev = make_eval_dataset(sources.as_dataset(dev_examples), tokenizer, **_batching(config.data, num_replicas))
+        dev = make_eval_dataset(sources.as_dataset(dev_examples), tokenizer, **_batching(config, num_replicas))
         dev = self.batches(dev, config.model.vocab_size, config.training.seed + 1).cache()
         dev_steps = sum(1 for _ in dev)  # one full pass; also fills the cache
         return dev.repeat(), dev_steps  # every validation then reads exactly one pass
 
 
-def _batching(data, num_replicas):
-    return dict(max_length=data.max_length, batch_tokens=data.batch_tokens, num_replicas=num_replicas)
+def _batching(config, num_replicas):
+    """The batching arguments of a run's config; the model's special ids frame the pairs (data/framing.py)."""
+    data = config.data
+    return dict(max_length=data.max_length, batch_tokens=data.batch_tokens, num_replicas=num_replicas,
+                special_ids=config.model.special_ids)

@@ -139,14 +139,16 @@ def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTra
     if data.sources:  # a weighted mixture: each epoch draws from each corpus by its weight
         options["shares"] = [weight for _, weight in sources.components(data)]
 
+    ids = config.model.special_ids  # frame and pad the pieces (data/framing.py)
+
     def seek(position, input_context=None):
         if num_workers == 1:
-            dataset = prepared_training_dataset(run.prepared_dir, position=position, **options)
+            dataset = prepared_training_dataset(run.prepared_dir, position=position, special_ids=ids, **options)
         elif input_context is None:
             raise ValueError(f"On {num_workers} workers each reads its own shards: pass the tf.distribute "
                              "InputContext of `distribute_datasets_from_function`.")
         else:
-            dataset = _worker_stream(run.prepared_dir, options, position, input_context)
+            dataset = _worker_stream(run.prepared_dir, dict(options, special_ids=ids), position, input_context)
         # The stream never ends. Told so, a multi-worker iterator skips the collective it otherwise runs at
         # every step for the workers to agree that each still has a batch.
         return dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
@@ -175,7 +177,8 @@ def _worker_stream(prepared_dir, options, position, input_context):
     return prepared_training_dataset(
         prepared_dir, seed=options["seed"], batch_tokens=options["batch_tokens"] // replicas,
         max_length=options["max_length"], num_replicas=1, worker_index=input_context.input_pipeline_id,
-        num_workers=workers, position=position * (replicas // workers), shares=options.get("shares"))
+        num_workers=workers, position=position * (replicas // workers), shares=options.get("shares"),
+        special_ids=options.get("special_ids"))
 
 
 def stream_record(manifest, options) -> dict:
@@ -281,7 +284,8 @@ def memory_training(examples, tokenizer, config, num_replicas=1, num_workers=1) 
         options["shares"] = list(examples.shares)
 
     def seek(position):
-        dataset = memory_training_dataset(shards, position=position, parts=parts, **options)
+        dataset = memory_training_dataset(shards, position=position, parts=parts,
+                                          special_ids=config.model.special_ids, **options)
         if num_workers > 1:
             sharding = tf.data.Options()
             sharding.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

@@ -5,7 +5,8 @@ What the new run takes from RUN:
 - its model section and its vocabulary (`data.vocab_size`, `data.tokenizer`, and the tokenizer file, copied into the
   new run): the weights only fit that model. A setting given on purpose (`--set model.X=...`) that differs from
   RUN's is refused, naming the key, except fewer layers (`model.num_layers`, `model.num_decoder_layers`): the new
-  run then starts from some of RUN's layers, evenly spaced (`fewer_layers`; RUN/init_from.json lists them);
+  run then starts from some of RUN's layers, evenly spaced (`fewer_layers`; RUN/init_from.json lists them); and
+  except the LayerNorm epsilon, which no weight depends on (`export --format marian` needs 1e-5);
 - the weights `export` would take (`runs.run_weights`, "auto": the average when it includes the newest
   checkpoint, else the newest checkpoint), or those `weights` names; a run with adapters gives its merged weights.
 
@@ -27,6 +28,7 @@ from t2t_keras.training import fewer_layers
 logger = logging.getLogger(__name__)
 
 VOCABULARY_KEYS = ("vocab_size", "tokenizer")  # the data keys a new run takes from RUN with its tokenizer file
+ADJUSTABLE_KEYS = ("layer_norm_epsilon",)  # model keys a new run may set otherwise: the weights fit either way
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,15 +75,17 @@ def adopt(config, source, run):
                  if getattr(getattr(config, section), key) != getattr(getattr(theirs, section), key)]
     fewer = {key for section, key in differing if key in fewer_layers.LAYER_KEYS} \
         if fewer_layers.is_fewer(config.model, theirs.model) else set()
-    differing = [(section, key) for section, key in differing if key not in fewer]
+    own = fewer | {key for section, key in differing if key in ADJUSTABLE_KEYS}
+    differing = [(section, key) for section, key in differing if key not in own]
     if differing:
         details = "; ".join(f"{s}.{k}={getattr(getattr(config, s), k)!r} here, {getattr(getattr(theirs, s), k)!r} in "
                             f"{trained.path}" for s, k in differing)
         raise ConfigError(f"--init-from {trained.path} keeps that run's model and vocabulary, and these settings "
                           f"differ: {details}. Remove {', '.join(f'--set {s}.{k}' for s, k in differing)}, or train "
                           "a new model without --init-from (model.num_layers and model.num_decoder_layers may be "
-                          "fewer than that run's: the new run then starts from some of its layers).")
-    return replace(config, model={**theirs.model.__dict__, **{key: getattr(config.model, key) for key in fewer}},
+                          "fewer than that run's: the new run then starts from some of its layers; "
+                          "model.layer_norm_epsilon may differ).")
+    return replace(config, model={**theirs.model.__dict__, **{key: getattr(config.model, key) for key in own}},
                    data={key: getattr(theirs.data, key) for key in VOCABULARY_KEYS})
 
 
