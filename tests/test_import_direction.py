@@ -8,6 +8,7 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
                 xla_flags, read once on import)
       -> layers -> model, language_models -> build; layers -> adapters (LoRA on the projections)
       -> data, decoding                        shared by the parts above them
+      params -> memory                         a training step's memory, estimated from the config (no TensorFlow)
       -> runs                                  the run directory, shared by the parts above it
       -> tasks                                 what differs between translation, lm and mlm
       -> training, evaluation, export, inspect (none of them imports another)
@@ -27,7 +28,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 FOUNDATION = {"errors", "special_ids", "files", "architecture", "config_paths", "config", "families", "fast_path",
               "keras_compat", "backends"}
 MODELS = {"layers", "model", "language_models", "build", "adapters"}
-SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks"}
+SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks", "memory"}
 ALLOWED = {
     "errors": set(),
     "families": {"errors"},
@@ -46,7 +47,8 @@ ALLOWED = {
     "build": FOUNDATION | {"model", "language_models"},
     "adapters": FOUNDATION | {"layers"},
     "params": FOUNDATION,
-    "describe": FOUNDATION | {"params", "model"},
+    "memory": FOUNDATION | {"params"},
+    "describe": FOUNDATION | {"params", "model", "memory"},
     "data": FOUNDATION,
     "decoding": FOUNDATION | {"model"},
     "runs": FOUNDATION | MODELS | {"data"},
