@@ -7,12 +7,14 @@ smallest that fits, logged and recorded in RUN/memory.json. Where even one seque
 replica does not fit, `train` refuses, with the numbers and the fix.
 
 The memory compared: `training.memory_limit_gb` when set; else on a GPU its device memory (`nvidia-smi`), and on
-a CPU what /proc/meminfo calls MemAvailable, or the cgroup's limit less its usage where that is lower. Replicas on
-logical devices of one CPU share that memory, each with its own weights; GPUs each hold their replica's.
+a CPU what /proc/meminfo calls MemAvailable (or the cgroup's limit less its usage, where that is lower) and what
+the process holds already (the estimate counts the process itself). Replicas on logical devices of one CPU share
+that memory, each with its own weights; GPUs each hold their replica's.
 """
 
 import dataclasses
 import logging
+import os
 import pathlib
 import subprocess
 
@@ -50,6 +52,14 @@ def host_memory(meminfo="/proc/meminfo", cgroup="/sys/fs/cgroup"):
     return available, where
 
 
+def resident_bytes(statm="/proc/self/statm"):
+    """This process' resident memory (bytes), 0 where /proc is missing: it holds part of the estimate already."""
+    try:
+        return int(pathlib.Path(statm).read_text(encoding="utf-8").split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def gpu_memory():
     """`(bytes, where)`: the smallest GPU's memory (`nvidia-smi`), or `(None, why)`."""
     try:
@@ -76,6 +86,11 @@ class MemoryPlan:
                 "micro_batch_rows": self.estimate.rows, "length": self.estimate.length,
                 "precision": self.estimate.precision, "unsplit_estimate_bytes": self.unsplit.total,
                 "available_bytes": self.available, "available_from": self.where}
+
+
+def _with_own(free, where):
+    """The memory this process may reach: what is free and what it holds already (the estimate counts both)."""
+    return (None, where) if free is None else (free + resident_bytes(), f"{where} and this process' own")
 
 
 def largest_batch_rows(config, replicas):
@@ -107,8 +122,10 @@ def plan_memory(config, replicas=1):
     on_gpu = bool(tf.config.list_physical_devices("GPU"))
     if config.training.memory_limit_gb is not None:
         available, where = int(config.training.memory_limit_gb * GB), "training.memory_limit_gb"
+    elif on_gpu:
+        available, where = gpu_memory()
     else:
-        available, where = gpu_memory() if on_gpu else host_memory()
+        available, where = _with_own(*host_memory())
     rows = largest_batch_rows(config, replicas)
     unsplit = _step_estimate(config, rows, replicas, 1, on_gpu)
     if available is None:

@@ -212,10 +212,10 @@ def _set_up(config, run_dir, init_from=None):
     events = run.read_json_lines(run.divergence_path)
     state = RunState(InputPosition(config.training.gradient_accumulation_steps, skipped_ranges(events)), BestState(),
                      tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates"))
-    latest = run.checkpoint_paths()
+    checkpoints = run.checkpoint_paths()
+    recovery = recovery_at(events, checkpoint_step(checkpoints[-1]) if checkpoints else 0)  # one under way
     training = _compiled(Training(run, config, data, state, *worker_identity(strategy), strategy, settled,
-                                  memory.split, events), recovery_at(events, checkpoint_step(latest[-1]) if latest
-                                                                     else 0))
+                                  memory.split, events), recovery)
     start = _restore(training.manager, training.model, run, init_from)
     if training.chief:  # a refused resume leaves the run's files as they were
         check_input_stream(run, data.stream, start)
