@@ -298,6 +298,26 @@ class TrainingConfig:
     # Low-rank adapters (Hu et al., 2021) of this rank on the attention and feed-forward projections, every other
     # weight frozen (adapters.py); at most the smallest projection's width. None (null): off, every weight trains.
     lora_rank: typing.Optional[int] = None
+    # A diverging loss (training/guard.py, training/recovery.py): a non-finite loss or gradient norm, or a loss
+    # spike, is caught at its update, which is not applied. "rollback" returns to the last checkpoint, skips the
+    # batch and trains the next rollback_steps updates in float32 (a mixed_bfloat16 run, Marian's fallback) or at
+    # rollback_learning_rate_factor times the rate, then goes on; "stop" ends the run with the step and what was
+    # found, the last checkpoint intact. The default is rollback: a long run is left unattended (the main job's
+    # time budget), and a rollback costs at most the updates since the last checkpoint; a run that keeps
+    # diverging still stops, after max_rollbacks rollbacks to the same checkpoint.
+    on_divergence: str = "rollback"
+    # A spike: a loss above the mean of the last spike_window sound updates by more than spike_deviations of their
+    # standard deviations, tested once spike_min_steps of them are there; null: no spike test (NaN and Inf are
+    # always caught).
+    spike_deviations: typing.Optional[float] = 6.0
+    spike_window: int = 100
+    spike_min_steps: int = 20
+    rollback_steps: int = 200  # updates after a rollback in float32 or at the lowered rate
+    rollback_learning_rate_factor: float = 0.5  # the lowered rate: this times the rate (float32 and mixed_float16)
+    max_rollbacks: int = 3  # rollbacks to one checkpoint before the run stops (no newer checkpoint: no progress)
+    # The memory a training step may take, in GB (1e9 bytes); null: what the machine has available. A step estimated
+    # above it splits each batch into micro-batches (accumulated: the same update), or is refused (memory_fit.py).
+    memory_limit_gb: typing.Optional[float] = None
     seed: int = 1234
     task: typing.Optional[str] = None  # "translation", "lm" or "mlm"; None: the one model.architecture trains
 
@@ -331,6 +351,28 @@ class TrainingConfig:
             raise ConfigError("training.fuse_elementwise must be true, false or auto. "
                               f"Received: {self.fuse_elementwise!r}")
         _check_choice("training", self, "strategy", ("auto", "mirrored", "multi_worker", "one_device"))
+        _check_divergence(self)
+
+
+ON_DIVERGENCE = ("rollback", "stop")  # training.on_divergence
+
+
+def _check_divergence(training):
+    """training.on_divergence and the settings of the spike test, the rollback and the memory limit."""
+    _check_choice("training", training, "on_divergence", ON_DIVERGENCE)
+    _check_positive("training", training, "spike_window", "spike_min_steps", "rollback_steps", "max_rollbacks")
+    if not 2 <= training.spike_min_steps <= training.spike_window:
+        raise ConfigError(f"training.spike_min_steps must be between 2 and training.spike_window="
+                          f"{training.spike_window} (a standard deviation needs two losses, and the window holds at "
+                          f"most spike_window). Received: spike_min_steps={training.spike_min_steps}")
+    for name, value, what in (("spike_deviations", training.spike_deviations, "or null for no spike test"),
+                              ("memory_limit_gb", training.memory_limit_gb, "or null for the machine's memory")):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ConfigError(f"training.{name} must be a positive number, {what}. Received: {name}={value!r}")
+    factor = training.rollback_learning_rate_factor
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < 1:
+        raise ConfigError("training.rollback_learning_rate_factor must be a number in (0, 1): the rate after a "
+                          f"rollback is this times the usual one. Received: rollback_learning_rate_factor={factor!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""A summary of a configuration: architecture, parameter count, training FLOPs per target token."""
+"""A summary of a configuration: architecture, parameter count, training FLOPs per target token, step memory."""
 
 from t2t_keras.errors import T2TError
+from t2t_keras.memory import GB, estimate, format_parts
 from t2t_keras.params import adapter_parameters, count_parameters, training_flops_per_target_token
 
 
@@ -28,11 +29,8 @@ def describe(config, sequence_length=32, init_from=None):
     `init_from` is a run's RUN/init_from.json, if any.
     """
     m, rank = config.model, config.training.lora_rank
-    counts = count_parameters(m)
-    if rank is not None:
-        counts["adapters"] = adapter_parameters(m, rank)
-        counts["total"] += counts["adapters"]
-    trainable = counts["adapters"] if rank is not None else counts["total"]
+    counts = _parameter_counts(m, rank)
+    trainable = counts["adapters" if rank is not None else "total"]
     return {
         "architecture": m.architecture,
         "params": counts["total"],
@@ -59,7 +57,29 @@ def describe(config, sequence_length=32, init_from=None):
         "normalize_first": m.normalize_first,
         "train_flops_per_target_token": training_flops_per_target_token(m, sequence_length, sequence_length),
         "flops_sequence_length": sequence_length,
+        "training_step_memory": step_memory(config),
     }
+
+
+def _parameter_counts(model_config, rank):
+    """`count_parameters`, with the rank-`rank` adapters (training.lora_rank) as a part of their own."""
+    counts = count_parameters(model_config)
+    if rank is not None:
+        counts["adapters"] = adapter_parameters(model_config, rank)
+        counts["total"] += counts["adapters"]
+    return counts
+
+
+def step_memory(config):
+    """The estimated peak memory of a training step on one batch of the largest bucket (t2t_keras/memory.py):
+    data.batch_tokens // data.max_length sequences of data.max_length tokens, at training.mixed_precision
+    (`auto`: float32, the larger; train resolves it from the hardware), on one replica."""
+    d, t = config.data, config.training
+    precision = "float32" if t.mixed_precision == "auto" else t.mixed_precision
+    step = estimate(config.model, precision, max(1, d.batch_tokens // d.max_length), d.max_length,
+                    lora_rank=t.lora_rank, accumulating=t.gradient_accumulation_steps > 1)
+    return {"total_bytes": step.total, "parts": step.parts, "batch_tokens": d.batch_tokens, "rows": step.rows,
+            "length": step.length, "precision": precision}
 
 
 def format_description(info):
@@ -82,8 +102,15 @@ def format_description(info):
                f"{info['frozen_params']:,}" if info["lora_rank"] is not None else ""),
             f"  training FLOPs per target token: {info['train_flops_per_target_token'] / 1e6:.1f} MFLOP "
             f"(source and target length {info['flops_sequence_length']}, matmuls only)",
+            _memory_line(info["training_step_memory"]),
         ] + _init_from_lines(info["init_from"])
     )
+
+
+def _memory_line(memory):
+    return (f"  training step memory: about {memory['total_bytes'] / GB:.1f} GB at data.batch_tokens="
+            f"{memory['batch_tokens']} ({memory['rows']} x {memory['length']} tokens, {memory['precision']}; "
+            f"{format_parts(memory['parts'])} GB)")
 
 
 def _init_from_lines(record):

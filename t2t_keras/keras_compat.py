@@ -1,4 +1,5 @@
-"""Every use of private Keras API in the package, each behind a small function saying what public API is missing.
+"""Every use of private Keras API in the package, each behind a small function saying what public API is missing
+(and the one internal TensorFlow name Keras itself relies on for the same purpose, `maybe_merge_call`).
 
 tests/test_keras_compat.py checks that each private name still exists with the shape used here, and fails with a
 message naming the function to update when a Keras release changes one. Verified with Keras 3.15.
@@ -58,6 +59,20 @@ def adam_slots(optimizer, variable):
     """
     index = optimizer._get_variable_index(variable)
     return optimizer._momentums[index], optimizer._velocities[index]
+
+
+def maybe_merge_call(fn, strategy, *args):
+    """`fn(strategy, *args)`: in cross-replica context through `merge_call` where `strategy` synchronises that way
+    (MirroredStrategy on CPUs), else directly in replica context.
+
+    Missing public API: TensorFlow's `tf.__internal__.distribute.interim.maybe_merge_call`, through which Keras' own
+    optimizers and `LossScaleOptimizer` make an update conditional under tf.distribute (a `tf.cond` whose branch
+    calls `merge_call` is refused in replica context). Not Keras' but TensorFlow's internal name; kept here with the
+    other private names the package relies on.
+    """
+    import tensorflow as tf
+
+    return tf.__internal__.distribute.interim.maybe_merge_call(fn, strategy, *args)
 
 
 def replace_layer(model, old, new, attributes):

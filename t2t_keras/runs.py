@@ -17,6 +17,9 @@ so the layout is written down once:
                             read, its decoding defaults (generation_config.json) and the languages chosen
     RUN/tokenizer.zip       an imported checkpoint's tokenizer (data.tokenizer: pretrained): its SentencePiece
                             models and vocabularies, and a manifest
+    RUN/divergence.jsonl    one JSON line per divergence caught in training (training.on_divergence): its step,
+                            what was found, what was done (stop, or the rollback, the batch skipped, the recovery)
+    RUN/memory.json         the training step's memory estimate, the memory available and the batch split chosen
     RUN/shortlist.npz       the vocabulary shortlist (`t2t-keras shortlist`, data.shortlist), used by
                             `translate --shortlist` and `export --shortlist`
     RUN/distilled/          a student's training data (`t2t-keras distill`): the teacher's translations of its
@@ -108,6 +111,8 @@ class RunDirectory:
         self.prepared_dir = self.path / "prepared"  # the training corpus as shards (data.pipeline: prepared)
         self.input_stream_path = self.path / "input_stream.json"  # the input route and what exact resume needs
         self.init_from_path = self.path / "init_from.json"  # the run it started from (train --init-from)
+        self.divergence_path = self.path / "divergence.jsonl"  # divergences caught in training, one per line
+        self.memory_path = self.path / "memory.json"  # the memory estimate and the batch split (training)
         self.shortlist_path = self.path / "shortlist.npz"  # the vocabulary shortlist (t2t-keras shortlist)
         self.distilled_dir = self.path / "distilled"  # a student's data (t2t-keras distill)
         self.distillation_path = self.distilled_dir / "distill.json"  # the teacher's settings, the shards done
@@ -210,6 +215,18 @@ class RunDirectory:
         """The content of `path`, one of the run's JSON files, or None when it does not exist."""
         path = pathlib.Path(path)
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def read_json_lines(self, path):
+        """The records of `path`, one of the run's JSON lines files, in order; [] when it does not exist."""
+        path = pathlib.Path(path)
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def append_json_line(self, path, record):
+        """Adds `record` to `path`, one of the run's JSON lines files; the file is replaced atomically, so a reader
+        sees every earlier record and either none or all of this one."""
+        lines = [json.dumps(old, sort_keys=True) for old in self.read_json_lines(path)]
+        write_text_atomic(path, "\n".join(lines + [json.dumps(record, sort_keys=True, default=str)]) + "\n")
 
     def checkpoint_paths(self):
         """The run's checkpoints, oldest first."""

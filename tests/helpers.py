@@ -53,7 +53,7 @@ def toy_pairs(count, seed=0, min_words=3, max_words=8):
     return pairs
 
 
-def write_toy_corpus(directory, train=400, dev=40, test=40):
+def write_toy_corpus(directory, train=400, dev=40, test=40, max_words=8):
     """Writes train/dev/test .en/.de files; returns {split: [source_path, target_path]}."""
     import pathlib
 
@@ -61,7 +61,7 @@ def write_toy_corpus(directory, train=400, dev=40, test=40):
     directory.mkdir(parents=True, exist_ok=True)
     files = {}
     for offset, (split, count) in enumerate((("train", train), ("dev", dev), ("test", test))):
-        pairs = toy_pairs(count, seed=offset)
+        pairs = toy_pairs(count, seed=offset, max_words=max_words)
         paths = [directory / f"{split}.en", directory / f"{split}.de"]
         for path, side in zip(paths, zip(*pairs)):
             path.write_text("\n".join(side) + "\n", encoding="utf-8")
@@ -83,6 +83,15 @@ def toy_config(files, **training):
     }
     overrides.update({f"training.{k}": v for k, v in training.items()})
     return load_config("tiny", [f"{k}={v!r}" if isinstance(v, list) else f"{k}={v}" for k, v in overrides.items()])
+
+
+def one_bucket_config(files, **training):
+    """`toy_config` with one layer in each stack, pairs of at most 8 tokens and no dev split: on a corpus of
+    `write_toy_corpus(..., max_words=3)` every batch has one shape, so each compiled model traces its train step
+    once. For tests that train several short runs."""
+    from t2t_keras.config import replace
+
+    return replace(toy_config(files, **training), model={"num_layers": 1}, data={"max_length": 8, "dev_files": None})
 
 
 def padded_ids(rows, width):

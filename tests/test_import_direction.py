@@ -8,6 +8,7 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
                 switches, the process-wide choices a command makes before TensorFlow loads)
       -> layers -> model, language_models -> build; layers -> adapters (LoRA on the projections)
       -> data, decoding                        shared by the parts above them
+      params -> memory                         a training step's memory, estimated from the config (no TensorFlow)
       -> runs                                  the run directory, shared by the parts above it
       -> tasks                                 what differs between translation, lm and mlm; its generator
       -> pretrained                            checkpoints of other toolkits imported as runs, and runs written
@@ -29,7 +30,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 FOUNDATION = {"errors", "special_ids", "files", "architecture", "config_paths", "config", "families", "fast_path",
               "keras_compat", "backends", "switches"}
 MODELS = {"layers", "model", "language_models", "build", "adapters"}
-SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks"}
+SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks", "memory"}
 ALLOWED = {
     "errors": set(),
     "families": {"errors"},
@@ -48,7 +49,8 @@ ALLOWED = {
     "build": FOUNDATION | {"model", "language_models"},
     "adapters": FOUNDATION | {"layers"},
     "params": FOUNDATION,
-    "describe": FOUNDATION | {"params", "model", "runs"},
+    "memory": FOUNDATION | {"params"},
+    "describe": FOUNDATION | {"params", "model", "runs", "memory"},
     "data": FOUNDATION,
     "decoding": FOUNDATION | {"model"},
     "runs": FOUNDATION | MODELS | {"data"},

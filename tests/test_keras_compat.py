@@ -119,6 +119,24 @@ class KerasCompatTest(TestCase):
                 raise RuntimeError("inside")
         self.assertIs(gc.collect, collect)  # restored, also on an error
 
+    def test_maybe_merge_call(self):
+        interim = getattr(getattr(getattr(tf, "__internal__", None), "distribute", None), "interim", None)
+        self.require(callable(getattr(interim, "maybe_merge_call", None)),
+                     "tf.__internal__.distribute.interim.maybe_merge_call", "maybe_merge_call",
+                     "to skip a diverging update under tf.distribute (training/guard.py)")
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # synchronises through merge_call on a CPU
+
+        @tf.function
+        def step():
+            def fn(given, value):
+                self.assertIs(given, strategy)
+                self.assertTrue(tf.distribute.in_cross_replica_context())
+                return given.experimental_local_results(value)[0] + 1.0
+
+            return keras_compat.maybe_merge_call(fn, tf.distribute.get_strategy(), tf.constant(1.0))
+
+        self.assertEqual(float(strategy.experimental_local_results(strategy.run(step))[0]), 2.0)
+
 
 if __name__ == "__main__":
     tf.test.main()

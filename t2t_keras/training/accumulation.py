@@ -10,8 +10,8 @@ is normalised by its own token count. Here instead one `fit` step consumes N mic
    micro-batch between replicas (rows added to equalise batch sizes are all padding);
 2. `make_accumulating_train_step` sums the gradients of the *summed* per-token losses of
    the N micro-batches, divides by the non-padding target tokens of all N micro-batches on
-   all replicas, and calls `apply_gradients` once (`training.steps.set_fit_steps` makes it
-   the model's step).
+   all replicas, and makes one update (`apply_gradients`, through the divergence guard in a
+   training run: `training.steps.set_fit_steps` makes it the model's step).
 
 One step is therefore one optimizer update: `training.train_steps`, the eq. (3) schedule,
 checkpoints (saved between steps, never inside an update), TensorBoard steps, `--minutes`
@@ -46,6 +46,28 @@ def group_micro_batches(dataset, steps):
     )
 
 
+def split_batches(dataset, parts, multiple=1):
+    """Each batch of `dataset` as `parts` micro-batches of its rows, in order: the memory's batch split
+    (training/memory_fit.py), accumulated into the update of the whole batch by `group_micro_batches`.
+
+    A part holds `ceil(rows / parts)` rows rounded up to a multiple of `multiple` (the replicas, which take
+    equal shares of every micro-batch); the last parts hold what is left, possibly nothing (all padding once
+    grouped).
+    """
+
+    def parts_of(*batch):
+        rows = tf.shape(tf.nest.flatten(batch)[0])[0]
+        size = -(-rows // (parts * multiple)) * multiple
+
+        def part(index):
+            index = tf.cast(index, tf.int32)
+            return tf.nest.map_structure(lambda t: t[index * size:(index + 1) * size], batch)
+
+        return tf.data.Dataset.range(parts).map(part)
+
+    return dataset.flat_map(parts_of)
+
+
 def _micro_batch(data, index):
     (source, target_in), target_out, weight = data
     return (source[:, index], target_in[:, index]), target_out[:, index], weight[:, index]
@@ -64,13 +86,15 @@ def _gradients(model, loss_fn, micro, total_tokens, variables):
     return loss, gradients
 
 
-def make_accumulating_train_step(model, loss_fn, steps):
+def make_accumulating_train_step(model, loss_fn, steps, update):
     """A `train_step` for `model` that makes one update from `steps` micro-batches.
 
     Args:
         model: the compiled model; its compiled metrics are updated on every micro-batch.
         loss_fn: the `LabelSmoothedCrossEntropy` whose per-token losses (`call`) are summed.
         steps: micro-batches per update; each `fit` element holds them as `(batch, steps, ...)`.
+        update: `(loss, gradients, variables) -> None`, the update once the gradients are summed
+            (`steps.updater`: `optimizer.apply_gradients`, or through the divergence guard).
     """
 
     def train_step(data):
@@ -85,7 +109,7 @@ def make_accumulating_train_step(model, loss_fn, steps):
         zeros = [tf.zeros_like(v) for v in variables]
         _, loss, gradients = tf.while_loop(lambda index, *_: index < steps, body,
                                            (tf.constant(0), tf.constant(0.0), zeros))
-        model.optimizer.apply_gradients(zip(gradients, variables))
+        update(loss, gradients, variables)
         batch_size = tf.shape(data[1])[0]
         loss_tracker(model).update_state(unscale_loss_for_distribution(loss), sample_weight=batch_size)
         return model.get_metrics_result()

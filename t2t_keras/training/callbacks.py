@@ -63,12 +63,14 @@ class SkippedUpdates(keras.callbacks.Callback):
 
     Under mixed_float16 dynamic loss scaling, a step whose gradients are not finite is
     skipped: the weights and `optimizer.iterations` stay, and the loss scale is halved.
-    Each skip is logged with the new loss scale.
+    Each skip is logged with the new loss scale. An update the divergence guard held back
+    (`diverged()` says why, or None) is not one of these: training/recovery.py deals with it.
     """
 
-    def __init__(self, counter):
+    def __init__(self, counter, diverged=None):
         super().__init__()
         self.counter = counter
+        self.diverged = diverged
         self._before = None
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -76,6 +78,8 @@ class SkippedUpdates(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         if int(self.model.optimizer.iterations.numpy()) != self._before:
+            return
+        if self.diverged is not None and self.diverged() is not None:
             return
         self.counter.assign_add(1)
         scale = getattr(self.model.optimizer, "dynamic_scale", None)

@@ -26,14 +26,21 @@ class CheckpointManager:
     multi-worker guide prescribes. All workers restore from `directory`.
     """
 
-    def __init__(self, directory, model, optimizer, keep=5, is_chief=True, task_id=0, extra_state=None):
+    def __init__(self, directory, model, optimizer, keep=5, is_chief=True, task_id=0, extra_state=None, refuse=None):
         # `extra_state`: more trackables by name, e.g. dropout seed states and the input position (resume.py).
+        # `refuse`: `() -> reason or None`, asked before each save (divergence.DivergenceMonitor.refusal).
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **(extra_state or {}))
-        self.model, self.extra_state = model, dict(extra_state or {})
+        self.model, self.extra_state, self.refuse = model, dict(extra_state or {}), refuse
         self.directory = str(directory)
-        write_dir = self.directory if is_chief else os.path.join(self.directory, f".worker-{task_id}")
-        self.manager = tf.train.CheckpointManager(self.checkpoint, write_dir, max_to_keep=keep if is_chief else 1)
+        self.write_dir = self.directory if is_chief else os.path.join(self.directory, f".worker-{task_id}")
+        self.keep = keep if is_chief else 1
+        self.manager = self._listing()
         self.optimizer = optimizer
+
+    def _listing(self):
+        """The `tf.train.CheckpointManager` that writes and lists the checkpoints, with the directory's list as it
+        is now (another manager of the run, a rollback's model, may have written since this one was made)."""
+        return tf.train.CheckpointManager(self.checkpoint, self.write_dir, max_to_keep=self.keep)
 
     @property
     def step(self):
@@ -41,6 +48,7 @@ class CheckpointManager:
 
     def restore_latest(self):
         """Restores the newest checkpoint if there is one; returns its step (0 for a new run)."""
+        self.manager = self._listing()
         path = tf.train.latest_checkpoint(self.directory)
         if path is None:
             return 0
@@ -55,10 +63,29 @@ class CheckpointManager:
         logger.info("Resumed from %s (step %d).", path, self.step)
         return self.step
 
+    def latest_checkpoint(self):
+        """The newest checkpoint's path in the run's directory, or None."""
+        return tf.train.latest_checkpoint(self.directory)
+
     def save(self):
+        """Writes a checkpoint of the current step (once); returns its path, or None when it may not be written:
+        after a diverging update (`refuse`), or with a weight that is not finite, so that the newest checkpoint is
+        always a good one to go back to."""
         if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{self.step}"):
             return self.manager.latest_checkpoint
+        reason = self.refuse() if self.refuse is not None else None
+        if reason is None and not _finite(self.model.weights):
+            reason = "a weight of the model is not finite"
+        if reason is not None:
+            logger.warning("No checkpoint written at step %d: %s.", self.step, reason)
+            return None
         return self.manager.save(checkpoint_number=self.step)
+
+
+def _finite(variables):
+    """Whether every floating-point value of `variables` is finite."""
+    checks = [tf.reduce_all(tf.math.is_finite(v)) for v in variables if "float" in str(v.dtype)]
+    return bool(tf.reduce_all(checks).numpy()) if checks else True
 
 
 class PeriodicCheckpoint(keras.callbacks.Callback):
@@ -85,5 +112,6 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def _save(self, step):
         path = self.manager.save()
-        logger.info("Saved checkpoint %s", path)
+        if path is not None:
+            logger.info("Saved checkpoint %s", path)
         self._last_step, self._last_time = step, time.monotonic()

@@ -24,7 +24,8 @@ infinite one, and takes `steps_per_epoch` steps from it each epoch.
 from keras import ops
 
 from t2t_keras.keras_compat import compiled_loss_and_metrics, skip_symbolic_build
-from t2t_keras.training.accumulation import group_micro_batches
+from t2t_keras.training.accumulation import group_micro_batches, split_batches
+from t2t_keras.training.resume import stream_without
 
 
 def logs_as_vectors(step):
@@ -41,7 +42,7 @@ def skip_build_when_built(model):
     skip_symbolic_build(model, built)
 
 
-def per_worker_batches(strategy, data, position, accumulation_steps=1):
+def per_worker_batches(strategy, data, position, accumulation_steps=1, skipped=None, split=1):
     """`strategy.distribute_datasets_from_function` over each worker's batches from micro-batch `position` on.
 
     Args:
@@ -50,10 +51,15 @@ def per_worker_batches(strategy, data, position, accumulation_steps=1):
       position: micro-batches every replica consumed (`resume.InputPosition`).
       accumulation_steps: micro-batches per update; more than 1 groups them on each worker
         (`accumulation.group_micro_batches`), so that every replica takes one group per step.
+      skipped: `{start: end}` ranges left out (`resume.stream_without`).
+      split: parts each batch is split into (`accumulation.split_batches`), accumulated with the others.
     """
 
     def dataset_fn(input_context):
-        batches = data.training_batches(position, input_context)
-        return group_micro_batches(batches, accumulation_steps) if accumulation_steps > 1 else batches
+        batches = stream_without(lambda at: data.training_batches(at, input_context), position, skipped or {})
+        if split > 1:
+            batches = split_batches(batches, split)  # each element is one replica's batch
+        steps = accumulation_steps * split
+        return group_micro_batches(batches, steps) if steps > 1 else batches
 
     return strategy.distribute_datasets_from_function(dataset_fn)

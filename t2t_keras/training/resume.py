@@ -33,22 +33,58 @@ class InputPosition(keras.callbacks.Callback):
     """Counts the micro-batches `fit` consumed in `consumed`, a variable saved with each checkpoint.
 
     Put it before the checkpoint callback, so a checkpoint taken after a step includes it.
+    `skipped`: `{start: end}` ranges of the stream that training leaves out (a rollback's unsound batch,
+    training/recovery.py): the count jumps from `start` to `end`, so positions keep naming the stream's batches,
+    and `stream_without` leaves the same ranges out of what `fit` reads.
     """
 
-    def __init__(self, micro_batches_per_step=1):
+    def __init__(self, micro_batches_per_step=1, skipped=None):
         super().__init__()
         self.micro_batches_per_step = micro_batches_per_step
+        self.skipped = dict(skipped or {})
         self.consumed = tf.Variable(-1, dtype=tf.int64, trainable=False, name="input_position")  # -1: unknown
+
+    def skip(self, start, end):
+        """Leaves micro-batches `start` to `end - 1` out from now on."""
+        self.skipped[start] = end
+
+    def _past_skipped(self, position):
+        """`position`, or past the end of the skipped ranges it starts."""
+        while position in self.skipped:
+            position = self.skipped[position]
+        return position
 
     def position(self, step):
         """Micro-batches consumed; for a checkpoint written before positions were saved, `step · N`."""
         consumed = int(self.consumed.numpy())
-        position = consumed if consumed >= 0 else step * self.micro_batches_per_step
+        position = self._past_skipped(consumed if consumed >= 0 else step * self.micro_batches_per_step)
         self.consumed.assign(position)
         return position
 
     def on_train_batch_end(self, batch, logs=None):
-        self.consumed.assign_add(self.micro_batches_per_step)
+        if not self.skipped:
+            self.consumed.assign_add(self.micro_batches_per_step)
+            return
+        # the micro-batches read come after any skipped range at the position (a checkpoint before the rollback)
+        consumed = self._past_skipped(int(self.consumed.numpy())) + self.micro_batches_per_step
+        self.consumed.assign(self._past_skipped(consumed))
+
+
+def stream_without(read, position, skipped):
+    """The training stream from micro-batch `position` on without the `skipped` ranges (`{start: end}`).
+
+    `read(position)` is the stream from `position` on (`RunData.training_batches`); a position inside a skipped
+    range starts at its end.
+    """
+    for start, end in sorted(skipped.items()):
+        if start <= position < end:
+            position = end
+    later = sorted((start, end) for start, end in skipped.items() if start > position)
+    if not later:
+        return read(position)
+    start, end = later[0]
+    return read(position).take(start - position).concatenate(
+        stream_without(read, end, {s: e for s, e in later[1:]}))
 
 
 def check_replicas(run, replicas, step):

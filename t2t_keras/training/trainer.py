@@ -2,7 +2,6 @@
 
 import dataclasses
 import logging
-import sys
 import time
 
 import keras
@@ -11,21 +10,21 @@ import tensorflow as tf
 from t2t_keras.adapters import add_adapters
 from t2t_keras.build import build_model
 from t2t_keras.config import replace
-from t2t_keras.decoding.request import GenerationRequest
-from t2t_keras.errors import ConfigError, DataError
 from t2t_keras.fast_path import FastPath
-from t2t_keras.runs import open_run
+from t2t_keras.runs import checkpoint_step, open_run
 from t2t_keras.switches.clustering import set_auto_clustering, xla_auto_clustering
 from t2t_keras.tasks import task_of
-from t2t_keras.training.accumulation import group_micro_batches
-from t2t_keras.training.callbacks import ProgressLog, SkippedUpdates, StopAtStep, TimeLimit, TrainingScalars
-from t2t_keras.training.checkpoints import CheckpointManager, PeriodicCheckpoint
+from t2t_keras.training.checkpoints import CheckpointManager
+from t2t_keras.training.divergence import DivergenceMonitor
+from t2t_keras.training.fitting import fit
+from t2t_keras.training.guard import DivergenceGuard
 from t2t_keras.training.init_from import adopt, copy_tokenizer, load_initial_weights
-from t2t_keras.training.keep_best import BestState, DevEvaluator, KeepBest, sample_pairs
+from t2t_keras.training.keep_best import BestState
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
+from t2t_keras.training.memory_fit import plan_memory
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
-from t2t_keras.training.multi_worker import per_worker_batches
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
+from t2t_keras.training.recovery import fit_segments, recovery_at, skipped_ranges
 from t2t_keras.training.resume import (
     InputPosition,
     check_input_stream,
@@ -79,8 +78,13 @@ def build_loss_and_metrics(model, task):
     model.reset_metrics()
 
 
-def compile_model(config, strategy):
-    """The Transformer, its optimizer (eq. 3 schedule), label-smoothed loss and metrics, under `strategy`."""
+def compile_model(config, strategy, guard=None, batch_split=1):
+    """The Transformer, its optimizer (eq. 3 schedule), label-smoothed loss and metrics, under `strategy`.
+
+    `guard`: a `guard.DivergenceGuard` every update goes through (None: Keras' own step). `batch_split`: parts
+    each batch comes in (memory_fit.py), accumulated into one update with the micro-batches of
+    training.gradient_accumulation_steps.
+    """
     t, task = config.training, task_of(config)
     precision = choose_precision(t.mixed_precision)
     with strategy.scope():
@@ -108,8 +112,8 @@ def compile_model(config, strategy):
         # Recorded, not set: auto-clustering is process-wide; `train` turns it on for its own training.
         model.fuse_elementwise = choose_fusion(t.fuse_elementwise, model.dtype_policy.name, jit)
         build_loss_and_metrics(model, task)
-    return set_fit_steps(model, loss, t.gradient_accumulation_steps,
-                         multi_worker=isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
+    return set_fit_steps(model, loss, t.gradient_accumulation_steps * batch_split,
+                         multi_worker=isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), guard=guard)
 
 
 @dataclasses.dataclass
@@ -127,16 +131,27 @@ class RunState:
 
 @dataclasses.dataclass
 class Training:
-    """What one training session holds, set up once by `_set_up` and handed to each step of `train`."""
+    """What one training session holds, set up once by `_set_up` and handed to each step of `train`; the model and
+    what belongs to it are compiled again when a rollback changes how the run trains (`_compiled`)."""
 
     run: object  # the RunDirectory
     config: object  # the resolved config
     data: object  # the task's RunData
-    model: object  # the compiled model
     state: RunState
-    manager: object  # the CheckpointManager
     chief: bool  # the worker that writes the run's files
     task_id: int  # this worker's index
+    strategy: object  # the tf.distribute strategy
+    settled: object  # the config the model compiles from: precision, XLA and fusion settled (settle_precision)
+    split: int  # parts each batch is split into to fit in memory (memory_fit.py); 1: none
+    events: list  # RUN/divergence.jsonl as this session knows it (training/recovery.py)
+    recovery: object = None  # the `recovery.Recovery` the model is compiled for, or None: the run's own settings
+    # The session's compiled models, by their `Recovery.training_changes` (None: the run's own settings): each
+    # `Training` with its model, guard, monitor and checkpoint manager, compiled once and kept for the next time.
+    compiled: dict = dataclasses.field(default_factory=dict)
+    model: object = None  # the compiled model
+    guard: object = None  # its `guard.DivergenceGuard`
+    monitor: object = None  # the `divergence.DivergenceMonitor` reading the guard
+    manager: object = None  # the CheckpointManager
 
     @property
     def log_dir(self):
@@ -144,9 +159,45 @@ class Training:
         return self.run.log_dir if self.chief else self.run.log_dir / f".worker-{self.task_id}"
 
 
-def _set_up(config, run_dir, init_from=None):
-    """`(Training, start step)`: the run's config resolved, data, model and state built, the newest checkpoint
-    restored; with no checkpoint yet, the weights of `init_from` (an `init_from.InitSource`) loaded."""
+def _setting(training, recovery):
+    """What a model compiled for `recovery` differs in, as a key of `Training.compiled`."""
+    return None if recovery is None else tuple(sorted(recovery.training_changes(training.settled.training).items()))
+
+
+def _compiled(training, recovery):
+    """`training` with its model compiled for `recovery` (None: the run's own settings), a divergence guard and
+    monitor, and a checkpoint manager of that model (nothing restored yet); kept in `training.compiled`."""
+    config = training.settled
+    if recovery is not None:
+        config = replace(config, training=recovery.training_changes(config.training))
+    guard = DivergenceGuard.create(training.strategy, config.training)
+    model = compile_model(config, training.strategy, guard, training.split)
+    set_auto_clustering(model.fuse_elementwise)  # process-wide: `train` scopes it
+    monitor = DivergenceMonitor(guard)
+    manager = CheckpointManager(training.run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
+                                is_chief=training.chief, task_id=training.task_id,
+                                extra_state={**training.state.checkpointed(model), **guard.checkpointed()},
+                                refuse=monitor.refusal)
+    compiled = dataclasses.replace(training, recovery=recovery, model=model, guard=guard, monitor=monitor,
+                                   manager=manager)
+    training.compiled[_setting(training, recovery)] = compiled
+    return compiled
+
+
+def _rebuild(training, recovery):
+    """`(training, step)`: the run's model for `recovery` (compiled the first time, then taken again with its
+    divergence record cleared), restored from the newest checkpoint."""
+    kept = training.compiled.get(_setting(training, recovery))
+    if kept is None:
+        training = _compiled(training, recovery)
+    else:
+        kept.monitor.clear()
+        training = dataclasses.replace(kept, recovery=recovery)
+    return training, training.manager.restore_latest()
+
+
+def _open(config, run_dir, init_from):
+    """`(run, config, strategy, data)`: the run's config resolved, the seed set, the strategy and data made."""
     run = open_run(run_dir)
     if init_from is not None:
         config = adopt(config, init_from, run)
@@ -157,23 +208,32 @@ def _set_up(config, run_dir, init_from=None):
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
     data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync, worker_count(strategy))
+    return run, config, strategy, data
+
+
+def _set_up(config, run_dir, init_from=None):
+    """`(Training, start step)`: the run's config resolved, data, model and state built, the newest checkpoint
+    restored; with no checkpoint yet, the weights of `init_from` (an `init_from.InitSource`) loaded."""
+    run, config, strategy, data = _open(config, run_dir, init_from)
     precision, jit, fuse = settle_precision(run, config.training)
-    model = compile_model(replace(config, training={"mixed_precision": precision, "jit_compile": jit,
-                                                    "fuse_elementwise": fuse}), strategy)
-    set_auto_clustering(model.fuse_elementwise)  # process-wide: `train` scopes it
-    chief, task_id = worker_identity(strategy)
-    state = RunState(InputPosition(config.training.gradient_accumulation_steps), BestState(),
+    settled = replace(config, training={"mixed_precision": precision, "jit_compile": jit, "fuse_elementwise": fuse})
+    memory = plan_memory(settled, strategy.num_replicas_in_sync)  # refuses a step that cannot fit
+    events = run.read_json_lines(run.divergence_path)
+    state = RunState(InputPosition(config.training.gradient_accumulation_steps, skipped_ranges(events)), BestState(),
                      tf.Variable(0, dtype=tf.int64, trainable=False, name="skipped_updates"))
-    manager = CheckpointManager(run.checkpoint_dir, model, model.optimizer, config.training.keep_checkpoints,
-                                is_chief=chief, task_id=task_id, extra_state=state.checkpointed(model))
-    start = _restore(manager, model, run, init_from)
-    if chief:  # a refused resume leaves the run's files as they were
+    checkpoints = run.checkpoint_paths()
+    recovery = recovery_at(events, checkpoint_step(checkpoints[-1]) if checkpoints else 0)  # one under way
+    training = _compiled(Training(run, config, data, state, *worker_identity(strategy), strategy, settled,
+                                  memory.split, events), recovery)
+    start = _restore(training.manager, training.model, run, init_from)
+    if training.chief:  # a refused resume leaves the run's files as they were
         check_input_stream(run, data.stream, start)
         check_replicas(run, strategy.num_replicas_in_sync, start)
-        config = run.save_config(config)
+        training.config = run.save_config(config)
         run.write_json(run.data_path, data.provenance)
         record_precision(run, precision, jit, fuse)
-    return Training(run, config, data, model, state, manager, chief, task_id), start
+        run.write_json(run.memory_path, memory.record())
+    return training, start
 
 
 def _restore(manager, model, run, init_from):
@@ -198,77 +258,7 @@ def _already_done(training, start):
     return None
 
 
-def _keep_best(training):
-    """The `KeepBest` callback when training.eval_every_steps is set, else nothing."""
-    t, data, model, run = training.config.training, training.data, training.model, training.run
-    if not t.eval_every_steps:
-        return []
-    if data.dev is None:
-        raise ConfigError("training.eval_every_steps needs a dev split: set data.dev_files (or use a corpus with "
-                          "one), or set training.eval_every_steps=0.")
-    pairs = sample_pairs(data.dev_pairs, t.eval_sentences, t.seed)
-    request = GenerationRequest.from_config(training.config.decoding).updated(beam_size=t.eval_beam_size)
-    evaluator = DevEvaluator(model, data.tokenizer, pairs, data.dev, data.dev_steps, model.loss, request,
-                             jit_compile=model.jit_compile)
-    best_dir = run.best_dir if training.chief else run.path / f".worker-{training.task_id}" / "best"  # collective
-    return [KeepBest(evaluator, training.state.best, lambda m, info: run.write_best(m, info, best_dir),
-                     t.eval_every_steps, t.best_metric, t.early_stopping_patience, final_step=t.train_steps,
-                     log_dir=training.log_dir / "eval", save_checkpoint=training.manager.save)]
-
-
-def _callbacks(training, minutes, extra, log_lines=False):
-    """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones.
-
-    The input position comes first, so that a checkpoint taken after a step includes it.
-    `log_lines`: a `ProgressLog` line every logging interval, in place of Keras' progress bar.
-    """
-    t, state = training.config.training, training.state
-    every_steps = max(1, min(100, t.steps_per_epoch // 4))
-    callbacks = [state.position, SkippedUpdates(state.skipped_updates)] + _keep_best(training) + [
-        StopAtStep(t.train_steps),
-        PeriodicCheckpoint(training.manager, t.checkpoint_every_steps, t.checkpoint_every_minutes),
-        TrainingScalars(training.log_dir / "train", every_steps=every_steps, skipped_updates=state.skipped_updates),
-        keras.callbacks.TensorBoard(str(training.log_dir), write_graph=False),
-    ]
-    if minutes:
-        callbacks.append(TimeLimit(minutes))
-    if log_lines and training.chief:
-        callbacks.append(ProgressLog(every_steps, t.train_steps, minutes))
-    extra = [callback for callback in extra or () if training.chief or not getattr(callback, "chief_only", False)]
-    return callbacks + extra
-
-
-def _training_input(training, start):
-    """The batches `fit` reads from `start` on, where the run stopped: one stream, or where each worker reads its
-    own (prepared shards on several workers), a distributed dataset of the workers' streams."""
-    data, steps = training.data, training.config.training.gradient_accumulation_steps
-    position = training.state.position.position(start)
-    if data.per_worker:
-        return per_worker_batches(training.model.distribute_strategy, data, position, steps)
-    batches = data.training_batches(position)
-    # One fit step = one update = N micro-batches.
-    return group_micro_batches(batches, steps) if steps > 1 else batches
-
-
-def _fit(training, start, minutes, callbacks, verbose):
-    """`model.fit` from `start` to training.train_steps (or the time limit): the history."""
-    t, data = training.config.training, training.data
-    train_data = _training_input(training, start)
-    log_lines = verbose == "auto" and not sys.stdout.isatty()
-    try:
-        return training.model.fit(
-            train_data, epochs=-(-t.train_steps // t.steps_per_epoch) + 1, initial_epoch=start // t.steps_per_epoch,
-            steps_per_epoch=t.steps_per_epoch, validation_data=data.dev, validation_steps=data.dev_steps or None,
-            shuffle=False,  # the dataset is shuffled by the input pipeline
-            callbacks=_callbacks(training, minutes, callbacks, log_lines), verbose=0 if log_lines else verbose,
-        ).history
-    except StopIteration:  # the training stream repeats forever unless it holds no batch at all
-        raise DataError(f"The training data gave no batch: its pairs do not fill one batch of data.batch_tokens="
-                        f"{training.config.data.batch_tokens} tokens. Lower data.batch_tokens or train on more "
-                        "data.") from None
-
-
-@xla_auto_clustering()  # what _set_up sets for this run's training, undone on return or error
+@xla_auto_clustering()  # what _compiled sets for this run's training, undone on return or error
 def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_from=None):
     """Trains (or continues) the run in `run_dir`; returns a `TrainResult`.
 
@@ -286,6 +276,9 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_fr
             log line per logging interval otherwise (`callbacks.ProgressLog`).
         init_from: an `init_from.InitSource`: a new run starts from that trained run's weights and vocabulary
             (see training/init_from.py); a run with checkpoints of its own resumes from them.
+
+    Raises:
+        TrainingDiverged: the loss diverged and training.on_divergence (or the rollbacks' limit) stopped the run.
     """
     training, start = _set_up(config, run_dir, init_from)
     path = str(training.run.path)
@@ -294,5 +287,8 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_fr
         logger.info("%s has already reached %s.", path, reason)
         return TrainResult(path, start, start, 0.0, {}, training.model)
     began = time.monotonic()
-    history = _fit(training, start, minutes, callbacks, verbose)
+    seconds_left = (lambda: None) if not minutes else (lambda: minutes * 60 - (time.monotonic() - began))
+    training, history = fit_segments(
+        training, start, lambda segment, step, until, left: fit(segment, step, until, left, callbacks, verbose),
+        _rebuild, seconds_left)
     return TrainResult(path, start, training.manager.step, time.monotonic() - began, history, training.model)
