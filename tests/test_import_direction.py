@@ -4,8 +4,8 @@ Every `import` in `t2t_keras/` (also those inside functions) is read with `ast`
 and mapped to the part it comes from and the part it reaches. A part may
 import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
 
-    foundation (errors, special_ids, files, architecture, config_paths, config, fast_path, keras_compat, backends;
-                xla_flags, read once on import)
+    foundation (errors, special_ids, files, checksums, run_lock, architecture, config_paths, config, fast_path,
+                keras_compat, backends; xla_flags, read once on import)
       -> layers -> model, language_models -> build; layers -> adapters (LoRA on the projections)
       -> data, decoding                        shared by the parts above them
       -> runs                                  the run directory, shared by the parts above it
@@ -24,15 +24,17 @@ import unittest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
-FOUNDATION = {"errors", "special_ids", "files", "architecture", "config_paths", "config", "families", "fast_path",
-              "keras_compat", "backends"}
+FOUNDATION = {"errors", "special_ids", "files", "checksums", "run_lock", "architecture", "config_paths", "config",
+              "families", "fast_path", "keras_compat", "backends"}
 MODELS = {"layers", "model", "language_models", "build", "adapters"}
 SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks"}
 ALLOWED = {
     "errors": set(),
     "families": {"errors"},
     "special_ids": set(),
-    "files": set(),
+    "files": {"errors"},
+    "checksums": {"errors", "files"},
+    "run_lock": {"errors", "files"},
     "xla_flags": set(),
     "fast_path": set(),
     "keras_compat": set(),

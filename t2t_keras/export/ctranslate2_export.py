@@ -119,7 +119,7 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params
                              "max_extra_length": params.max_extra_length},
                 "shortlist": shortlist is not None}
 
-    with staged_directory(out_dir, overwrite) as staging:
+    with staged_directory(out_dir, overwrite, _model_bytes(model, quantization), " for the weights") as staging:
         spec.validate()
         spec.optimize(quantization=quantization)
         spec.save(str(staging))
@@ -129,6 +129,13 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", params
             (staging / VMAP_FILE).write_text(vmap, encoding="utf-8")
     logger.info("Exported a CTranslate2 model (%s) to %s", quantization, out_dir)
     return out_dir
+
+
+def _model_bytes(model, quantization):
+    """About the size of model.bin: the weights, a quarter of them in int8."""
+    from t2t_keras.runs import weights_bytes
+
+    return weights_bytes(model.weights) // (4 if quantization.startswith("int8") else 1)
 
 
 def _check_export(model, tokenizer, quantization, out_dir, overwrite):

@@ -16,6 +16,7 @@ from tensorflow.core.framework import types_pb2
 from t2t_keras.decoding.batch_shapes import pad_rows_to_power_of_two
 from t2t_keras.decoding.parameters import DecodingParams, check_beam_size
 from t2t_keras.errors import T2TError
+from t2t_keras.export.integrity import verify_export
 
 PARAMETER_NAMES = tuple(field.name for field in dataclasses.fields(DecodingParams))  # a request's "params"
 
@@ -180,6 +181,7 @@ def load_saved_model(path):
         import tensorflow_text  # noqa: F401  (registers the tokenizer's TF-Text ops the export uses)
     except ImportError:
         raise T2TError("Translating text with an export needs tensorflow-text: pip install tensorflow-text.") from None
+    verify_export(path)  # a damaged file is named before TensorFlow reads it
     return tf.saved_model.load(str(path))
 
 
