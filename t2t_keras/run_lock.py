@@ -3,8 +3,8 @@
     with RunLock(run.lock_path, run.lock_record_path, "train"):   # or run.lock("train") (runs.RunDirectory)
         ...                                                        # write the run
 
-`train`, `prepare`, `average`, `distill` (the student's run), `export --average-last` and `shortlist` take it;
-the commands that only read a run never do. The lock is `flock(LOCK_EX | LOCK_NB)` on RUN/.lock, held through a
+`train`, `prepare`, `average`, `distill` (the student's run), `export --average-last`, `shortlist` and `main`
+take it; the commands that only read a run never do. The lock is `flock(LOCK_EX | LOCK_NB)` on RUN/.lock, held through a
 file descriptor kept open while the command runs: the kernel frees it when the process ends, however it ends
 (SIGKILL and power loss included). Beside it RUN/.lock.json records the holder (process id, host, command line,
 start time), so that a refused command can say who writes the run.

@@ -4,18 +4,23 @@ Listing and averaging a run's checkpoints (§6.1) lives in `t2t_keras.runs`.
 
 tf.train checkpoints are written file by file and only then named in the
 `checkpoint` state file, which is replaced atomically; a run killed while
-writing leaves the previous checkpoint as the latest one. Before the state
-file names a checkpoint, the sha256 of its files is recorded beside them
-(`checksums.record_checkpoint`), and a resume restores the newest checkpoint
-whose files still match (`restore_latest`): a damaged one is named in a
-warning and set aside. A save that fails (a full disk: `DiskFullError`)
-removes what it wrote, so no file of an unnamed checkpoint stays behind.
+writing leaves the previous checkpoint as the latest one. The sha256 of a
+checkpoint's files is recorded beside them (`checksums.record_checkpoint`)
+by a thread while training goes on, so that a save does not wait for the
+hashing (bench/bench_checkpoint_checksums.py measures both), finished before
+the next save and at the end of training; a checkpoint that a crash left
+without its record is read unchecked. A resume restores the newest
+checkpoint whose files still match (`restore_latest`): a damaged one is
+named in a warning and set aside. A save that fails (a full disk:
+`DiskFullError`) removes what it wrote, so no file of an unnamed checkpoint
+stays behind.
 """
 
 import logging
 import os
 import pathlib
 import shutil
+import threading
 import time
 
 import keras
@@ -50,6 +55,7 @@ class CheckpointManager:
         self.keep = keep if is_chief else 1
         self.manager = self._manager()
         self.optimizer = optimizer
+        self._recording = None  # the thread recording the newest checkpoint's checksums
 
     def _manager(self):
         """TensorFlow's manager of the checkpoints in `write_dir`, from its state file as it is now."""
@@ -112,21 +118,27 @@ class CheckpointManager:
                        self.damaged_dir, kept[-1])
 
     def save(self):
+        """Saves a checkpoint at the current step (once per step); its checksums are recorded in the background."""
         if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{self.step}"):
             return self.manager.latest_checkpoint
+        self.wait()
         prefix = os.path.join(self.write_dir, f"ckpt-{self.step}")
         try:
             with reporting_full_disk(prefix, self._expected_bytes, self._kept_on_failure(),
                                      " (the size of the previous checkpoint)" if self.manager.latest_checkpoint
                                      else " (the size of the weights and optimizer state)"):
-                # The record is written before the state file names the checkpoint: a named one always has it.
-                options = tf.train.CheckpointOptions(experimental_write_callbacks=[record_checkpoint])
-                path = self.manager.save(checkpoint_number=self.step, options=options)
+                path = self.manager.save(checkpoint_number=self.step)
         except BaseException:
             _remove_unnamed(prefix, self.manager.checkpoints)
             raise
-        _remove_stale_records(self.write_dir, self.manager.checkpoints)
+        self._recording = _Recording(path, self.write_dir, list(self.manager.checkpoints))
         return path
+
+    def wait(self):
+        """Waits until the newest checkpoint's checksums are recorded; raises what recording them raised."""
+        recording, self._recording = self._recording, None
+        if recording is not None:
+            recording.join()
 
     def _expected_bytes(self):
         """What the next checkpoint needs: the size of the newest one, or of the variables it will hold."""
@@ -141,6 +153,28 @@ class CheckpointManager:
             return "Nothing of it was kept, and the run has no checkpoint yet."
         return (f"Nothing of it was kept: the newest checkpoint is still {os.path.basename(previous)} (step "
                 f"{checkpoint_step(previous)}), and training resumes from it.")
+
+
+class _Recording(threading.Thread):
+    """Records the checksums of the checkpoint `path` and removes those of checkpoints no longer `named`, beside
+    the training (sha256 lets other threads run while it hashes); `join` raises what it raised."""
+
+    def __init__(self, path, directory, named):
+        super().__init__(name=f"checksums of {os.path.basename(path)}")  # not a daemon: finished before exit
+        self.path, self.directory, self.named, self.error = path, directory, named, None
+        self.start()
+
+    def run(self):
+        try:
+            record_checkpoint(self.path)
+            _remove_stale_records(self.directory, self.named)
+        except BaseException as error:  # noqa: BLE001 - handed to the training thread by `join`
+            self.error = error
+
+    def join(self, timeout=None):
+        super().join(timeout)
+        if self.error is not None:
+            raise self.error
 
 
 def _write_state(directory, kept):
@@ -205,6 +239,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._save(self.manager.step)
+        self.manager.wait()  # the last checkpoint leaves training with its checksums
 
     def _save(self, step):
         path = self.manager.save()
