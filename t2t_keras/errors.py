@@ -27,6 +27,18 @@ class BackendError(T2TError):
     """The Keras backend asked for is not installed, or does not run what was asked of it."""
 
 
+class RunBusyError(T2TError):
+    """Another live process is writing the run directory (`run_lock.RunLock`): its id, host and command named."""
+
+
+class DiskFullError(T2TError):
+    """A file could not be written for lack of space (ENOSPC, EDQUOT): the path, the space needed and free named."""
+
+
+class CorruptFileError(T2TError):
+    """A file no longer holds what was recorded when it was written (checksum): the file and both checksums named."""
+
+
 def check_task(command, task, where, takes=("translation",)):
     """Refuses `command` on a model of `task` it does not take (`takes`), with the same words for every command."""
     if task not in takes:

@@ -92,11 +92,17 @@ def tensorboard_command(log_dir):
 
 
 def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(), examples=EXAMPLES):
-    """Runs every step and returns the report dict (also written to RUN/report.json)."""
-    began = time.monotonic()
+    """Runs every step and returns the report dict (also written to RUN/report.json), the run locked throughout
+    (its steps write it: `runs.RunDirectory.lock`)."""
     loaded = config_lib.load_config(config, overrides)
     check_task("main", loaded.task, f"--config {config}")
     run = open_run(run_dir)  # opened once; every step below takes it
+    with run.lock("main"):
+        return _run_steps(run, loaded, minutes, examples)
+
+
+def _run_steps(run, loaded, minutes, examples):
+    began = time.monotonic()
     result = _train(loaded, run, minutes)
     averaged = average_run(run)
     scores = evaluate_run(run, "test")

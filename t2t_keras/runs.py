@@ -25,12 +25,16 @@ so the layout is written down once:
     RUN/distilled/          a student's training data (`t2t-keras distill`): the teacher's translations of its
                             training sources in numbered shards, their concatenation, the teacher's dev and test
                             splits, and distill.json (the teacher, its weights and its exact decoding settings)
-    RUN/checkpoints/        tf.train checkpoints of model + optimizer (last K kept)
+    RUN/checkpoints/        tf.train checkpoints of model + optimizer (last K kept), each with the sha256 of its files
+                            (ckpt-8.sha256.json, `checksums`); damaged/: checkpoints that failed that check,
+                            set aside by `train` (it resumes from the newest one that passes)
     RUN/averaged/           the average of the last N checkpoints (§6.1): model weights (`ckpt`) and
                             averaged.json (the checkpoints and steps averaged)
     RUN/best/               the best checkpoint by training.best_metric (model weights, `ckpt`) and
                             best.json (step, metric, value); written when training.eval_every_steps > 0
     RUN/logs/               TensorBoard event files (train/, validation/, attention/)
+    RUN/checksums.json      the sha256 of the tokenizer file, recorded by the session that wrote or first used it
+    RUN/.lock, .lock.json   the lock of the one process writing the run, and its holder (`run_lock`)
     RUN/baseline.json       the retrieval baseline's scores (the main job)
     RUN/report.json         the main job's report
     RUN/export/             the main job's SavedModel
@@ -42,8 +46,9 @@ export see a model without adapters. An export is the exception: it carries
 its model as a `.keras` file (`assets.extra/`), so that it opens without the run's config.
 
     EXPORT/                 a SavedModel (see `export.saved_model`)
-    EXPORT/assets.extra/    the Keras model and tokenizer beside it, for inspection, and weights.json
-                            (which weights of which run it holds)
+    EXPORT/assets.extra/    the Keras model and tokenizer beside it, for inspection, weights.json
+                            (which weights of which run it holds) and export.sha256.json (the sha256 of every other
+                            file of the export, checked when it is loaded: `export.integrity`)
 """
 
 import dataclasses
@@ -61,12 +66,15 @@ from t2t_keras import config as config_lib
 from t2t_keras import config_paths
 from t2t_keras.adapters import add_adapters, has_adapters, merged_into
 from t2t_keras.build import build_model
+from t2t_keras.checksums import read_record as read_checksums
+from t2t_keras.checksums import record_checkpoint, record_files, verify_checkpoint, verify_files
 from t2t_keras.config import MODEL_SOURCES, load_config, with_overrides
 from t2t_keras.data.shortlist import learn_shortlist, load_shortlist, save_shortlist
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
 from t2t_keras.errors import ConfigError, T2TError, check_applicable, check_task
 from t2t_keras.files import staged_directory, write_text_atomic
+from t2t_keras.run_lock import RunLock
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +85,7 @@ FROZEN_SECTIONS = ("model", "data")
 BATCH_KEYS = ("batch_tokens", "shuffle_buffer")
 # Keys of the other sections that must not change either: the checkpoints' layout depends on them.
 FROZEN_KEYS = (("training", "lora_rank"),)
+DAMAGED_DIR = "damaged"  # RUN/checkpoints/damaged/: where `train` sets damaged checkpoints aside
 AVERAGE_ENDS = ("last", "best")  # the newest checkpoint, or the best one (RUN/best/)
 MODEL_CHECKPOINT = "ckpt"  # RUN/best/ckpt.index, RUN/averaged/ckpt.data-*: the model's weights alone
 INSPECTION_DIR = "assets.extra"  # TF Serving's place for files beside a SavedModel; it ignores them
@@ -102,6 +111,7 @@ class RunDirectory:
         self.baseline_path = self.path / "baseline.json"
         self.report_path = self.path / "report.json"
         self.checkpoint_dir = self.path / "checkpoints"
+        self.damaged_checkpoint_dir = self.checkpoint_dir / DAMAGED_DIR  # checkpoints that failed their checksums
         self.averaged_dir = self.path / "averaged"
         self.averaged_info_path = self.averaged_dir / "averaged.json"
         self.best_dir = self.path / "best"
@@ -117,6 +127,9 @@ class RunDirectory:
         self.distilled_dir = self.path / "distilled"  # a student's data (t2t-keras distill)
         self.distillation_path = self.distilled_dir / "distill.json"  # the teacher's settings, the shards done
         self.pretrained_path = self.path / "pretrained.json"  # an imported checkpoint's provenance (t2t-keras import)
+        self.checksums_path = self.path / "checksums.json"  # the tokenizer file's sha256
+        self.lock_path = self.path / ".lock"  # held by the process writing the run (run_lock.RunLock)
+        self.lock_record_path = self.path / ".lock.json"  # that process: pid, host, command line, start time
         self._config = None
 
     def __fspath__(self):  # opens, paths and messages take a RunDirectory where they take its path
@@ -130,6 +143,10 @@ class RunDirectory:
 
     def exists(self):
         return self.config_path.exists()
+
+    def lock(self, command):
+        """The run's `run_lock.RunLock`, for `command` ("train", "average", ...): `with run.lock("train"): ...`."""
+        return RunLock(self.lock_path, self.lock_record_path, command)
 
     def load_config(self):
         """The run's config, read from config.yaml once (and kept in step with `save_config`)."""
@@ -213,8 +230,7 @@ class RunDirectory:
 
     def read_json(self, path):
         """The content of `path`, one of the run's JSON files, or None when it does not exist."""
-        path = pathlib.Path(path)
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        return read_json_file(path)
 
     def read_json_lines(self, path):
         """The records of `path`, one of the run's JSON lines files, in order; [] when it does not exist."""
@@ -236,6 +252,20 @@ class RunDirectory:
         """Where the run keeps its tokenizer of `kind` (its config's `data.tokenizer`)."""
         return self.path / tokenizer_filename(kind)
 
+    def checked_tokenizer_file(self, kind):
+        """`tokenizer_file(kind)`, checked against the sha256 recorded when it was written (`CorruptFileError`)."""
+        path = self.tokenizer_file(kind)
+        if path.exists():
+            verify_files(self.checksums_path, f"Restore it from where it came from (the run it was copied from, or a "
+                         f"backup of {self.path}): the run's weights hold ids of that vocabulary only.", [path.name])
+        return path
+
+    def record_tokenizer(self, kind):
+        """Records the sha256 of the run's tokenizer file of `kind` in RUN/checksums.json, unless it is recorded."""
+        path = self.checked_tokenizer_file(kind)
+        if path.exists() and path.name not in (read_checksums(self.checksums_path) or {}):
+            record_files(self.checksums_path, [path])
+
     def best_checkpoint(self):
         """`(path, info)` of the best checkpoint; `info` is best.json (step, metric, value)."""
         info = self.read_json(self.best_info_path)
@@ -254,7 +284,7 @@ class RunDirectory:
     def load_tokenizer(self):
         """The run's tokenizer, of its config's `data.tokenizer`, checked against the model's vocabulary size."""
         config = self.load_config()  # fails clearly when this is not a run directory
-        path = self.tokenizer_file(config.data.tokenizer)
+        path = self.checked_tokenizer_file(config.data.tokenizer)
         if not path.exists():
             raise T2TError(f"{path} does not exist: train the run first (it writes the vocabulary).")
         tokenizer = load_tokenizer(path, config.data.tokenizer)
@@ -293,6 +323,12 @@ def format_shortlist(run_dir, shortlist):
 def learn_run_shortlist(run, per_source=None, frequent=None):
     """Learns the shortlist of a run from its training corpus (RUN/prepared/ when there, else the data config's
     training split) tokenized with its tokenizer, and writes it to RUN/shortlist.npz atomically; returns it."""
+    run = open_run(run)
+    with run.lock("shortlist"):
+        return _learn_shortlist(run, per_source, frequent)
+
+
+def _learn_shortlist(run, per_source, frequent):
     from t2t_keras.data import shortlist as shortlist_lib
     from t2t_keras.data.sources import load_pairs
 
@@ -313,10 +349,30 @@ def learn_run_shortlist(run, per_source=None, frequent=None):
 
 
 def write_model_weights(directory, model, info_name, info):
-    """Replaces `directory` atomically with `model`'s weights (`ckpt`) and `info_name` holding `info`."""
-    with staged_directory(directory, overwrite=True) as staging:
+    """Replaces `directory` atomically with `model`'s weights (`ckpt`, with the sha256 of its files) and
+    `info_name` holding `info`."""
+    with staged_directory(directory, True, weights_bytes(model.weights), " (the size of the weights)") as staging:
         tf.train.Checkpoint(model=model).write(str(staging / MODEL_CHECKPOINT))
+        record_checkpoint(staging / MODEL_CHECKPOINT)
         write_text_atomic(staging / info_name, json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+
+def weights_bytes(variables):
+    """The bytes `variables` take (what a checkpoint of them needs on disk, near enough)."""
+    return sum(int(np.prod(variable.shape)) * np.dtype(_numpy_dtype(variable)).itemsize for variable in variables)
+
+
+def _numpy_dtype(variable):
+    dtype = variable.dtype  # a name for Keras variables, a tf.DType for TensorFlow's
+    return getattr(dtype, "as_numpy_dtype", dtype)
+
+
+def checked_checkpoint(prefix):
+    """`prefix` (a tf.train checkpoint), its files checked against the sha256 recorded when they were written:
+    a `CorruptFileError` names a damaged one. A checkpoint without a record (an earlier version's) passes."""
+    verify_checkpoint(prefix, "Use other weights of the run (--model latest, best or averaged, where it has them); "
+                      "t2t-keras train sets a damaged checkpoint aside and resumes from the newest one that is whole.")
+    return prefix
 
 
 def checkpoint_paths(directory):
@@ -383,7 +439,7 @@ def load_run_model(run, source="auto"):
     weights = run_weights(run, source)
     config = run.load_config()
     model = _new_model(config)
-    tf.train.Checkpoint(model=model).restore(weights.checkpoint).expect_partial()
+    tf.train.Checkpoint(model=model).restore(checked_checkpoint(weights.checkpoint)).expect_partial()
     logger.info("Loaded %s of %s%s.", weights.describe(), run.path,
                 ", its adapters merged" if config.training.lora_rank is not None else "")
     return merged_model(model, config)
@@ -400,7 +456,7 @@ def average_checkpoints(model, paths):
     checkpoint = tf.train.Checkpoint(model=model)
     total = None
     for path in paths:
-        checkpoint.restore(path).expect_partial()
+        checkpoint.restore(checked_checkpoint(path)).expect_partial()
         weights = [np.asarray(w, dtype=np.float64) for w in model.get_weights()]
         total = weights if total is None else [t + w for t, w in zip(total, weights)]
     model.set_weights([t / len(paths) for t in total])
@@ -427,6 +483,11 @@ def average_run(run, last=None, checkpoint="last"):
     Returns the averaged directory (weights `ckpt` and averaged.json, replaced atomically).
     """
     run = open_run(run)
+    with run.lock("average"):
+        return _average_run(run, last, checkpoint)
+
+
+def _average_run(run, last, checkpoint):
     config = run.load_config()
     last = last or config.training.average_last
     paths, steps = _checkpoints_to_average(run, last, checkpoint)
@@ -504,7 +565,8 @@ def weights_to_export(run, source="auto", average_last=None):
     """
     run = open_run(run)
     if average_last is not None:
-        average_run(run, average_last, checkpoint="best" if source == "best" else "last")
+        with run.lock("export --average-last"):  # the average is written into the run
+            average_run(run, average_last, checkpoint="best" if source == "best" else "last")
         source = "averaged"
     weights = run_weights(run, source)
     return load_run_model(run, weights.source), export_record(run, weights)
@@ -515,6 +577,12 @@ def export_record(run, weights):
     logger.info("Exporting %s of %s.", weights.describe(), open_run(run).path)
     return {"run": str(open_run(run).path), "source": weights.source, "checkpoint": weights.checkpoint,
             "steps": list(weights.steps)}
+
+
+def read_json_file(path):
+    """The JSON content of `path`, or None when it does not exist."""
+    path = pathlib.Path(path)
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def load_export(export_dir):

@@ -4,8 +4,8 @@ Every `import` in `t2t_keras/` (also those inside functions) is read with `ast`
 and mapped to the part it comes from and the part it reaches. A part may
 import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
 
-    foundation (errors, special_ids, files, architecture, config_paths, config, fast_path, keras_compat, backends;
-                switches, the process-wide choices a command makes before TensorFlow loads)
+    foundation (errors, special_ids, files, checksums, run_lock, architecture, config_paths, config, fast_path,
+                keras_compat, backends; switches, the process-wide choices a command makes before TensorFlow loads)
       -> layers -> model, language_models -> build; layers -> adapters (LoRA on the projections)
       -> data, decoding                        shared by the parts above them
       params -> memory                         a training step's memory, estimated from the config (no TensorFlow)
@@ -27,15 +27,17 @@ import unittest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
-FOUNDATION = {"errors", "special_ids", "files", "architecture", "config_paths", "config", "families", "fast_path",
-              "keras_compat", "backends", "switches"}
+FOUNDATION = {"errors", "special_ids", "files", "checksums", "run_lock", "architecture", "config_paths", "config",
+              "families", "fast_path", "keras_compat", "backends", "switches"}
 MODELS = {"layers", "model", "language_models", "build", "adapters"}
 SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks", "memory"}
 ALLOWED = {
     "errors": set(),
     "families": {"errors"},
     "special_ids": set(),
-    "files": set(),
+    "files": {"errors"},
+    "checksums": {"errors", "files"},
+    "run_lock": {"errors", "files"},
     "switches": {"config", "config_paths"},
     "fast_path": set(),
     "keras_compat": set(),

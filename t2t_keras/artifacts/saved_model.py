@@ -26,6 +26,7 @@ from t2t_keras.decoding.layout import unknown_language
 from t2t_keras.decoding.request import LANGUAGES, Generation, GenerationRequest, check_lines
 from t2t_keras.errors import T2TError
 from t2t_keras.export.constrained_module import TERM_SEPARATOR
+from t2t_keras.export.integrity import verify_export
 from t2t_keras.runs import INSPECTION_DIR, load_export
 
 TRANSLATION = frozenset({"beam_size", "alpha", "max_extra_length", "num_return"})
@@ -210,4 +211,5 @@ def load_saved_model(path):
         import tensorflow_text  # noqa: F401  (registers the tokenizer's TF-Text ops the export uses)
     except ImportError:
         raise T2TError("Translating text with an export needs tensorflow-text: pip install tensorflow-text.") from None
+    verify_export(path)  # a damaged file is named before TensorFlow reads it
     return tf.saved_model.load(str(path))

@@ -32,7 +32,7 @@ from tqdm import tqdm
 from t2t_keras.data import manifest as manifests
 from t2t_keras.data.corpus_parts import training_parts
 from t2t_keras.data.framing import piece_functions
-from t2t_keras.data.shards import ids_dtype, memory_shard, shard_name, write_shard
+from t2t_keras.data.shards import ids_dtype, memory_shard, shard_name, verify_shards, write_shard
 from t2t_keras.data.tokenizers import load_tokenizer, tokenizer_filename, train_tokenizer
 from t2t_keras.errors import DataError
 
@@ -66,7 +66,7 @@ def prepare_corpus(config, out_dir, *, tokenizer_path=None, seed=None, pairs_per
 
     Raises:
       DataError: a corpus file or the tokenizer differs from the ones the shards were prepared from, or the
-        settings differ; the message names the file and the fix.
+        settings differ; the message names the file and the fix. CorruptFileError: a shard written is damaged.
     """
     data = config.data
     parts = training_parts(data)
@@ -108,7 +108,8 @@ def _clear(out_dir, tokenizer_path):
 
 
 def _started_manifest(out_dir, corpus, settings) -> dict:
-    """The manifest of `out_dir` checked against the corpus and settings, or a new one."""
+    """The manifest of `out_dir` checked against the corpus and settings (and its shards against their checksums),
+    or a new one."""
     manifest = manifests.read_manifest(out_dir)
     if manifest is None:
         manifest = dict(format=manifests.FORMAT, version=manifests.VERSION, complete=False, corpus=corpus,
@@ -122,6 +123,7 @@ def _started_manifest(out_dir, corpus, settings) -> dict:
         manifest["corpus"] = corpus
         manifests.write_manifest(out_dir, manifest)
     manifests.check_same_settings(out_dir, manifest["settings"], settings)
+    verify_shards(out_dir, manifest["shards"])
     if not manifest["complete"]:
         logger.info("Resuming the preparation in %s after %d shards.", out_dir, len(manifest["shards"]))
     return manifest
@@ -238,9 +240,10 @@ def _write_window(manifest, out_dir, tokenizer, window, bar, part):
     counts, shards = _window_shards(window, tokenizer, manifest["settings"], manifest["windows_done"], bar)
     for source_ids, target_ids in shards:
         name = shard_name(len(manifest["shards"]))
-        write_shard(out_dir, name, source_ids, target_ids, ids_dtype(tokenizer.vocab_size))
+        files = write_shard(out_dir, name, source_ids, target_ids, ids_dtype(tokenizer.vocab_size))
         manifest["shards"].append(dict(name=name, pairs=len(source_ids), source_tokens=_tokens(source_ids),
-                                       target_tokens=_tokens(target_ids), **({} if part is None else {"part": part})))
+                                       target_tokens=_tokens(target_ids), files=files,
+                                       **({} if part is None else {"part": part})))
     for key, value in counts.items():
         manifest["pairs"][key] += value
     manifest["windows_done"] += 1

@@ -13,9 +13,12 @@ the ids (a separate small file) and random access to pair ``i`` (an offset
 into a flat array); a TFRecord file offers neither without reading it
 through. The ``.npy`` header is tiny and fixed, so the bytes depend only on the
 ids, and the same pairs always give the same files. Each file is written
-atomically (temporary file + rename, `files.write_bytes_atomic`).
+atomically (temporary file + rename, `files.write_bytes_atomic`), and its
+size and sha256 go into the preparation's manifest (`write_shard`'s return),
+which `verify_shards` checks them against before training reads a shard.
 """
 
+import hashlib
 import io
 import os
 import pathlib
@@ -23,6 +26,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from t2t_keras.checksums import check_file
 from t2t_keras.errors import DataError
 from t2t_keras.files import write_bytes_atomic
 
@@ -40,14 +44,30 @@ def ids_dtype(vocab_size: int):
     return np.uint16 if vocab_size <= 1 << 16 else np.int32
 
 
-def write_shard(directory, name: str, sources: Sequence[np.ndarray], targets: Sequence[np.ndarray], dtype) -> None:
-    """Writes the pairs ``(sources[i], targets[i])`` (1-D id arrays, no BOS/EOS) as shard ``name``."""
+def write_shard(directory, name: str, sources: Sequence[np.ndarray], targets: Sequence[np.ndarray], dtype) -> dict:
+    """Writes the pairs ``(sources[i], targets[i])`` (1-D id arrays, no BOS/EOS) as shard ``name``; returns the
+    ``{suffix: {"size", "sha256"}}`` of its files, for the manifest."""
     lengths = np.array([[len(s), len(t)] for s, t in zip(sources, targets)], np.int32).reshape(-1, 2)
     pieces = [side for pair in zip(sources, targets) for side in pair]
     ids = np.concatenate(pieces).astype(dtype) if pieces else np.zeros([0], dtype)
-    directory = pathlib.Path(directory)
-    write_bytes_atomic(directory / (name + IDS_SUFFIX), _npy_bytes(ids))
-    write_bytes_atomic(directory / (name + LENGTHS_SUFFIX), _npy_bytes(lengths))
+    directory, written = pathlib.Path(directory), {}
+    for suffix, array in ((IDS_SUFFIX, ids), (LENGTHS_SUFFIX, lengths)):
+        data = _npy_bytes(array)
+        write_bytes_atomic(directory / (name + suffix), data)
+        written[suffix] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return written
+
+
+def verify_shards(directory, entries) -> None:
+    """Checks the files of the manifest's shard `entries` against the checksums recorded when they were written
+    (`CorruptFileError` naming a damaged file, both checksums and the fix); entries of an earlier version, without
+    checksums, pass."""
+    fix = (f"Move {directory} aside and prepare the corpus again (t2t-keras prepare, or train, with the same "
+           "config): the same corpus, tokenizer and seed give the same shards, so a run trained on them goes on "
+           "exactly.")
+    for entry in entries:
+        for suffix, expected in sorted(entry.get("files", {}).items()):
+            check_file(pathlib.Path(directory) / (entry["name"] + suffix), expected, fix)
 
 
 def shard_files(directory, name: str) -> list[pathlib.Path]:

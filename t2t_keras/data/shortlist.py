@@ -214,7 +214,9 @@ def _tokenized(batch, tokenizer):
 def prepared_id_pairs(directory):
     """`(source_ids, target_ids)` of every pair of a prepared corpus (`data.prepare`), shard by shard."""
     from t2t_keras.data.manifest import load_complete_manifest
-    from t2t_keras.data.shards import open_shard, shard_pairs
+    from t2t_keras.data.shards import open_shard, shard_pairs, verify_shards
 
-    for shard in load_complete_manifest(directory)["shards"]:
+    shards = load_complete_manifest(directory)["shards"]
+    verify_shards(directory, shards)
+    for shard in shards:
         yield from shard_pairs(open_shard(directory, shard["name"]))

@@ -46,12 +46,20 @@ def prepare_student(teacher, run_dir, config, overrides=(), beam_size=DEFAULT_BE
     a `Distillation`. `overrides` are the `--set` texts `config` was loaded with (corpus keys are refused);
     `where` names `config` in messages; `jit_compile` None is the search a distillation in `run_dir` recorded,
     else the teacher's decoding choice ("auto"); `on_shard`: see `distilled.distil_shards`."""
+    run = open_run(run_dir)
+    with run.lock("distill"):
+        return _prepare_student(teacher, run, config, overrides, beam_size, original_weight, teacher_weights,
+                                shard_sentences, jit_compile, on_shard, where)
+
+
+def _prepare_student(teacher, run, config, overrides, beam_size, original_weight, teacher_weights, shard_sentences,
+                     jit_compile, on_shard, where):
     check_beam_size(beam_size)
     if isinstance(shard_sentences, bool) or not isinstance(shard_sentences, int) or shard_sentences < 1:
         raise ConfigError(f"--shard-sentences must be a positive integer. Received: {shard_sentences!r}")
     students.check_overrides(overrides)
     students.check_original_weight(original_weight)
-    teacher, run = open_teacher(teacher, teacher_weights), open_run(run_dir)
+    teacher = open_teacher(teacher, teacher_weights)
     students.check_vocabulary(config, teacher, where)
     config = students.student_config(config, teacher, run, original_weight)
     students.check_student_run(run, config)
@@ -68,9 +76,11 @@ def prepare_student(teacher, run_dir, config, overrides=(), beam_size=DEFAULT_BE
 def distill(teacher, run_dir, config, minutes=None, **options):
     """`prepare_student`, then the student trained for `minutes` (None: to training.train_steps) as `t2t-keras
     train` trains a run; `options` go to `prepare_student`. Returns a `DistillResult`."""
-    prepared = prepare_student(teacher, run_dir, config, **options)
-    logger.info("Training the student %s on %d distilled sentences.", prepared.run.path, prepared.corpus.sentences)
-    return DistillResult(prepared.corpus, train_run(prepared.config, prepared.run, minutes=minutes))
+    with open_run(run_dir).lock("distill"):  # from the first check to the last checkpoint
+        prepared = prepare_student(teacher, run_dir, config, **options)
+        logger.info("Training the student %s on %d distilled sentences.", prepared.run.path,
+                    prepared.corpus.sentences)
+        return DistillResult(prepared.corpus, train_run(prepared.config, prepared.run, minutes=minutes))
 
 
 def format_distillation(result):

@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 from tqdm import tqdm
 
+from t2t_keras.checksums import file_sha256
 from t2t_keras.data.text_files import write_lines
-from t2t_keras.distillation.teacher import file_sha256
 from t2t_keras.errors import T2TError
 from t2t_keras.files import write_bytes_atomic
 

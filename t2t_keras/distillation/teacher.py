@@ -11,6 +11,7 @@ import os
 import pathlib
 from typing import NamedTuple
 
+from t2t_keras.checksums import checkpoint_files, file_sha256
 from t2t_keras.data import sources
 from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import DataError, T2TError, check_task
@@ -64,20 +65,10 @@ def training_sources(teacher):
     return sentences
 
 
-def file_sha256(path):
-    """sha256 of a file, read in chunks (checkpoints can be large)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(2**20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def weights_sha256(weights):
     """sha256 over the files of the checkpoint `weights.checkpoint` (its index and data files), by name."""
-    prefix = pathlib.Path(weights.checkpoint)
     digest = hashlib.sha256()
-    for path in sorted(prefix.parent.glob(prefix.name + ".*")):
+    for path in sorted(checkpoint_files(weights.checkpoint)):
         digest.update(f"{path.name} {file_sha256(path)}\n".encode("utf-8"))
     return digest.hexdigest()
 

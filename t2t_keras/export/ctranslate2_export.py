@@ -130,7 +130,7 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", reques
     spec = converter.spec()
     metadata = _metadata(model, tokenizer, quantization, request, weights, shortlist is not None)
 
-    with staged_directory(out_dir, overwrite) as staging:
+    with staged_directory(out_dir, overwrite, _model_bytes(model, quantization), " for the weights") as staging:
         spec.validate()
         spec.optimize(quantization=quantization)
         spec.save(str(staging))
@@ -156,6 +156,13 @@ def _metadata(model, tokenizer, quantization, request, weights, shortlist):
             "defaults": {"beam_size": request.beam_size, "alpha": request.alpha,
                          "max_extra_length": request.max_extra_length, "max_output_length": request.max_output_length},
             "shortlist": shortlist, "tokenizer": tokenizer.kind}
+
+
+def _model_bytes(model, quantization):
+    """About the size of model.bin: the weights, a quarter of them in int8."""
+    from t2t_keras.runs import weights_bytes
+
+    return weights_bytes(model.weights) // (4 if quantization.startswith("int8") else 1)
 
 
 def _check_export(model, tokenizer, quantization, out_dir, overwrite):

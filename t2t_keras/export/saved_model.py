@@ -27,11 +27,12 @@ from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.errors import T2TError, check_applicable
 from t2t_keras.export.constrained_module import ConstrainedTranslatorModule
 from t2t_keras.export.continuer_module import ContinuerModule
+from t2t_keras.export.integrity import record_export
 from t2t_keras.export.quantization import choose_quantization, quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
 from t2t_keras.fast_path import cpu_flags
 from t2t_keras.files import check_can_write, staged_directory
-from t2t_keras.runs import open_run, weights_to_export, write_inspection_files
+from t2t_keras.runs import open_run, weights_bytes, weights_to_export, write_inspection_files
 from t2t_keras.switches.threads import search_record
 from t2t_keras.tasks import task_of
 
@@ -181,9 +182,12 @@ def export_continuer(model, tokenizer, out_dir, max_extra_length=DEFAULTS.max_ex
 
 def _write(module, out_dir, overwrite, inspection, kind):
     """Saves `module` with its signatures at `out_dir` atomically, with `(model, tokenizer, weights)` beside it."""
-    with staged_directory(out_dir, overwrite) as staging:
+    # The disk it needs: the searched weights, and the Keras model's again among the inspection files.
+    needed = weights_bytes(module.model.weights) + (weights_bytes(inspection[0].weights) if inspection else 0)
+    with staged_directory(out_dir, overwrite, needed, " for the weights (the graph comes on top)") as staging:
         tf.saved_model.save(module, str(staging), signatures=module.signatures())
         if inspection is not None:
             write_inspection_files(staging, *inspection)
+        record_export(staging)
     logger.info("Exported %s SavedModel to %s", kind, out_dir)
     return out_dir

@@ -89,7 +89,7 @@ def prepare_tokenizer(run, config, train_examples, provenance=None):
 
     `provenance`: the examples' (`Task.examples`); a mixture's vocabulary is learned on as many of its pairs as
     its corpora hold together, not on `sentences_for_vocabulary`'s limit of an endless stream."""
-    kind, path = config.data.tokenizer, run.tokenizer_file(config.data.tokenizer)
+    kind, path = config.data.tokenizer, run.checked_tokenizer_file(config.data.tokenizer)
     if path.exists():
         tokenizer = load_tokenizer(path, kind)
     else:

@@ -132,7 +132,7 @@ def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTra
     """
     manifest = prepare_run_corpus(run, config)
     data = config.data
-    tokenizer = load_tokenizer(run.tokenizer_file(data.tokenizer), data.tokenizer)
+    tokenizer = load_tokenizer(run.checked_tokenizer_file(data.tokenizer), data.tokenizer)
     check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
     options = dict(seed=config.training.seed, batch_tokens=data.batch_tokens, max_length=data.max_length,
                    num_replicas=num_replicas)
@@ -189,9 +189,11 @@ def stream_record(manifest, options) -> dict:
 
 def manifest_digest(manifest) -> str:
     """sha256 of what a finished preparation holds: corpus checksums, settings, tokenizer, shards."""
+    # The shards' file checksums are left out: the same shards, from a preparation recorded before they were kept.
+    shards = [{key: value for key, value in entry.items() if key != "files"} for entry in manifest["shards"]]
     held = dict(corpus=[[entry["size"], entry["sha256"]] for entry in manifest["corpus"]],
                 settings=manifest["settings"], tokenizer=(manifest["tokenizer"] or {}).get("sha256"),
-                shards=manifest["shards"], pairs=manifest["pairs"])
+                shards=shards, pairs=manifest["pairs"])
     return hashlib.sha256(json.dumps(held, sort_keys=True).encode("utf-8")).hexdigest()
 
 
@@ -214,6 +216,11 @@ def prepare_run(config, run_dir, where="the config") -> dict:
     """
     check_task("prepare", config.task, where)
     run = RunDirectory(run_dir)
+    with run.lock("prepare"):
+        return _prepare_run(run, config)
+
+
+def _prepare_run(run, config):
     if config.data.pipeline == MEMORY:
         raise ConfigError("data.pipeline=memory: a run with this config would not read prepared shards. Set "
                           "data.pipeline=auto (or prepared) to prepare its corpus.")
@@ -224,6 +231,7 @@ def prepare_run(config, run_dir, where="the config") -> dict:
     config = run.resolve_config(config)
     manifest = prepare_run_corpus(run, config)
     run.save_config(config)  # once the preparation took the corpus: a refused one leaves the run as it was
+    run.record_tokenizer(config.data.tokenizer)
     return manifest
 
 

@@ -105,6 +105,21 @@ def split_cpu_for_testing(num_devices):
     return [device.name for device in tf.config.list_logical_devices("CPU")]
 
 
+def writes_run(kind="auto", tf_config=None):
+    """Whether this process writes the run's files (and so takes its lock) when training with strategy `kind`:
+    every process but the workers other than the chief of a TF_CONFIG cluster, decided (as `worker_identity`
+    decides it) before the strategy is made. `tf_config`: the TF_CONFIG JSON string; read from the environment
+    when `None`."""
+    if tf_config is None:
+        tf_config = os.environ.get("TF_CONFIG", "")
+    if kind not in ("auto", "multi_worker") or tf_config_worker_count(tf_config) <= (1 if kind == "auto" else 0):
+        return True
+    spec = json.loads(tf_config)
+    task = spec.get("task", {})
+    return task.get("type") == "chief" or (task.get("type") == "worker" and int(task.get("index", 0)) == 0
+                                           and "chief" not in spec.get("cluster", {}))
+
+
 def worker_identity(strategy):
     """`(is_chief, task_id)` of this process; a single-machine run is its own chief."""
     resolver = getattr(strategy, "cluster_resolver", None)

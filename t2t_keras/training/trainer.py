@@ -1,5 +1,6 @@
 """`t2t-keras train`: build everything from a config and run `model.fit` in a distribution strategy."""
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -35,7 +36,7 @@ from t2t_keras.training.resume import (
 )
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
-from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity
+from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity, writes_run
 
 logger = logging.getLogger(__name__)
 
@@ -231,6 +232,7 @@ def _set_up(config, run_dir, init_from=None):
         check_replicas(run, strategy.num_replicas_in_sync, start)
         training.config = run.save_config(config)
         run.write_json(run.data_path, data.provenance)
+        run.record_tokenizer(config.data.tokenizer)
         record_precision(run, precision, jit, fuse)
         run.write_json(run.memory_path, memory.record())
     return training, start
@@ -258,12 +260,14 @@ def _already_done(training, start):
     return None
 
 
-@xla_auto_clustering()  # what _compiled sets for this run's training, undone on return or error
 def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_from=None):
     """Trains (or continues) the run in `run_dir`; returns a `TrainResult`.
 
     Running it again on the same directory resumes from the newest checkpoint
-    with step, optimizer moments and schedule position restored.
+    with step, optimizer moments and schedule position restored (the newest one whose files are whole: a damaged
+    one is set aside, `CheckpointManager.restore_latest`). The run is locked first (`runs.RunDirectory.lock`): a
+    run that another live process writes is refused before anything is done. Of several workers, the chief takes
+    the lock for them all; the others write only their own scratch directories.
 
     Args:
         config: a `config.Config`; for an existing run only its training and
@@ -280,6 +284,13 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_fr
     Raises:
         TrainingDiverged: the loss diverged and training.on_divergence (or the rollbacks' limit) stopped the run.
     """
+    run = open_run(run_dir)
+    with run.lock("train") if writes_run(config.training.strategy) else contextlib.nullcontext():
+        return _train(config, run, minutes, callbacks, verbose, init_from)
+
+
+@xla_auto_clustering()  # what _compiled sets for this run's training, undone on return or error
+def _train(config, run_dir, minutes, callbacks, verbose, init_from):
     training, start = _set_up(config, run_dir, init_from)
     path = str(training.run.path)
     reason = _already_done(training, start)
