@@ -7,7 +7,7 @@ not take.
 
 import argparse
 
-from t2t_keras.config import ALIGNMENT_ROWS, DECODING_PRECISIONS, MODEL_SOURCES, check_shards
+from t2t_keras.config import ALIGNMENT_ROWS, BLEU_PROTOCOLS, DECODING_PRECISIONS, MODEL_SOURCES, check_shards
 
 STUDENT_PRESET = "student-mini"  # the student of `distill` into a new run without --config
 
@@ -139,6 +139,10 @@ def build_parser():
     p.add_argument("--reference", help="reference translations of --source")
     p.add_argument("--output", help="also write the translations to this file")
     p.add_argument("--text", help="lm / mlm runs: perplexity on this file (one sentence per line) instead of --split")
+    p.add_argument("--bleu", choices=BLEU_PROTOCOLS,
+                   help="translation runs: sacreBLEU (the default) with chrF and, for German, a tokenized BLEU; or "
+                        "paper for the paper's BLEU in its place (Moses tokenization, compounds split at hyphens, "
+                        "multi-bleu.perl, as tensor2tensor's get_ende_bleu.sh)")
     p.add_argument("--litert", metavar="FILE", help="translation runs: translate with this LiteRT file (export "
                                                    "--format litert) instead of the run's model")
     p.set_defaults(path=None)  # the artifact: the run (the first --run-dir), or --litert

@@ -65,6 +65,7 @@ ALIGNMENT_ROWS = ("predicts", "reads")  # decoding.alignment_rows (decoding.alig
 LENGTH_PENALTIES = ("gnmt", "average", "none")  # decoding.length_penalty (decoding.length_penalty)
 STOPPING_RULES = ("beam", "exact")  # decoding.stopping: when a beam search is done with a sentence (decoding.stopping)
 MODEL_SOURCES = ("auto", "averaged", "latest", "best")  # which weights of a run a command uses (runs.run_weights)
+BLEU_PROTOCOLS = ("sacrebleu", "paper")  # the BLEU `evaluate --bleu` reports beside chrF (evaluation.bleu)
 # The task each architecture trains (`training.task`).
 TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
 ARCHITECTURE_OF_TASK = {task: architecture for architecture, task in TASK_OF_ARCHITECTURE.items()}
