@@ -24,6 +24,11 @@ so the layout is written down once:
     RUN/best/               the best checkpoint by training.best_metric (model weights, `ckpt`) and
                             best.json (step, metric, value); written when training.eval_every_steps > 0
     RUN/logs/               TensorBoard event files (train/, validation/, attention/)
+    RUN/timing.json         where the wall time went: one record per `train` session and per main job, the
+                            seconds of each part (training/wall_time.py)
+    RUN/quality.json        dev BLEU and training loss of a small fixed dev sample against wall-clock minutes
+                            (training.quality_every_minutes; training/quality.py)
+    RUN/quality.png         those points drawn (the main job)
     RUN/baseline.json       the retrieval baseline's scores (the main job)
     RUN/report.json         the main job's report
     RUN/export/             the main job's SavedModel
@@ -94,6 +99,9 @@ class RunDirectory:
         self.precision_path = self.path / "precision.json"
         self.baseline_path = self.path / "baseline.json"
         self.report_path = self.path / "report.json"
+        self.timing_path = self.path / "timing.json"  # wall time by part, a record per session
+        self.quality_path = self.path / "quality.json"  # dev BLEU against wall-clock minutes
+        self.quality_plot_path = self.path / "quality.png"  # the same, drawn
         self.checkpoint_dir = self.path / "checkpoints"
         self.averaged_dir = self.path / "averaged"
         self.averaged_info_path = self.averaged_dir / "averaged.json"

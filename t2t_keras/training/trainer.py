@@ -25,6 +25,7 @@ from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.metrics import MaskedAccuracy, Perplexity, TokenCount
 from t2t_keras.training.multi_worker import per_worker_batches
 from t2t_keras.training.precision import choose_fusion, choose_jit, choose_precision
+from t2t_keras.training.quality import quality_curve
 from t2t_keras.training.resume import (
     InputPosition,
     check_input_stream,
@@ -36,6 +37,16 @@ from t2t_keras.training.resume import (
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
 from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity
+from t2t_keras.training.unclustered import UnclusteredValidation
+from t2t_keras.training.wall_time import (
+    SessionClock,
+    WallClock,
+    append_record,
+    format_breakdown,
+    previous_training_seconds,
+    session_record,
+    timed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +59,7 @@ class TrainResult:
     seconds: float
     history: dict
     model: object = None  # the trained keras.Model
+    timing: dict = None  # where the session's wall time went (its record in RUN/timing.json)
 
 
 def _use_jit(config, strategy, precision):
@@ -213,26 +225,40 @@ def _keep_best(training):
                      log_dir=training.log_dir / "eval", save_checkpoint=training.manager.save)]
 
 
-def _callbacks(training, minutes, extra, log_lines=False):
+def _quality_curve(training, clock):
+    """On the chief, the `QualityCurve` when training.quality_every_minutes is set (quality.py), timed on `clock`."""
+    if not training.chief:
+        return []
+    return [timed(callback, clock) for callback in quality_curve(
+        training.run, training.config, training.model, training.data, clock.elapsed,
+        previous_training_seconds(training.run))]
+
+
+def _callbacks(training, minutes, extra, session, log_lines=False):
     """The trainer's own callbacks, then `extra`; on workers other than the chief, without `chief_only` ones.
 
     The input position comes first, so that a checkpoint taken after a step includes it.
     `log_lines`: a `ProgressLog` line every logging interval, in place of Keras' progress bar.
+    `session`: the `SessionClock` that times the steps, first, and whose clock times the callbacks (wall_time.py).
     """
-    t, state = training.config.training, training.state
+    t, state, clock = training.config.training, training.state, session.clock
     every_steps = max(1, min(100, t.steps_per_epoch // 4))
-    callbacks = [state.position, SkippedUpdates(state.skipped_updates)] + _keep_best(training) + [
+    callbacks = [state.position, SkippedUpdates(state.skipped_updates), UnclusteredValidation()] + [
+        timed(callback, clock, "dev evaluation") for callback in _keep_best(training)] + [
         StopAtStep(t.train_steps),
-        PeriodicCheckpoint(training.manager, t.checkpoint_every_steps, t.checkpoint_every_minutes),
-        TrainingScalars(training.log_dir / "train", every_steps=every_steps, skipped_updates=state.skipped_updates),
-        keras.callbacks.TensorBoard(str(training.log_dir), write_graph=False),
-    ]
+        timed(PeriodicCheckpoint(training.manager, t.checkpoint_every_steps, t.checkpoint_every_minutes), clock,
+              "checkpoint saves"),
+        timed(TrainingScalars(training.log_dir / "train", every_steps=every_steps,
+                              skipped_updates=state.skipped_updates), clock, "logging"),
+        timed(keras.callbacks.TensorBoard(str(training.log_dir), write_graph=False), clock, "logging"),
+    ] + _quality_curve(training, clock)
     if minutes:
         callbacks.append(TimeLimit(minutes))
     if log_lines and training.chief:
-        callbacks.append(ProgressLog(every_steps, t.train_steps, minutes))
-    extra = [callback for callback in extra or () if training.chief or not getattr(callback, "chief_only", False)]
-    return callbacks + extra
+        callbacks.append(timed(ProgressLog(every_steps, t.train_steps, minutes), clock, "logging"))
+    extra = [timed(callback, clock) for callback in extra or ()
+             if training.chief or not getattr(callback, "chief_only", False)]
+    return [session] + callbacks + extra
 
 
 def _training_input(training, start):
@@ -247,8 +273,9 @@ def _training_input(training, start):
     return group_micro_batches(batches, steps) if steps > 1 else batches
 
 
-def _fit(training, start, minutes, callbacks, verbose):
-    """`model.fit` from `start` to training.train_steps (or the time limit): the history."""
+def _fit(training, start, minutes, callbacks, verbose, session):
+    """`model.fit` from `start` to training.train_steps (or the time limit), timed by the `SessionClock`
+    `session`: the history."""
     t, data = training.config.training, training.data
     train_data = _training_input(training, start)
     log_lines = verbose == "auto" and not sys.stdout.isatty()
@@ -257,7 +284,7 @@ def _fit(training, start, minutes, callbacks, verbose):
             train_data, epochs=-(-t.train_steps // t.steps_per_epoch) + 1, initial_epoch=start // t.steps_per_epoch,
             steps_per_epoch=t.steps_per_epoch, validation_data=data.dev, validation_steps=data.dev_steps or None,
             shuffle=False,  # the dataset is shuffled by the input pipeline
-            callbacks=_callbacks(training, minutes, callbacks, log_lines), verbose=0 if log_lines else verbose,
+            callbacks=_callbacks(training, minutes, callbacks, session, log_lines), verbose=0 if log_lines else verbose,
         ).history
     except StopIteration:  # the training stream repeats forever unless it holds no batch at all
         raise DataError(f"The training data gave no batch: its pairs do not fill one batch of data.batch_tokens="
@@ -284,6 +311,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_fr
         init_from: an `init_from.InitSource`: a new run starts from that trained run's weights and vocabulary
             (see training/init_from.py); a run with checkpoints of its own resumes from them.
     """
+    session = SessionClock(WallClock("start-up"))
     training, start = _set_up(config, run_dir, init_from)
     path = str(training.run.path)
     reason = _already_done(training, start)
@@ -291,5 +319,16 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_fr
         logger.info("%s has already reached %s.", path, reason)
         return TrainResult(path, start, start, 0.0, {}, training.model)
     began = time.monotonic()
-    history = _fit(training, start, minutes, callbacks, verbose)
-    return TrainResult(path, start, training.manager.step, time.monotonic() - began, history, training.model)
+    history = _fit(training, start, minutes, callbacks, verbose, session)
+    seconds = time.monotonic() - began
+    timing = _timing(training, session, start)
+    return TrainResult(path, start, training.manager.step, seconds, history, training.model, timing)
+
+
+def _timing(training, session, start):
+    """The session's timing record (`wall_time.session_record`): logged, and appended to RUN/timing.json."""
+    record = session_record("train", session, start_step=start, final_step=training.manager.step)
+    logger.info("\n".join(format_breakdown(record)))
+    if training.chief:
+        append_record(training.run, record)
+    return record
