@@ -22,8 +22,8 @@ import time
 import keras
 
 from t2t_keras.decoding.request import GenerationRequest
-from t2t_keras.fast_path import xla_auto_clustering
 from t2t_keras.training.keep_best import DevEvaluator, sample_pairs
+from t2t_keras.training.unclustered import unclustered
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +67,7 @@ class QualityCurve(keras.callbacks.Callback):
 
     def _point(self):
         began = time.monotonic()
-        with xla_auto_clustering(False):
-            bleu = self.evaluator.bleu()
+        bleu = unclustered(self.evaluator.bleu)()
         self._last = self.elapsed()
         loss = self._logs.get("loss")
         self.points.append({"minutes": round((self.offset_seconds + self._last) / 60, 3),

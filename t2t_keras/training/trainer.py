@@ -37,7 +37,7 @@ from t2t_keras.training.resume import (
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
 from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity
-from t2t_keras.training.unclustered import UnclusteredValidation
+from t2t_keras.training.unclustered import UnclusteredValidation, unclustered
 from t2t_keras.training.wall_time import (
     SessionClock,
     WallClock,
@@ -220,7 +220,7 @@ def _keep_best(training):
     evaluator = DevEvaluator(model, data.tokenizer, pairs, data.dev, data.dev_steps, model.loss, request,
                              jit_compile=model.jit_compile)
     best_dir = run.best_dir if training.chief else run.path / f".worker-{training.task_id}" / "best"  # collective
-    return [KeepBest(evaluator, training.state.best, lambda m, info: run.write_best(m, info, best_dir),
+    return [KeepBest(unclustered(evaluator), training.state.best, lambda m, info: run.write_best(m, info, best_dir),
                      t.eval_every_steps, t.best_metric, t.early_stopping_patience, final_step=t.train_steps,
                      log_dir=training.log_dir / "eval", save_checkpoint=training.manager.save)]
 
