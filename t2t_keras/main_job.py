@@ -122,9 +122,8 @@ def _steps(run, config, minutes, examples, clock):
         result = _train(config, run, minutes)
     with clock.part("averaging"):
         averaged = average_run(run)
-    with clock.part("evaluation start-up"):  # the run's model loaded, its generator built
+    with clock.part("evaluation"):  # the run's model is loaded and its search traced on the first batch
         artifact = open_artifact(run, "auto", progress=True)
-    with clock.part("evaluation"):
         scores = evaluate(artifact, run, "test")
     with clock.part("other corpora"):
         other_tests = _other_corpora_tests(run, artifact)

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 # The parts in the order they are reported; a record holds those that took any time.
 PARTS = ("start-up", "compilation", "training steps", "validation", "dev evaluation", "quality points",
-         "checkpoint saves", "attention summaries", "logging", "averaging", "evaluation start-up", "evaluation",
+         "checkpoint saves", "attention summaries", "logging", "averaging", "evaluation",
          "other corpora", "retrieval baseline", "export", "export start-up", "examples", "quality plot", "other")
 MILESTONES = (1, 10, 50, 100, 200, 500, 1000, 2000, 5000, 10000)  # session steps whose elapsed seconds are kept
 # A step is charged to compilation when it is the session's first, or takes over COMPILING_FACTOR times the median of
@@ -240,13 +240,15 @@ def previous_training_seconds(run):
 def format_breakdown(record):
     """Lines of where a record's wall time went: seconds and share of each part, the largest first."""
     total = max(record["seconds"], 1e-9)
-    counts = {"compilation": len(record.get("compiling_steps", ())), "validation": len(record.get("validations", ())),
-              "training steps": record.get("steps", 0) - len(record.get("compiling_steps", ()))}
+    compiling = len(record.get("compiling_steps", ()))
+    counts = {"compilation": (compiling, "step", "steps"), "validation": (len(record.get("validations", ())), "pass",
+                                                                          "passes"),
+              "training steps": (record.get("steps", 0) - compiling, "step", "steps")}
     lines = [f"where the {record['seconds'] / 60:.1f} min of this {record['kind']} went:"]
     for part, seconds in sorted(record["parts"].items(), key=lambda item: -item[1]):
-        count = f"  ({counts[part]} steps)" if part in ("compilation", "training steps") else (
-            f"  ({counts[part]} passes)" if part == "validation" else "")
-        lines.append(f"  {part:<22}{seconds:9.1f} s {100 * seconds / total:5.1f}%{count}")
+        count, one, many = counts.get(part, (0, "", ""))
+        counted = f"  ({count} {one if count == 1 else many})" if count else ""
+        lines.append(f"  {part:<22}{seconds:9.1f} s {100 * seconds / total:5.1f}%{counted}")
     if record.get("seconds_to_step"):
         lines.append("  seconds to step " + ", ".join(f"{step}: {value:.0f}" for step, value in
                                                      record["seconds_to_step"].items()))
