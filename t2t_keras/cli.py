@@ -89,7 +89,7 @@ def cmd_evaluate(args):
 
     artifact = open_artifact(args.litert) if args.litert else _open(args, progress=True)
     result = evaluate_command(artifact, args.run_dirs[0], args.split, source=args.source, reference=args.reference,
-                              output=args.output, text=args.text, **_given(args, REQUEST_FLAGS))
+                              output=args.output, text=args.text, bleu=args.bleu, **_given(args, REQUEST_FLAGS))
     print(json.dumps(result) if args.json else format_result(result))
     return 0
 

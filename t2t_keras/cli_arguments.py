@@ -9,6 +9,7 @@ import argparse
 
 from t2t_keras.config import (
     ALIGNMENT_ROWS,
+    BLEU_PROTOCOLS,
     DECODING_PRECISIONS,
     LENGTH_PENALTIES,
     MODEL_SOURCES,
@@ -174,6 +175,10 @@ def build_parser():
     p.add_argument("--reference", help="reference translations of --source")
     p.add_argument("--output", help="also write the translations to this file")
     p.add_argument("--text", help="lm / mlm runs: perplexity on this file (one sentence per line) instead of --split")
+    p.add_argument("--bleu", choices=BLEU_PROTOCOLS,
+                   help="translation runs: sacreBLEU (the default) with chrF and, for German, a tokenized BLEU; or "
+                        "paper for the paper's BLEU in its place (Moses tokenization, compounds split at hyphens, "
+                        "multi-bleu.perl, as tensor2tensor's get_ende_bleu.sh)")
     p.add_argument("--litert", metavar="FILE", help="translation runs: translate with this LiteRT file (export "
                                                    "--format litert) instead of the run's model")
     p.set_defaults(path=None)  # the artifact: the run (the first --run-dir), or --litert

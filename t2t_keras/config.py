@@ -71,6 +71,7 @@ LENGTH_PENALTIES = ("gnmt", "average", "none", "power")  # decoding.length_penal
 # Hugging Face generate's, by its early_stopping (False, True, "never")
 STOPPING_RULES = ("beam", "exact", "transformers", "transformers_early", "transformers_never")
 MODEL_SOURCES = ("auto", "averaged", "latest", "best")  # which weights of a run a command uses (runs.run_weights)
+BLEU_PROTOCOLS = ("sacrebleu", "paper")  # the BLEU `evaluate --bleu` reports beside chrF (evaluation.bleu)
 # The task each architecture trains (`training.task`).
 TASK_OF_ARCHITECTURE = {"encoder_decoder": "translation", "decoder_only": "lm", "encoder_only": "mlm"}
 ARCHITECTURE_OF_TASK = {task: architecture for architecture, task in TASK_OF_ARCHITECTURE.items()}
@@ -295,6 +296,10 @@ class TrainingConfig:
     eval_beam_size: int = 1  # search for dev BLEU: 1 = greedy, more = beam search (decoding.alpha)
     best_metric: str = "bleu"  # what RUN/best/ keeps the best of: "bleu" (higher) or "loss" (dev loss, lower)
     early_stopping_patience: int = 0  # stop after this many evaluations without improvement; 0 = off
+    # The quality curve (RUN/quality.json, training/quality.py): dev BLEU of a fixed sample of at most
+    # quality_sentences dev sentences, greedy, every quality_every_minutes minutes of training; 0 = off.
+    quality_every_minutes: float = 0.0
+    quality_sentences: int = 100
     # Low-rank adapters (Hu et al., 2021) of this rank on the attention and feed-forward projections, every other
     # weight frozen (adapters.py); at most the smallest projection's width. None (null): off, every weight trains.
     lora_rank: typing.Optional[int] = None
@@ -326,7 +331,8 @@ class TrainingConfig:
             _check_choice("training", self, "task", tuple(TASK_OF_ARCHITECTURE.values()))
         _check_positive("training", self, "train_steps", "warmup_steps", "gradient_accumulation_steps",
                         "steps_per_epoch", "checkpoint_every_steps", "keep_checkpoints", "average_last",
-                        "attention_probes", "attention_max_extra_length", "eval_sentences", "eval_beam_size")
+                        "attention_probes", "attention_max_extra_length", "eval_sentences", "eval_beam_size",
+                        "quality_sentences")
         for name in ("attention_every_steps", "eval_every_steps", "early_stopping_patience"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -335,6 +341,10 @@ class TrainingConfig:
         if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank <= 0):
             raise ConfigError("training.lora_rank must be a positive integer (the adapters' rank), or null to train "
                               f"every weight without adapters. Received: lora_rank={rank!r}")
+        minutes = self.quality_every_minutes
+        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes >= 0:
+            raise ConfigError("training.quality_every_minutes must be a number of minutes >= 0 (0 = off). Received: "
+                              f"quality_every_minutes={minutes!r}")
         _check_choice("training", self, "best_metric", ("bleu", "loss"))
         if self.early_stopping_patience and not self.eval_every_steps:
             raise ConfigError("training.early_stopping_patience counts dev evaluations, which are off: set "

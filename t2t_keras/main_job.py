@@ -8,7 +8,7 @@ re-averaging, re-evaluating and re-exporting.
 import json
 import logging
 import sys
-import time
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -16,10 +16,12 @@ from t2t_keras import config as config_lib
 from t2t_keras.artifacts import open_artifact
 from t2t_keras.data import sources
 from t2t_keras.errors import check_task
-from t2t_keras.evaluation.evaluate_run import evaluate_baseline, evaluate_run
+from t2t_keras.evaluation.evaluate_run import evaluate, evaluate_baseline
 from t2t_keras.export.saved_model import export_run
+from t2t_keras.inspect.quality_plot import write_quality_plot
 from t2t_keras.pipeline import train_run
 from t2t_keras.runs import average_run, checkpoint_step, open_run
+from t2t_keras.training.wall_time import WallClock, append_record, folded, format_breakdown, session_record
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +50,9 @@ def _baseline(run, split="test"):
     return result
 
 
-def _other_corpora_tests(run):
-    """`{corpus: {bleu, chrf}}` on the test split of each corpus of `data.sources` after the first.
+def _other_corpora_tests(run, artifact):
+    """`{corpus: {bleu, chrf}}` on the test split of each corpus of `data.sources` after the first, translated by
+    `artifact` (the run's, opened).
 
     The main test set is the first corpus's; a mixture's other domains are scored too, so the report shows
     what mixing them in bought. A corpus named twice (two text sources) is keyed by its test file.
@@ -62,7 +65,7 @@ def _other_corpora_tests(run):
         if kind != "text":
             continue
         name = part.source if part.source in sources.PREPARED_SOURCES else files[0]
-        result = evaluate_run(run, "test", source=files[0], reference=files[1])
+        result = evaluate(artifact, run, "test", source=files[0], reference=files[1])
         scores[name] = {"bleu": result["bleu"], "chrf": result["chrf"], "sentences": result["sentences"]}
     return scores
 
@@ -91,26 +94,66 @@ def tensorboard_command(log_dir):
     return f"{sys.executable} -m tensorboard.main --logdir {log_dir}"
 
 
+def _quality_plot(run):
+    """Draws the run's quality points (RUN/quality.json) into RUN/quality.png; its path, or None without points."""
+    curve = run.read_json(run.quality_path) or {}
+    if not curve.get("points"):
+        return None
+    title = f"{run.path.name}: dev BLEU of {curve['sentences']} sentences against wall-clock minutes"
+    return str(write_quality_plot(curve["points"], run.quality_plot_path, title))
+
+
+class Done(NamedTuple):
+    """What the main job's steps gave, for its report."""
+
+    result: object  # the train session's TrainResult, or None without training
+    averaged: object  # RUN/averaged/
+    scores: dict  # the test split's
+    other_tests: dict  # the other corpora's test splits'
+    baseline: dict  # the retrieval baseline's
+    export_dir: object
+    translations: list  # of the examples, by the export
+    plot: object  # RUN/quality.png, or None
+
+
+def _steps(run, config, minutes, examples, clock):
+    """Every step after the config, each timed as its part of `clock`: `Done`."""
+    with clock.part("training"):
+        result = _train(config, run, minutes)
+    with clock.part("averaging"):
+        averaged = average_run(run)
+    with clock.part("evaluation"):  # the run's model is loaded and its search traced on the first batch
+        artifact = open_artifact(run, "auto", progress=True)
+        scores = evaluate(artifact, run, "test")
+    with clock.part("other corpora"):
+        other_tests = _other_corpora_tests(run, artifact)
+    with clock.part("retrieval baseline"):
+        baseline = _baseline(run)
+    with clock.part("export"):
+        export_dir = export_run(run, run.export_dir, overwrite=True)
+    with clock.part("export start-up"):  # the SavedModel loaded
+        exported = open_artifact(export_dir)
+    with clock.part("examples"):
+        translations = exported.generate(examples, exported.defaults).best
+    with clock.part("quality plot"):
+        plot = _quality_plot(run)
+    return Done(result, averaged, scores, other_tests, baseline, export_dir, translations, plot)
+
+
 def run_main_job(run_dir="runs/main", config="mini", minutes=30.0, overrides=(), examples=EXAMPLES):
     """Runs every step and returns the report dict (also written to RUN/report.json), the run locked throughout
     (its steps write it: `runs.RunDirectory.lock`)."""
+    clock = WallClock("other")
     loaded = config_lib.load_config(config, overrides)
     check_task("main", loaded.task, f"--config {config}")
     run = open_run(run_dir)  # opened once; every step below takes it
     with run.lock("main"):
-        return _run_steps(run, loaded, minutes, examples)
+        return _report(run, _steps(run, loaded, minutes, examples, clock), examples, clock)
 
 
-def _run_steps(run, loaded, minutes, examples):
-    began = time.monotonic()
-    result = _train(loaded, run, minutes)
-    averaged = average_run(run)
-    scores = evaluate_run(run, "test")
-    other_tests = _other_corpora_tests(run)
-    baseline = _baseline(run)
-    export_dir = export_run(run, run.export_dir, overwrite=True)
-    exported = open_artifact(export_dir)
-    translations = exported.generate(examples, exported.defaults).best
+def _report(run, done, examples, clock):
+    """The report of the steps `done`, with where the job's wall time went; written to RUN/report.json."""
+    result, scores = done.result, done.scores
     data = run.read_json(run.data_path) or {}
     report = {
         "run_dir": str(run.path),
@@ -120,14 +163,17 @@ def _run_steps(run, loaded, minutes, examples):
         "train_minutes_this_session": None if result is None else round(result.seconds / 60, 1),
         "target_tokens_per_second": _speed(run),
         "test": {k: scores[k] for k in ("bleu", "chrf", "signature", "tokenized_bleu") if k in scores},
-        "test_other_corpora": other_tests,
-        "retrieval_baseline": {k: baseline[k] for k in ("bleu", "chrf")},
-        "averaged_model": str(averaged),
-        "export": str(export_dir),
-        "examples": dict(zip(examples, translations)),
+        "test_other_corpora": done.other_tests,
+        "retrieval_baseline": {k: done.baseline[k] for k in ("bleu", "chrf")},
+        "averaged_model": str(done.averaged),
+        "export": str(done.export_dir),
+        "examples": dict(zip(examples, done.translations)),
+        "quality_plot": done.plot,
         "tensorboard": tensorboard_command(run.log_dir),
-        "total_minutes": round((time.monotonic() - began) / 60, 1),
     }
+    timing = folded(session_record("main", clock), "training", None if result is None else result.timing)
+    append_record(run, timing)
+    report.update(timing=timing, total_minutes=round(timing["seconds"] / 60, 1))
     run.write_json(run.report_path, report)
     return report
 
@@ -153,7 +199,9 @@ def format_report(report):
     lines += [
         f"run directory: {report['run_dir']}",
         f"export: {report['export']}",
+        f"quality curve: {report['quality_plot'] or 'none (no quality points: training.quality_every_minutes)'}",
         f"TensorBoard: {report['tensorboard']}",
-        f"total time: {report['total_minutes']} min",
     ]
+    lines += format_breakdown(report["timing"])
+    lines.append(f"total time: {report['total_minutes']} min")
     return "\n".join(lines)

@@ -35,6 +35,11 @@ so the layout is written down once:
     RUN/logs/               TensorBoard event files (train/, validation/, attention/)
     RUN/checksums.json      the sha256 of the tokenizer file, recorded by the session that wrote or first used it
     RUN/.lock, .lock.json   the lock of the one process writing the run, and its holder (`run_lock`)
+    RUN/timing.json         where the wall time went: one record per `train` session and per main job, the
+                            seconds of each part (training/wall_time.py)
+    RUN/quality.json        dev BLEU and training loss of a small fixed dev sample against wall-clock minutes
+                            (training.quality_every_minutes; training/quality.py)
+    RUN/quality.png         those points drawn (the main job)
     RUN/baseline.json       the retrieval baseline's scores (the main job)
     RUN/report.json         the main job's report
     RUN/export/             the main job's SavedModel
@@ -110,6 +115,9 @@ class RunDirectory:
         self.precision_path = self.path / "precision.json"
         self.baseline_path = self.path / "baseline.json"
         self.report_path = self.path / "report.json"
+        self.timing_path = self.path / "timing.json"  # wall time by part, a record per session
+        self.quality_path = self.path / "quality.json"  # dev BLEU against wall-clock minutes
+        self.quality_plot_path = self.path / "quality.png"  # the same, drawn
         self.checkpoint_dir = self.path / "checkpoints"
         self.damaged_checkpoint_dir = self.checkpoint_dir / DAMAGED_DIR  # checkpoints that failed their checksums
         self.averaged_dir = self.path / "averaged"

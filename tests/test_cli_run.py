@@ -13,6 +13,8 @@ import tempfile
 import tensorflow as tf
 
 from t2t_keras.data.tokenizer import train_sentencepiece
+from t2t_keras.evaluation.paper_bleu import paper_bleu
+from t2t_keras.runs import open_run
 from t2t_keras.training.trainer import train
 from tests.helpers import TestCase, cli_in_process, toy_config, toy_pairs, write_toy_corpus
 
@@ -62,6 +64,19 @@ class RunCommandsTest(TestCase):
             self.assertIn(key, scores)
         self.assertEqual(scores["sentences"], 40)
         self.assertGreater(scores["chrf"], 20.0)  # learned something of the word mapping
+
+    def test_evaluate_with_the_papers_bleu(self):
+        output = pathlib.Path(self.tmp.name) / "paper-bleu.de"
+        result = run_cli("evaluate", "--run-dir", str(self.run_dir), "--beam-size", "1", "--bleu", "paper",
+                         "--output", str(output))
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        printed = result.stdout.decode()
+        references = pathlib.Path(open_run(self.run_dir).load_config().data.test_files[1]).read_text().splitlines()
+        expected, _ = paper_bleu(output.read_text().splitlines(), references)
+        self.assertIn(f"paper BLEU {expected.score:.2f}", printed)
+        self.assertIn(str(expected), printed)  # multi-bleu.perl's line
+        self.assertIn("sacreBLEU", printed)
+        self.assertNotIn("tokenized BLEU", printed)
 
     def test_translate_stdin_keeps_lines_and_empty_lines(self):
         result = run_process("translate", "--run-dir", str(self.run_dir), "--beam-size", "1",

@@ -29,6 +29,7 @@ class MainJobTest(TestCase):
             "training.checkpoint_every_steps=10", "training.warmup_steps=20", "training.jit_compile=False",
             "training.attention_every_steps=10", "training.attention_probes=1", "training.average_last=2",
             "decoding.beam_size=2", "decoding.max_beam_size=2",  # the export traces one search per beam size
+            "training.quality_every_minutes=0.05", "training.quality_sentences=5",  # a point every 3 s
         ]
         cls.first = cls.main(train_steps=20, in_process=True)
         cls.first_report = json.loads((cls.run_dir / "report.json").read_text())
@@ -121,3 +122,31 @@ class MainJobTest(TestCase):
                 tags.update(value.tag for value in event.summary.value)
         self.assertIn("learning_rate", tags)
         self.assertTrue(any(tag.startswith("attention") for tag in tags), sorted(tags))
+
+    def test_report_says_where_the_time_went(self):
+        timing = self.second_report["timing"]
+        self.assertEqual(timing["kind"], "main")
+        for part in ("start-up", "compilation", "training steps", "validation", "checkpoint saves", "averaging",
+                     "evaluation", "export", "export start-up", "examples", "other"):
+            self.assertIn(part, timing["parts"])
+        self.assertAlmostEqual(sum(timing["parts"].values()), timing["seconds"], delta=0.1)
+        self.assertEqual(timing["steps"], 10)  # the second invocation's training session
+        printed = self.second.stdout.decode()
+        self.assertIn(f"where the {timing['seconds'] / 60:.1f} min of this main went:", printed)
+        self.assertRegex(printed, r"\n  evaluation +[0-9.]+ s +[0-9.]+%")
+
+    def test_timing_records_of_both_invocations_are_kept(self):
+        records = json.loads((self.run_dir / "timing.json").read_text())
+        self.assertEqual([record["kind"] for record in records], ["train", "main", "train", "main"])
+        self.assertEqual(records[-1], self.second_report["timing"])
+
+    def test_quality_curve_is_drawn_from_its_points(self):
+        plot = self.run_dir / "quality.png"
+        self.assertEqual(self.second_report["quality_plot"], str(plot))
+        self.assertTrue(plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n"))
+        self.assertIn(f"quality curve: {plot}", self.second.stdout.decode())
+        points = json.loads((self.run_dir / "quality.json").read_text())["points"]
+        minutes = [point["minutes"] for point in points]
+        self.assertEqual(minutes, sorted(minutes))
+        self.assertEqual(points[-1]["step"], 30)
+        self.assertTrue(all(0.0 <= point["bleu"] <= 100.0 for point in points))

@@ -95,7 +95,8 @@ class FusionChoiceTest(TestCase):
         environ = {"TF_XLA_FLAGS": "--tf_xla_ops_to_cluster=MISC --xla_dump_to=/tmp/x"}
         prepare_xla_flags(environ)
         self.assertEqual(environ["TF_XLA_FLAGS"].split(), ["--tf_xla_ops_to_cluster=MISC", "--xla_dump_to=/tmp/x",
-                                                           "--tf_xla_cpu_global_jit"])
+                                                           "--tf_xla_cpu_global_jit",
+                                                           "--tf_xla_async_compilation=true"])
 
     def test_importing_the_package_changes_no_variable_and_a_training_command_restores_what_it_set(self):
         import os

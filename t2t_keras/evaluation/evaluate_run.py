@@ -25,10 +25,11 @@ def load_eval_pairs(run_dir, split="test", source=None, reference=None):
     return sources.as_string_pairs(pairs)
 
 
-def evaluate(artifact, run_dir, split="test", source=None, reference=None, output=None, request=None):
+def evaluate(artifact, run_dir, split="test", source=None, reference=None, output=None, request=None,
+             bleu="sacrebleu"):
     """Translates the run's `split` (or the files `source`/`reference`) with `artifact` (any kind that generates
-    translations: the run itself, one of its exports) under `request` (None: its defaults), and scores it; returns
-    the score dict."""
+    translations: the run itself, one of its exports) under `request` (None: its defaults), and scores it (`bleu`:
+    the protocol of `bleu.score`); returns the score dict."""
     run = open_run(run_dir)
     pairs = load_eval_pairs(run, split, source, reference)
     request = artifact.check_request(request or artifact.defaults)
@@ -37,7 +38,7 @@ def evaluate(artifact, run_dir, split="test", source=None, reference=None, outpu
     seconds = time.monotonic() - began
     if output:
         write_lines(output, hypotheses)
-    result = score(hypotheses, [t for _, t in pairs], target_lang=run.load_config().data.target_lang)
+    result = score(hypotheses, [t for _, t in pairs], target_lang=run.load_config().data.target_lang, bleu=bleu)
     result.update(split=None if source else split, decode_seconds=round(seconds, 1), method=request.method,
                   beam_size=request.beam_size, alpha=request.alpha)
     if artifact.kind != "run":
@@ -56,20 +57,23 @@ def evaluate_run(run_dir, split="test", source=None, reference=None, output=None
 
 
 def evaluate_command(artifact, run_dir, split="test", source=None, reference=None, output=None, text=None,
-                     **request_fields):
-    """`t2t-keras evaluate`: a translation artifact's BLEU and chrF on the run's split (`evaluate`, under its
-    request with `request_fields`), or an lm or mlm run's perplexity (`language_model.evaluate_perplexity`)."""
+                     bleu=None, **request_fields):
+    """`t2t-keras evaluate`: a translation artifact's BLEU (`bleu`: "sacrebleu", the default, or "paper") and chrF
+    on the run's split (`evaluate`, under its request with `request_fields`), or an lm or mlm run's perplexity
+    (`language_model.evaluate_perplexity`)."""
     if artifact.task != "translation":
         from t2t_keras.evaluation.language_model import evaluate_perplexity
 
         given = [*request_fields, *(name for name, value in (("source", source), ("reference", reference),
-                                                               ("output", output)) if value is not None)]
+                                                               ("output", output), ("bleu", bleu))
+                                    if value is not None)]
         check_applicable([f"--{name.replace('_', '-')}" for name in given],
                          "an lm or mlm run, whose perplexity evaluate reports")
         return evaluate_perplexity(artifact, split, text)
     check_applicable(["--text"] if text is not None else [],
                      "a translation run: score it with --split, or --source and --reference")
-    return evaluate(artifact, run_dir, split, source, reference, output, artifact.request(**request_fields))
+    return evaluate(artifact, run_dir, split, source, reference, output, artifact.request(**request_fields),
+                    "sacrebleu" if bleu is None else bleu)
 
 
 def format_result(result):

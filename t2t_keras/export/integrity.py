@@ -13,8 +13,8 @@ worse, loading. An export written before the record existed loads unchecked.
 import pathlib
 
 from t2t_keras.checksums import record_files, verify_files
-from t2t_keras.switches.kernels import export_record
 from t2t_keras.runs import INSPECTION_DIR
+from t2t_keras.switches.kernels import export_record
 
 RECORD = pathlib.Path(INSPECTION_DIR) / "export.sha256.json"
 

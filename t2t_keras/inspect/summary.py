@@ -201,6 +201,7 @@ class RunAttentionSummary(keras.callbacks.Callback):
     """
 
     chief_only = True
+    time_part = "attention summaries"  # its part of the session's wall time (training/wall_time.py)
 
     def __init__(self, run_dir):
         super().__init__()

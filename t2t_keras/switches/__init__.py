@@ -5,7 +5,7 @@ process. A command makes its choices before anything imports TensorFlow, inside 
 them once and restores the variables when the command ends, also on an error. Importing `t2t_keras` changes no
 environment variable.
 
-    xla       TF_XLA_FLAGS            commands that train: the two flags auto-clustering needs on a CPU
+    xla       TF_XLA_FLAGS            commands that train: the flags auto-clustering needs on a CPU
     kernels   TF_ENABLE_ONEDNN_OPTS   a float32 search (an export's record, or a decoding run's config): off
     threads   TF_NUM_INTRAOP_THREADS  a narrow export searching in shards: one thread per shard's share of cores
 

@@ -37,6 +37,7 @@ from t2t_keras.training.resume import (
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
 from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity, writes_run
+from t2t_keras.training.wall_time import SessionClock, WallClock, append_record, format_breakdown, session_record
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class TrainResult:
     seconds: float
     history: dict
     model: object = None  # the trained keras.Model
+    timing: dict = None  # where the session's wall time went (its record in RUN/timing.json)
 
 
 def _use_jit(config, strategy, precision):
@@ -291,6 +293,7 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_fr
 
 @xla_auto_clustering()  # what _compiled sets for this run's training, undone on return or error
 def _train(config, run_dir, minutes, callbacks, verbose, init_from):
+    session = SessionClock(WallClock("start-up"))
     training, start = _set_up(config, run_dir, init_from)
     path = str(training.run.path)
     reason = _already_done(training, start)
@@ -300,6 +303,18 @@ def _train(config, run_dir, minutes, callbacks, verbose, init_from):
     began = time.monotonic()
     seconds_left = (lambda: None) if not minutes else (lambda: minutes * 60 - (time.monotonic() - began))
     training, history = fit_segments(
-        training, start, lambda segment, step, until, left: fit(segment, step, until, left, callbacks, verbose),
+        training, start,
+        lambda segment, step, until, left: fit(segment, step, until, left, callbacks, verbose, session),
         _rebuild, seconds_left)
-    return TrainResult(path, start, training.manager.step, time.monotonic() - began, history, training.model)
+    seconds = time.monotonic() - began
+    timing = _timing(training, session, start)
+    return TrainResult(path, start, training.manager.step, seconds, history, training.model, timing)
+
+
+def _timing(training, session, start):
+    """The session's timing record (`wall_time.session_record`): logged, and appended to RUN/timing.json."""
+    record = session_record("train", session, start_step=start, final_step=training.manager.step)
+    logger.info("\n".join(format_breakdown(record)))
+    if training.chief:
+        append_record(training.run, record)
+    return record
