@@ -87,9 +87,8 @@ PLAIN = BeamRule()
 
 def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha,
                 length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length, max_length=None,
-                min_length=0, num_return=1,
-                forced_prefix=None, output_ids=None, stopping=DecodingConfig.stopping, growing_cache=False,
-                rule=PLAIN, max_output_length=None, end_at_limit=False):
+                min_length=0, num_return=1, forced_prefix=None, output_ids=None, stopping=DecodingConfig.stopping,
+                growing_cache=False, rule=PLAIN, max_output_length=None, end_at_limit=False):
     """The `num_return` best translations of each source sentence.
 
     Args:

@@ -45,7 +45,8 @@ def reference_greedy(model, source, max_extra_length=DEFAULTS.max_extra_length, 
 
 def reference_beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alpha,
                           length_penalty=DEFAULTS.length_penalty, max_extra_length=DEFAULTS.max_extra_length,
-                          max_length=None, min_length=0, num_return=1, stopping=DecodingConfig.stopping, max_output_length=None, end_at_limit=False):
+                          max_length=None, min_length=0, num_return=1, stopping=DecodingConfig.stopping,
+                          max_output_length=None, end_at_limit=False):
     """Beam search without a cache, one sentence at a time; same arguments and results as `beam_search`."""
     ids = search_ids(model)
     source = np.asarray(source, np.int32)

@@ -19,6 +19,7 @@ import logging
 import os
 import pathlib
 
+from t2t_keras.config_paths import RUN_CONFIG_FILE
 from t2t_keras.switches import kernels, threads, xla
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ def choose(command, options, environ=None, modules=None):
     if command in TRAINING_COMMANDS:
         xla.prepare_xla_flags(environ)
     path = options.get("path")
-    if path is not None and not (pathlib.Path(path) / "config.yaml").exists():  # an export
+    if path is not None and not (pathlib.Path(path) / RUN_CONFIG_FILE).exists():  # an export
         kernels.choose_onednn(path, environ, modules)
         threads.choose_intra_op_threads(path, environ, modules)
     elif command in DECODING_COMMANDS and not options.get("litert"):
