@@ -176,7 +176,7 @@ def cmd_distill(args):
     from t2t_keras.distillation.student import chosen_student_config
 
     config, where, weight = chosen_student_config(args.run_dir, args.config, args.overrides, args.original_weight,
-                                           STUDENT_PRESET)
+                                                  STUDENT_PRESET)
     result = distill(args.teacher, args.run_dir, config, minutes=args.minutes, overrides=tuple(args.overrides),
                      beam_size=args.beam_size, original_weight=weight, teacher_weights=args.teacher_weights,
                      shard_sentences=args.shard_sentences, where=where)

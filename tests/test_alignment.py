@@ -8,6 +8,7 @@ import unittest
 import numpy as np
 import tensorflow as tf
 
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.config import load_config, replace
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding.aligner import Aligner, aligned_pair, piece_rows
@@ -22,8 +23,9 @@ from t2t_keras.decoding.alignment import (
 )
 from t2t_keras.decoding.ensemble import Ensemble
 from t2t_keras.decoding.markup import parse_markup, strip_markup
+from t2t_keras.decoding.request import Generation, GenerationRequest
 from t2t_keras.errors import ConfigError, T2TError
-from t2t_keras.evaluation.aligned import aligned_translations, export_pipeline
+from t2t_keras.evaluation.aligned import aligned_translations
 from t2t_keras.inspect.attention import extract_attention
 from t2t_keras.runs import load_run, write_inspection_files
 from tests.helpers import TestCase, cli_in_process, toy_pairs
@@ -160,19 +162,26 @@ class AlignerTest(TestCase):
             parse_pharaoh(line_with_links.split("\t")[1])
 
     def test_a_text_export_aligns_with_the_model_it_keeps(self):
-        """`export_pipeline` translates with the export and aligns with `assets.extra/`'s model (a stand-in export
-        here: the Keras model and tokenizer written as `export` writes them, translations given)."""
+        """A SavedModel translates with its graph and aligns with `assets.extra/`'s model (a stand-in export here:
+        the Keras model and tokenizer written as `export` writes them, translations given)."""
         export_dir = pathlib.Path(self.tmp.name) / "export"
         write_inspection_files(export_dir, self.model, self.tokenizer)
 
-        class Export:
-            path = export_dir
+        class Export(SavedModelArtifact):
+            def __init__(self):  # what SavedModelArtifact holds, without a graph to load
+                self.path, self._aligner_model = export_dir, None
 
-            def translate(self, lines, beam_size=None):
-                return [f"{len(line.split())} w{beam_size}" for line in lines]
+            def check_request(self, request):
+                return request
 
-        pipeline = lambda: export_pipeline(Export(), heads=[0], beam_size=2)  # noqa: E731
-        lines = aligned_translations(pipeline, ["the <emph>cat</emph> sleeps"], markup=True)
+            def generate(self, lines, request):
+                texts = [[f"{len(line.split())} w{request.beam_size}"] for line in lines]
+                generation = Generation(texts, [[0.0]] * len(lines), [False] * len(lines), None, [None] * len(lines))
+                return self._aligned(lines, generation, request)
+
+        request = GenerationRequest(beam_size=2, alignment_heads=(0,))
+        lines = aligned_translations(Export(), ["the <emph>cat</emph> sleeps"], request.updated(alignments=True),
+                                     markup=True)
         text, links = lines[0].split("\t")
         self.assertEqual(strip_markup(text), "3 w2")
         self.assertEqual(parse_markup(text).tag_list()[0].open_text, "<emph>")

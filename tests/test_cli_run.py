@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.evaluation.paper_bleu import paper_bleu
-from t2t_keras.runs import open_run
+from t2t_keras.runs import RunDirectory, open_run
 from t2t_keras.training.trainer import train
 from tests.helpers import TestCase, cli_in_process, toy_config, toy_pairs, write_toy_corpus
 
@@ -245,6 +245,7 @@ class RunCommandsTest(TestCase):
         shutil.copytree(self.run_dir, broken)
         sentences = [s for pair in toy_pairs(300) for s in pair]
         train_sentencepiece(sentences, broken / "tokenizer.model", 80)
+        RunDirectory(broken).checksums_path.unlink()  # a run written before its tokenizer's sha256 was recorded
         result = run_cli("translate", "--run-dir", str(broken), stdin=b"the cat\n")
         self.assertEqual(result.returncode, 2)
         self.assertIn("The tokenizer has 80 pieces but the model expects a vocabulary of 100", result.stderr.decode())

@@ -205,7 +205,8 @@ class DistillationTest(TestCase):
                 student = root / f"student-{name}"
                 self.cli_refuses(student, "--teacher", teacher, message=message)
                 self.assertFalse(student.exists())
-        with self.assertRaisesRegex(T2TError, "is a lm run: a teacher translates its training sources"):
+        with self.assertRaisesRegex(T2TError, "t2t-keras distill does not apply to .*, a lm model: it takes "
+                                              "translation models"):
             open_teacher(lm)
 
     def test_a_student_of_another_vocabulary_or_corpus_is_refused(self):
@@ -244,13 +245,13 @@ class DistillationTest(TestCase):
         run.save_config(first.config)  # as the student's training writes it
         args = cli.build_parser().parse_args(["distill", "--teacher", "t", "--run-dir", str(run.path)])
         args.run_dir = run  # as cli.main opens it
-        config, where, weight = cli._student_config(args)
+        config, where, weight = student_config_of(args)
         self.assertEqual((config, where, weight), (run.load_config(), f"the config of {run.path}", 0.5))
         resumed = prepare_student(self.teacher, run, config, beam_size=BEAM, shard_sentences=SHARD, jit_compile=False,
                                   original_weight=weight, where=where)
         self.assertEqual((resumed.config, resumed.corpus.translated, resumed.corpus.skipped), (first.config, 0, 3))
         args.original_weight = 0.25  # another mixture is another student
-        config, _, weight = cli._student_config(args)
+        config, _, weight = student_config_of(args)
         with self.assertRaisesRegex(ConfigError, "holds a student of another data config: resume it with the same"):
             prepare_student(self.teacher, run, config, beam_size=BEAM, shard_sentences=SHARD, jit_compile=False,
                             original_weight=weight)
@@ -282,6 +283,15 @@ class DistillationTest(TestCase):
             self.student.shortlist_path.unlink()
 
 
+def student_config_of(args):
+    """`(config, where, original_weight)` of the parsed `distill` arguments `args`, as `t2t-keras distill` chooses
+    them."""
+    from t2t_keras import cli
+    from t2t_keras.distillation.student import chosen_student_config
+
+    return chosen_student_config(args.run_dir, args.config, args.overrides, args.original_weight, cli.STUDENT_PRESET)
+
+
 class StudentPresetTest(TestCase):
     def test_student_presets_have_a_deep_encoder_and_a_shallow_decoder(self):
         for preset, (encoder, decoder, params) in PRESETS.items():
@@ -297,7 +307,7 @@ class StudentPresetTest(TestCase):
         self.assertEqual((args.config, args.beam_size, args.original_weight), (None, 4, None))
         with tempfile.TemporaryDirectory() as root:
             args.run_dir = RunDirectory(pathlib.Path(root) / "new-student")
-            config, where, weight = cli._student_config(args)
+            config, where, weight = student_config_of(args)
         self.assertEqual((config, where, weight), (load_config("student-mini"), "--config student-mini", None))
         self.assertIn("student-mini", PRESETS)
 

@@ -18,6 +18,7 @@ from t2t_keras.config import replace
 from t2t_keras.data.tokenizer import Tokenizer
 from t2t_keras.decoding.generator import Generator
 from t2t_keras.decoding.request import GenerationRequest
+from t2t_keras.errors import DiskFullError
 from t2t_keras.export.saved_model import export_run, export_translator
 from t2t_keras.runs import load_run_model
 from t2t_keras.switches.kernels import export_arithmetic
@@ -292,7 +293,7 @@ class SmallExportTest(TestCase):
 
     def test_failure_mid_export_leaves_nothing(self):
         parent = pathlib.Path(self.tmp.name) / "failed"
-        with self.failing_save(), self.assertRaisesRegex(OSError, "No space left"):
+        with self.failing_save(), self.assertRaisesRegex(DiskFullError, "No space left"):
             self.export(parent / "export")
         self.assertEqual(list(parent.iterdir()), [])
 
@@ -302,7 +303,7 @@ class SmallExportTest(TestCase):
         before = (out_dir / "saved_model.pb").read_bytes()
         with self.assertRaisesRegex(FileExistsError, "pass overwrite=True"):
             self.export(out_dir)
-        with self.failing_save(), self.assertRaises(OSError):
+        with self.failing_save(), self.assertRaises(DiskFullError):
             self.export(out_dir, overwrite=True, max_extra_length=7)
         self.assertEqual((out_dir / "saved_model.pb").read_bytes(), before)
         self.export(out_dir, overwrite=True, max_extra_length=7)

@@ -189,7 +189,8 @@ class TmpfsTest(TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        subprocess.run(["umount", str(cls.disk)], check=True)
+        # lazily: a training that failed mid-save may leave a file open there until this process collects it
+        subprocess.run(["umount", "--lazy", str(cls.disk)], check=True)
         cls.tmp.cleanup()
 
     def setUp(self):

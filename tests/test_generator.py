@@ -103,9 +103,9 @@ class GeneratorTest(DecodingTestCase):
             self.assertEqual([generator.uses_xla(rows, 4) for rows in (1, GRAPH_SEARCH_HYPOTHESES // 4)],
                              [True, False])
             batched = best(generator, many, request)
-            self.assertEqual([jit for _, jit, _ in generator._searches], [False])
+            self.assertEqual([key[1] for key in generator._searches], [False])
             alone = best(generator, many[:1], request)
-            self.assertEqual([jit for _, jit, _ in generator._searches], [False, True])
+            self.assertEqual([key[1] for key in generator._searches], [False, True])
         xla = Generator(model, CharTokenizer(), batch_tokens=4096, jit_compile=True)
         self.assertEqual(batched, best(xla, many, request))
         self.assertEqual(alone, batched[:1])

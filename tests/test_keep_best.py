@@ -127,7 +127,7 @@ class ResumeKeepsTheBestTest(TestCase):
                                 eval_every_steps=2, early_stopping_patience=2)
             run_dir = pathlib.Path(tmp) / "run"
             ScriptedEvaluator.SCRIPT = {2: 5.0, 4: 7.0, 6: 6.0, 8: 6.5, 10: 9.0, 12: 9.5}
-            with mock.patch("t2t_keras.training.trainer.DevEvaluator", ScriptedEvaluator):
+            with mock.patch("t2t_keras.training.fitting.DevEvaluator", ScriptedEvaluator):
                 first = train(config, run_dir, verbose=0)
                 self.assertEqual(first.final_step, 6)
                 self.assertEqual(RunDirectory(run_dir).read_json(RunDirectory(run_dir).best_info_path)["step"], 4)

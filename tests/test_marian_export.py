@@ -16,6 +16,7 @@ import yaml
 from safetensors.numpy import load_file, save_file
 
 from t2t_keras.config import replace
+from t2t_keras.errors import DiskFullError
 from t2t_keras.pretrained import marian, marian_export
 from t2t_keras.pretrained.importer import import_checkpoint
 from t2t_keras.pretrained.weights import tensors_of
@@ -188,7 +189,7 @@ class MarianExportTest(TestCase):
     def test_a_failed_write_leaves_no_directory(self):
         out = self.root / "failed"
         with mock.patch.object(marian_export, "_save_safetensors", side_effect=OSError("No space left on device")):
-            with self.assertRaisesRegex(OSError, "No space left"):
+            with self.assertRaisesRegex(DiskFullError, "No space left"):
                 marian_export.export_marian_run(self.run_dir, out, mock.Mock(beam_size=1))
         self.assertFalse(out.exists())
         self.assertEqual([path.name for path in self.root.glob(".failed*")], [])

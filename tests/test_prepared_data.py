@@ -129,7 +129,7 @@ class PreparedDataTest(TestCase):
             if len(written) == 3:  # one window (2 shards) finished, one shard of the next written
                 raise KeyboardInterrupt
             written.append(args[1])
-            real_write(*args)
+            return real_write(*args)  # the files' sizes and checksums, for the manifest
 
         with mock.patch.object(prepare, "write_shard", failing_write):
             with self.assertRaises(KeyboardInterrupt):

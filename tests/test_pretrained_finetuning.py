@@ -147,7 +147,7 @@ class FineTuningTest(TestCase):
                                 "tiny")
         self.assertEqual(result.returncode, 2, result.stderr.decode()[-2000:])
         self.assertRegex(result.stderr.decode(), r"model.special_ids=\{.*\} in --config tiny, \{\"pad\": 62, .*\} "
-                                                 r"in the teacher.*--set model.special_ids=\{\"pad\": 62, \"unk\": 1")
+                                                 r"in the teacher.*--set 'model.special_ids=\{\"pad\": 62, \"unk\": 1")
         self.assertFalse((self.root / "student").exists())
 
 

@@ -21,7 +21,7 @@ from t2t_keras.decoding.request import LANGUAGES as LANGUAGE_FIELDS
 from t2t_keras.runs import ensemble_runs, load_run, load_run_model, open_run
 from t2t_keras.tasks import task_of
 
-TRANSLATION_OPTIONS = ("precision", "shards", "shortlist", "ensemble")  # how a translation run's own model decodes
+TRANSLATION_OPTIONS = ("precision", "shards", "shortlist")  # how a translation run's own model decodes
 
 
 class RunArtifact(Artifact):
@@ -36,10 +36,10 @@ class RunArtifact(Artifact):
         self.path, self.model_source = self.run.path, model
         self.config = self.run.load_config()
         self.task = self.config.task
+        self.ensemble = tuple(ensemble_runs(self.run, ensemble))  # refuses runs that are not translation runs
         taken = TRANSLATION_OPTIONS if self.task == "translation" else ()
         check_options(f"{self.describe()}: its own model decodes as its config says", taken,
-                      precision=precision, shards=shards, shortlist=shortlist or None, ensemble=list(ensemble) or None)
-        self.ensemble = tuple(ensemble_runs(self.run, ensemble))
+                      precision=precision, shards=shards, shortlist=shortlist or None)
         check_options("an ensemble: its members search their whole vocabulary; translate with one --run-dir",
                       () if self.ensemble else ("shortlist",), shortlist=shortlist or None)
         decoding = self.config.decoding
