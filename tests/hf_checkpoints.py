@@ -17,6 +17,11 @@ from tests.helpers import ENGLISH, GERMAN
 NLLB_CODES = ["eng_Latn", "deu_Latn", "fra_Latn"]
 # Characters no SentencePiece model here has seen: they become the unknown piece.
 UNKNOWN = ["€", "✓", "漢", "ß̈"]
+# The sizes of the tests' checkpoints, and those of OPUS-MT's base models (opus-mt-en-de) for the benchmark.
+TINY = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+            encoder_ffn_dim=32, decoder_ffn_dim=32)
+BASE = dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8, decoder_attention_heads=8,
+            encoder_ffn_dim=2048, decoder_ffn_dim=2048)
 
 
 def sentences(count, seed=0, tags=()):
@@ -74,9 +79,11 @@ def _marian_vocabulary(model_path, front, back):
     return vocabulary
 
 
-def marian_checkpoint(directory, activation="swish", scale_embedding=True, separate=False, eos_first=True, seed=0):
+def marian_checkpoint(directory, activation="swish", scale_embedding=True, separate=False, eos_first=True, seed=0,
+                      sizes=TINY, made_up=0):
     """An OPUS-MT style checkpoint in `directory`: a shared vocabulary (or separate ones) in vocab.json, </s> at 0
-    and <pad> last (or, `eos_first=False`, <pad> 0, <unk> 1 and </s> 3: a non-zero end id)."""
+    and <pad> last (or, `eos_first=False`, <pad> 0, <unk> 1 and </s> 3: a non-zero end id); `sizes` of
+    MarianConfig, and `made_up` more tokens in the vocabulary (never made by the SentencePiece models)."""
     from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
 
     directory = pathlib.Path(directory)
@@ -86,8 +93,9 @@ def marian_checkpoint(directory, activation="swish", scale_embedding=True, separ
     lines = sentences(300, seed=seed + 1)
     source = train_sentencepiece(work / "source.spm", lines, 60)
     target = train_sentencepiece(work / "target.spm", lines, 50) if separate else source
-    front, back = ((["</s>", "<unk>", ">>deu<<", ">>fra<<"], ["<pad>"]) if eos_first
-                   else (["<pad>", "<unk>", ">>deu<<", "</s>"], []))
+    made = [f"▁madeup{i}" for i in range(made_up)]
+    front, back = ((["</s>", "<unk>", ">>deu<<", ">>fra<<"], made + ["<pad>"]) if eos_first
+                   else (["<pad>", "<unk>", ">>deu<<", "</s>"], made))
     vocabularies = [_marian_vocabulary(source, front, back)]
     paths = [work / "vocab.json"]
     if separate:
@@ -99,9 +107,8 @@ def marian_checkpoint(directory, activation="swish", scale_embedding=True, separ
                                 target_vocab_file=str(paths[-1]) if separate else None, separate_vocabs=separate)
     tokenizer.save_pretrained(directory)
     pad, eos = vocabularies[0]["<pad>"], vocabularies[0]["</s>"]
-    config = MarianConfig(vocab_size=len(vocabularies[0]), decoder_vocab_size=len(vocabularies[-1]), d_model=16,
-                          encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
-                          encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
+    config = MarianConfig(vocab_size=len(vocabularies[0]), decoder_vocab_size=len(vocabularies[-1]), **sizes,
+                          max_position_embeddings=64,
                           activation_function=activation, scale_embedding=scale_embedding, pad_token_id=pad,
                           eos_token_id=eos, decoder_start_token_id=pad, forced_eos_token_id=eos,
                           share_encoder_decoder_embeddings=not separate)

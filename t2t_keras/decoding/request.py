@@ -175,8 +175,9 @@ def check_accepted(request, defaults, accepts, what):
 
     `what` names the artifact, e.g. "exports/base, a translation SavedModel". The one refusal of every kind."""
     refused = [name for name in request.given(defaults) if name not in accepts]
+    why = NO_LANGUAGES if set(refused) & set(LANGUAGES) else ""
     check_applicable([f"{name} ({FLAGS.get(name, '--' + name.replace('_', '-'))})" for name in refused],
-                     f"{what}, which takes {', '.join(sorted(accepts)) or 'no generation settings'}")
+                     f"{what}, which takes {', '.join(sorted(accepts)) or 'no generation settings'}{why}")
     return request
 
 
@@ -184,6 +185,8 @@ def check_accepted(request, defaults, accepts, what):
 FLAGS = {"constraints": "--terminology", "alignments": "--alignments, --markup", "src_lang": "--source-lang",
          "tgt_lang": "--target-lang"}
 LANGUAGES = ("src_lang", "tgt_lang")  # the fields of a multilingual model's languages
+NO_LANGUAGES = ("; src_lang and tgt_lang choose among the language codes of a multilingual checkpoint (NLLB, "
+                "M2M-100), and this model has none: leave them out")
 
 
 def _set(request, name, value):
