@@ -364,7 +364,7 @@ class LossScalingTest(TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             files = write_toy_corpus(pathlib.Path(tmp) / "data", train=120)
             config = toy_config(files, train_steps=4, steps_per_epoch=2, checkpoint_every_steps=100,
-                                mixed_precision="mixed_float16")
+                                mixed_precision="mixed_float16", jit_compile=True)  # XLA_PRECISIONS: the fast road
             run_dir = pathlib.Path(tmp) / "run"
             first = set_loss_scale_at({0: 3e38, 1: 1000.0})  # step 1 overflows, then a scale no run would reach
             result = train(config, run_dir, callbacks=[first], verbose=0)
@@ -386,6 +386,9 @@ class LossScalingTest(TestCase):
 
 
 PRECISION_STEPS, PRECISION_EPOCH = 300, 50
+# float16 trains under XLA here: outside it TensorFlow's float16 kernels on a CPU took 240 s for 100 updates of this
+# toy run where float32 took 13 s; under XLA 300 float16 updates took 73 s (2-core Xeon, quiet, 2026-11-29).
+XLA_PRECISIONS = ("mixed_float16",)
 _PRECISION_RUNS = {}  # precision -> (run directory, TrainResult)
 _PRECISION_DATA = []  # the runs' temporary directory and toy corpus, made for the first run
 
@@ -402,7 +405,8 @@ def precision_run(precision):
             _PRECISION_DATA.extend([tmp, write_toy_corpus(pathlib.Path(tmp.name) / "data", train=400)])
         tmp, files = _PRECISION_DATA
         config = toy_config(files, train_steps=PRECISION_STEPS, steps_per_epoch=PRECISION_EPOCH, warmup_steps=50,
-                            learning_rate_scale=0.5, checkpoint_every_steps=1000, mixed_precision=precision)
+                            learning_rate_scale=0.5, checkpoint_every_steps=1000, mixed_precision=precision,
+                            jit_compile=precision in XLA_PRECISIONS)
         run_dir = pathlib.Path(tmp.name) / precision
         result = train(replace(config, model={"dropout": 0.0}), run_dir, verbose=0)
         assert result.final_step == PRECISION_STEPS
