@@ -96,13 +96,16 @@ def cmd_evaluate(args):
 
 def cmd_translate(args):
     from t2t_keras.decoding.generator import SHORTLIST_WITH_TERMS
+    from t2t_keras.decoding.request import check_alignment_details
     from t2t_keras.evaluation.aligned import aligned_translations
     from t2t_keras.evaluation.terminology import print_terminology_translations
 
     if args.terminology and args.shortlist:
         raise T2TError(SHORTLIST_WITH_TERMS)  # the flags clash before any file is read
+    given = _given(args, REQUEST_FLAGS)
+    check_alignment_details(given, args.alignments or args.markup)
     artifact = _open(args)
-    request, lines = artifact.request(**_given(args, REQUEST_FLAGS)), _read_input(args.input)
+    request, lines = artifact.request(**given), _read_input(args.input)
     if args.terminology:
         return print_terminology_translations(artifact, lines, args.terminology, request)
     if args.alignments or args.markup:

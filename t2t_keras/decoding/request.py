@@ -235,3 +235,13 @@ def _checked_constraints(constraints):
 
 FIELDS = tuple(field.name for field in dataclasses.fields(GenerationRequest))
 DEFAULTS = GenerationRequest()
+ALIGNMENT_DETAILS = ("alignment_layer", "alignment_heads", "alignment_rows")  # how alignments are read
+
+
+def check_alignment_details(given, aligned):
+    """Refuses the alignment settings among the field names `given` when no alignments are asked for (`aligned`:
+    --alignments or --markup)."""
+    named = [f"--{name.replace('_', '-')}" for name in ALIGNMENT_DETAILS if name in given]
+    if named and not aligned:
+        raise T2TError(f"{', '.join(named)} only apply with --alignments or --markup: add one of them, or leave "
+                       f"{'it' if len(named) == 1 else 'them'} out.")
