@@ -6,9 +6,10 @@
 A translation export answers through `translate` (n-best lists), `translate_constrained` (a request with
 constraints, where the export has the signature: `export --constraints`) and `score`; an lm export through
 `continue`. A multilingual export (NLLB, M2M-100) also takes the request's `src_lang` and `tgt_lang`, checked here
-against the export's `language_codes` before the call. The export is loaded with `tf.saved_model.load` after importing `tensorflow_text`, which registers
-the tokenizer's ops, and called `batch_size` lines at a time. An XLA-compiled export gets batches padded to a
-power-of-two number of rows (repeating the first line), so it compiles for few shapes. Alignments read the
+against the export's `language_codes` before the call. The export is loaded with `tf.saved_model.load` after
+importing `tensorflow_text`, which registers the tokenizer's ops, and called `batch_size` lines at a time. An
+XLA-compiled export gets batches padded to a power-of-two number of rows (repeating the first line), so it
+compiles for few shapes. Alignments read the
 cross-attention of the Keras model a text export keeps in `assets.extra/` (`runs.load_export`).
 """
 

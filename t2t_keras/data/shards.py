@@ -141,7 +141,8 @@ class ShardFile:
         size = self.dtype.itemsize
         for index, row in enumerate(rows):
             source_length, target_length = self.lengths[row]
-            data = os.pread(self.fd, int(source_length + target_length) * size, self.offset + int(self.starts[row]) * size)
+            data = os.pread(self.fd, int(source_length + target_length) * size,
+                            self.offset + int(self.starts[row]) * size)
             ids = np.frombuffer(data, self.dtype)
             source[index, :source_length], target[index, :target_length] = ids[:source_length], ids[source_length:]
         return source, target

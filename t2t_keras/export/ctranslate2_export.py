@@ -56,7 +56,8 @@ VMAP_FILE = "vmap.txt"  # the name CTranslate2 loads its vocabulary map from
 TOKENIZER_FILE = "tokenizer.model"
 PRETRAINED_TOKENIZER_FILE = "tokenizer.zip"  # an imported checkpoint's tokenizer archive
 SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>"}
-CTRANSLATE2_TOKENS = {"unk_token": "unk", "bos_token": "bos", "eos_token": "eos", "decoder_start_token": "decoder_start"}
+CTRANSLATE2_TOKENS = {"unk_token": "unk", "bos_token": "bos", "eos_token": "eos",
+                      "decoder_start_token": "decoder_start"}
 
 
 def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_last=None, source="auto",

@@ -7,7 +7,8 @@ scalars in; `translation` tf.string `(1,)`, `score` float32 `(1,)` and
 greedy search (score: the log-probability); above 1, beam search with the
 export's length penalty (`((5+|Y|)/6)^alpha` by default; score: the normalised
 one), the best hypothesis only. An imported OPUS-MT checkpoint's file decodes
-with its own ids and its generation defaults (`max_output_length`, `end_at_limit`). A LiteRT signature has no optional inputs, so the export's
+with its own ids and its generation defaults (`max_output_length`,
+`end_at_limit`). A LiteRT signature has no optional inputs, so the export's
 defaults are asked for by value: `beam_size` 0, a negative `alpha` or a
 negative `max_extra_length` take the default recorded at export (also in
 the file's metadata). LiteRT has no assertion op: a `beam_size` above

@@ -6,8 +6,8 @@ unchanged, and RUN/pretrained.json records where it came from: the checkpoint
 directory's name, config.json's `_name_or_path`, the sha256 of each file read, the
 training-only settings left out, the checkpoint's decoding defaults (those the searches do not implement
 listed apart) and the chosen languages. The run's `decoding` section is those defaults
-(`generation.decoding_section`), so that `translate` decodes as transformers' `generate()` does. The run is built in a temporary directory beside RUN and renamed into
-place, so a refused or failed import leaves no run behind.
+(`generation.decoding_section`), so that `translate` decodes as transformers' `generate()` does. The run is
+built in a temporary directory beside RUN and renamed into place, so a refused or failed import leaves no run behind.
 """
 
 import logging
