@@ -8,19 +8,21 @@
 
 Test modules run in parallel worker processes (one more than the CPU cores: a module that waits on a process
 it started, a server or the disk leaves its core to another), longest first (by `tests/durations.json`; a
-module not listed there counts as average), and each module's output is printed in one piece when it ends.
+module not listed there counts as average), and each module's output is printed in one piece when it ends,
+with the worker's resident memory after it. A worker that dies fails only the module it was running (named with
+the signal that ended it) and a fresh worker takes the rest; a worker grown past its share of the machine's
+memory is replaced between modules.
 Before the final line the runner lists the slowest test classes and tests (set-up included), to keep the
 suite's time in view.
 """
 
 import argparse
 import collections
-import concurrent.futures
 import dataclasses
 import gc
 import io
 import json
-import multiprocessing
+import multiprocessing.connection
 import os
 import pathlib
 import resource
@@ -65,6 +67,7 @@ class ModuleReport:
     cpu_seconds: float = 0.0
     class_seconds: dict = dataclasses.field(default_factory=dict)
     test_seconds: dict = dataclasses.field(default_factory=dict)
+    resident_bytes: int = 0  # the worker's resident memory after the module
 
 
 def run_tests(name, stream):
@@ -152,23 +155,112 @@ def _initialize_worker(threads):
     collect_rarely()
 
 
+def resident_bytes():
+    """This process's resident memory now, in bytes (0 where /proc is missing)."""
+    try:
+        return int(pathlib.Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def worker_loop(connection, threads, profile_dir):
+    """A worker process: runs each module name it receives and sends back its report and its resident memory."""
+    _initialize_worker(threads)
+    while True:
+        name = connection.recv()
+        if name is None:
+            return
+        connection.send((run_module(name, profile_dir), resident_bytes()))
+
+
+def recycle_bytes(workers):
+    """A worker whose resident memory has grown past this after a module is replaced by a fresh one: what the
+    modules leave alive (TensorFlow's caches, frozen objects) adds up, and `workers` of them, with the processes
+    and servers their tests start, must fit in the machine's memory."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        total = 16 << 30
+    return max(2 << 30, total // (2 * workers))
+
+
+def death_message(name, exitcode):
+    """The failure of module `name` whose worker process ended with `exitcode` (negative: killed by a signal)."""
+    if exitcode is not None and exitcode < 0:
+        import signal
+
+        how = f"was killed by {signal.Signals(-exitcode).name}"
+        if exitcode == -signal.SIGKILL:
+            how += " (on Linux most often the kernel's out-of-memory killer: see `dmesg`)"
+    else:
+        how = f"exited with code {exitcode}"
+    return f"{name}: the worker process running it {how}; the other modules went on in fresh workers.\n"
+
+
+class Worker:
+    """One spawned worker process (a fresh interpreter: no TensorFlow state is forked) and the module it runs."""
+
+    def __init__(self, context, threads, profile_dir):
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=worker_loop, args=(child, threads, profile_dir), daemon=True)
+        self.process.start()
+        child.close()
+        self.module = None
+
+    def give(self, name):
+        self.module = name
+        self.connection.send(name)
+
+    def stop(self):
+        try:
+            self.connection.send(None)
+        except OSError:
+            pass
+        self.process.join(30)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
 def run_parallel(names, workers, on_report, profile_dir=None):
-    """Runs `names` in `workers` processes; a crashed worker fails the modules it held, the rest go on."""
-    pending = list(names)
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is forked
-    while pending:
-        threads = max(1, (os.cpu_count() or 1) // workers)
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_initialize_worker,
-                                                    initargs=(threads,)) as pool:
-            futures = {pool.submit(run_module, name, profile_dir): name for name in pending}
-            for future in concurrent.futures.as_completed(futures):
-                name = futures[future]
-                try:
-                    report = future.result()
-                except concurrent.futures.process.BrokenProcessPool as error:
-                    report = ModuleReport(name, f"{name}: the worker process died ({error})\n", failed=1)
-                pending.remove(name)
+    """Runs `names` in `workers` processes. A worker that dies fails the one module it was running, named with the
+    signal that ended it, and a fresh worker takes the rest; a worker grown past `recycle_bytes` is replaced."""
+    pending = collections.deque(names)
+    context = multiprocessing.get_context("spawn")
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    limit = recycle_bytes(workers)
+    pool = [Worker(context, threads, profile_dir) for _ in range(min(workers, len(pending)))]
+    for worker in pool:
+        worker.give(pending.popleft())
+    while pool:
+        ready = multiprocessing.connection.wait([w.connection for w in pool] + [w.process.sentinel for w in pool])
+        for worker in list(pool):
+            if worker.connection not in ready and worker.process.sentinel not in ready:
+                continue
+            try:
+                report, resident = worker.connection.recv()
+            except (EOFError, OSError):
+                worker.process.join()
+                on_report(ModuleReport(worker.module, death_message(worker.module, worker.process.exitcode),
+                                       failed=1))
+                report, resident = None, limit
+            else:
+                report.resident_bytes = resident
                 on_report(report)
+            pool.remove(worker)
+            if resident >= limit or not pending:
+                if report is not None:
+                    worker.stop()
+                if not pending:
+                    continue
+                worker = Worker(context, threads, profile_dir)
+            pool.append(worker)
+            worker.give(pending.popleft())
+
+
+def memory(report):
+    """`, worker 1.2 GB` for a report that knows its worker's resident memory, else ''."""
+    return f", worker {report.resident_bytes / 1e9:.1f} GB" if report.resident_bytes else ""
 
 
 def default_workers():
@@ -197,7 +289,8 @@ def main(argv):
     def on_report(report):
         reports.append(report)
         sys.stdout.write(f"===== {report.name}: {report.run} run, {report.failed} failed, {report.skipped} skipped "
-                         f"in {report.seconds:.0f} s (CPU {report.cpu_seconds:.0f} s) =====\n{report.output}")
+                         f"in {report.seconds:.0f} s (CPU {report.cpu_seconds:.0f} s{memory(report)}) =====\n"
+                         f"{report.output}")
         sys.stdout.flush()
 
     workers = min(args.workers, len(names))
