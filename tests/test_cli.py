@@ -1,4 +1,5 @@
-"""The `t2t-keras` command line."""
+"""The `t2t-keras` command line: `describe` and a refused `train`, in this process (`cli_in_process`) but for one
+test that starts `python -m t2t_keras` as a user would."""
 
 import json
 import os
@@ -8,16 +9,23 @@ import tempfile
 
 import tensorflow as tf
 
-from tests.helpers import TestCase
+from tests.helpers import TestCase, cli_in_process
+
+
+def run_process(*args):
+    return subprocess.run([sys.executable, "-m", "t2t_keras", *args], capture_output=True, text=True, timeout=120)
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "t2t_keras", *args], capture_output=True, text=True, timeout=120)
+    """`cli_in_process` with its output as text, like `run_process`'s."""
+    result = cli_in_process(*args)
+    return subprocess.CompletedProcess(result.args, result.returncode, result.stdout.decode("utf-8"),
+                                       result.stderr.decode("utf-8"))
 
 
 class DescribeTest(TestCase):
     def test_json_for_base_with_the_paper_vocabulary(self):
-        result = run_cli("describe", "--config", "base", "--vocab-size", "40000", "--json")
+        result = run_process("describe", "--config", "base", "--vocab-size", "40000", "--json")
         self.assertEqual(result.returncode, 0, result.stderr)
         info = json.loads(result.stdout)
         for key in ("params", "hidden_dim", "num_layers", "num_heads", "intermediate_dim", "vocab_size"):

@@ -1,7 +1,7 @@
 """The run-level commands on a trained toy run: evaluate, translate, export, score, baseline.
 
-Most commands run in this process (`cli_in_process`); the tests of standard input and exit codes start
-`python -m t2t_keras` as a user would."""
+Most commands run in this process (`cli_in_process`); the test of undecodable standard input and its exit code
+starts `python -m t2t_keras` as a user would."""
 
 import json
 import pathlib
@@ -79,8 +79,8 @@ class RunCommandsTest(TestCase):
         self.assertNotIn("tokenized BLEU", printed)
 
     def test_translate_stdin_keeps_lines_and_empty_lines(self):
-        result = run_process("translate", "--run-dir", str(self.run_dir), "--beam-size", "1",
-                             stdin="the cat sees a dog\n\nthe man eats bread\n".encode())
+        result = run_cli("translate", "--run-dir", str(self.run_dir), "--beam-size", "1",
+                         stdin="the cat sees a dog\n\nthe man eats bread\n".encode())
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         lines = result.stdout.decode().split("\n")
         self.assertEqual(len(lines), 4)  # three translations and the final newline
@@ -197,10 +197,9 @@ class RunCommandsTest(TestCase):
                     record["search"]["graph_mode_only"])
 
         self.assertEqual(compiled(self.saved_model()), (0, False, True))
-        self.assertEqual(compiled(self.exported("--beam-size", "2", "--jit-compile", "auto")), (128, False, False))
-        self.assertEqual(compiled(self.exported("--max-beam-size", "1", "--beam-size", "1", "--jit-compile", "true")),
-                         (0, True, False))
-        self.assertEqual(compiled(self.exported("--beam-size", "2", "--jit-compile", "false")), (0, False, True))
+        for flag, expected in (("auto", (128, False, False)), ("true", (0, True, False)), ("false", (0, False, True))):
+            self.assertEqual(compiled(self.exported("--max-beam-size", "1", "--beam-size", "1", "--jit-compile", flag)),
+                             expected, flag)
         out = pathlib.Path(self.tmp.name) / "ct2-jit"
         refused = run_cli("export", "--run-dir", str(self.run_dir), "--out", str(out), "--format", "ctranslate2",
                           "--jit-compile", "true")

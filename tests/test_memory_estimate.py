@@ -40,7 +40,11 @@ class EstimateTest(TestCase):
         mixed = estimate(self.model, "mixed_bfloat16", rows=4, length=16, accumulating=True).parts
         self.assertEqual(mixed["weights"], (4 + 2) * TINY_PARAMS)  # float32 masters and their bfloat16 copies
         self.assertEqual(mixed["gradients"], 2 * 4 * TINY_PARAMS)  # the running sum
-        self.assertEqual(mixed["activations"], int(np.ceil(ACTIVATION_SCALE * 64 * TINY_WIDTHS * 2)))
+        # a CPU's memory: kept at float32's size (XLA's bfloat16 step measured so); a GPU's: at bfloat16's
+        self.assertEqual(mixed["activations"], int(np.ceil(ACTIVATION_SCALE * 64 * TINY_WIDTHS * 4)))
+        on_gpu = estimate(self.model, "mixed_bfloat16", rows=4, length=16, runtime=False).parts
+        self.assertEqual(on_gpu["activations"], int(np.ceil(ACTIVATION_SCALE * 64 * TINY_WIDTHS * 2)))
+        self.assertEqual(on_gpu["runtime"], 0)
         self.assertEqual(mixed["logits"], LOGIT_COPIES["mixed"] * 64 * 1000 * 4)
         adapters = estimate(self.model, "float32", rows=4, length=16, lora_rank=2).parts
         # rank 2: each projection (n_in, n_out) gets 2(n_in + n_out): Q, K, V, O 2(64 + 64), the FFN's 2(64 + 256)
