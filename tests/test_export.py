@@ -28,9 +28,12 @@ from tests.helpers import TestCase, best_texts, predicted, toy_config, toy_pairs
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MAX_BEAM_SIZE = 3  # the export's switch covers beam sizes 1..3 (8 by default; fewer traces keep the test fast)
 BEAM_SIZE = 3  # the export's default
+TRAIN_STEPS = 90  # enough for real, different translations of the toy sentences
 MAX_LENGTH = 48  # the model's longest sequence: small, so that the over-long input decodes quickly
 OVERLONG = " ".join(["the big red dog sees a small green tree"] * 8)  # more pieces than MAX_LENGTH
 SENTENCES = [pair[0] for pair in toy_pairs(6, seed=7)] + ["", "   ", OVERLONG]
+# The graph-mode export the XLA-compiled ones are compared with (`SmallExportTest.plain_export`).
+PLAIN_OPTIONS = dict(max_beam_size=2, request=GenerationRequest(beam_size=2, max_extra_length=5))
 
 # Runs in a fresh interpreter that never imports t2t_keras. First, before TF-Text is imported (as in a
 # stock TF Serving): which op types core TensorFlow does not know, and the ids-only export. Then, after
@@ -112,9 +115,9 @@ class ExportTest(TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls.tmp.name)
-        config = toy_config(write_toy_corpus(root / "data"), train_steps=150, warmup_steps=40,
-                            learning_rate_scale=0.3, steps_per_epoch=50, checkpoint_every_steps=150)
-        config = replace(config, model={"max_length": MAX_LENGTH})
+        config = toy_config(write_toy_corpus(root / "data"), train_steps=TRAIN_STEPS, warmup_steps=40,
+                            learning_rate_scale=0.3, steps_per_epoch=30, checkpoint_every_steps=TRAIN_STEPS)
+        config = replace(config, model={"max_length": MAX_LENGTH}, data={"dev_files": None})  # no validations
         cls.run_dir = root / "run"
         train(config, cls.run_dir, verbose=0)
         cls.model = load_run_model(cls.run_dir)
@@ -132,6 +135,7 @@ class ExportTest(TestCase):
         request = {"op_types": sorted(set.union(*cls.op_types.values())), "ids_export": str(cls.ids_export_dir),
                    "ids": cls.source_ids.tolist(), "export": str(cls.export_dir), "sentences": SENTENCES}
         cls.fresh = Background([sys.executable, "-c", FRESH_PROCESS], json.dumps(request))
+        cls.generator = Generator(cls.model, cls.tokenizer, jit_compile=False)  # the in-process reference
 
     @classmethod
     def tearDownClass(cls):
@@ -145,9 +149,8 @@ class ExportTest(TestCase):
     def test_fresh_process_without_t2t_keras_translates_like_the_in_process_translator(self):
         got = self.fresh_process()
         self.assertFalse(got["imported_t2t_keras"])
-        generator = Generator(self.model, self.tokenizer, jit_compile=False)
-        beam = best_texts(generator, SENTENCES, GenerationRequest(beam_size=BEAM_SIZE))
-        greedy = best_texts(generator, SENTENCES, GenerationRequest(beam_size=1))
+        beam = best_texts(self.generator, SENTENCES, GenerationRequest(beam_size=BEAM_SIZE))
+        greedy = best_texts(self.generator, SENTENCES, GenerationRequest(beam_size=1))
         self.assertEqual(got["beam"], beam)
         self.assertEqual(got["greedy"], greedy)
         self.assertEqual(got["single"], beam[:1])  # another batch size after reload
@@ -169,8 +172,8 @@ class ExportTest(TestCase):
     def test_the_export_records_the_weights_it_holds(self):
         record = json.loads((self.export_dir / "assets.extra" / "weights.json").read_text("utf-8"))
         self.assertEqual(record["source"], "latest")  # the run was not averaged
-        self.assertEqual(record["steps"], [150])
-        self.assertTrue(record["checkpoint"].endswith("ckpt-150"), record)
+        self.assertEqual(record["steps"], [TRAIN_STEPS])
+        self.assertTrue(record["checkpoint"].endswith(f"ckpt-{TRAIN_STEPS}"), record)
         self.assertEqual(record["run"], str(self.run_dir))
         # quantization="auto", the command's default, keeps a model this small in float32 and says why
         self.assertEqual(record["quantization"], "float32")
@@ -254,9 +257,9 @@ class ExportTest(TestCase):
                                                      request=GenerationRequest(beam_size=BEAM_SIZE, stopping="exact")))
         self.assertEqual(exact.saved_model.stopping.numpy(), b"exact")
         self.assertEqual(exact.defaults.stopping, "exact")
-        generator = Generator(self.model, self.tokenizer, jit_compile=False)
         for export, stopping in ((exact, "exact"), (self.translator, "beam")):
-            expected = best_texts(generator, SENTENCES[:6], GenerationRequest(beam_size=BEAM_SIZE, stopping=stopping))
+            request = GenerationRequest(beam_size=BEAM_SIZE, stopping=stopping)
+            expected = best_texts(self.generator, SENTENCES[:6], request)
             self.assertEqual(best_texts(export, SENTENCES[:6]), expected, msg=stopping)
 
 
@@ -273,10 +276,20 @@ class SmallExportTest(TestCase):
         text = [s for pair in toy_pairs(200) for s in pair]
         cls.tokenizer = train_sentencepiece(text, root / "vocab.model", vocab_size=100)
         cls.model = tiny_transformer(vocab_size=100, max_length=32)
+        cls._plain = None
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
+
+    def plain_export(self):
+        """A graph-mode text export (beam sizes 1 and 2, default 2, max_extra_length 5), made once for the class:
+        what the XLA-compiled exports are compared with."""
+        cls = type(self)
+        if cls._plain is None:
+            cls._plain = SavedModelArtifact(export_translator(cls.model, cls.tokenizer,
+                                                              pathlib.Path(cls.tmp.name) / "plain", **PLAIN_OPTIONS))
+        return cls._plain
 
     def export(self, out_dir, max_extra_length=50, **options):
         return export_translator(self.model, self.tokenizer, out_dir, max_beam_size=1, text_signatures=False,
@@ -318,13 +331,13 @@ class SmallExportTest(TestCase):
 
         params = GenerationRequest(beam_size=2, max_extra_length=5)
         searches = {}
-        for jit_compile in (False, True):
+        for jit_compile in (True, False):
             module = TranslatorModule(self.model, None, max_beam_size=3, request=params, jit_compile=jit_compile)
             module.signatures()  # traces what the export saves
             searches[jit_compile] = module.traced_searches()
         self.assertEqual(searches[False], [(1, 1, False), (None, None, False)])  # greedy, beam search of any size
         self.assertEqual(searches[True], [(1, 1, True), (2, 1, True), (2, 2, True), (3, 1, True), (3, 3, True)])
-        module = TranslatorModule(self.model, None, max_beam_size=3, request=params)
+        # `module`, the default (graph-mode) one, already traced: its calls below reuse the traced signatures
         ids = tf.constant([[5, 6, 7, 8, 0], [9, 10, 0, 0, 0]])
         source = prepare_source(ids, self.model.max_length, self.model.vocab_size)[0]
         for beam_size, num_return in ((2, 1), (3, 3), (3, 2)):
@@ -369,29 +382,28 @@ class SmallExportTest(TestCase):
 
     def test_auto_export_keeps_xla_for_float32_weights_and_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name) / "auto-export"
-        options = dict(max_beam_size=2, request=GenerationRequest(beam_size=2, max_extra_length=5))
-        plain = SavedModelArtifact(export_translator(self.model, self.tokenizer, root / "plain", **options))
+        plain = self.plain_export()
         auto = SavedModelArtifact(export_translator(self.model, self.tokenizer, root / "auto", jit_compile="auto",
-                                                      **options))
+                                                      **PLAIN_OPTIONS))
         self.assertEqual(int(auto.saved_model.xla_below_hypotheses.numpy()), 128)
         self.assertFalse(auto.jit_compiled)  # not XLA everywhere: the client does not pad the rows
         for sentences in (SENTENCES[:1], SENTENCES[:3], SENTENCES):  # XLA at 1 and 3 rows; "" and blanks too
             expected, got = predicted(plain, sentences), predicted(auto, sentences)
             self.assertEqual(got["translations"], expected["translations"])
             self.assertAllClose(got["scores"], expected["scores"], atol=1e-3)
+        # ids signatures only: the choice of XLA does not depend on the text signatures
         bfloat16 = export_translator(self.model, self.tokenizer, root / "bf16", jit_compile="auto",
-                                     precision="bfloat16", **options)
+                                     precision="bfloat16", text_signatures=False, **PLAIN_OPTIONS)
         self.assertEqual(int(tf.saved_model.load(str(bfloat16)).xla_below_hypotheses.numpy()), 0)  # graph mode
 
     def test_xla_compiled_export_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name)
         options = dict(max_beam_size=1, request=GenerationRequest(beam_size=1, max_extra_length=5))
-        plain = SavedModelArtifact(export_translator(self.model, self.tokenizer, root / "plain", **options))
         compiled = SavedModelArtifact(export_translator(self.model, self.tokenizer, root / "xla", jit_compile=True,
                                                           **options))
         self.assertTrue(compiled.jit_compiled)
         sentences = SENTENCES[:3]  # padded to 4 rows for the compiled export
-        expected, got = predicted(plain, sentences), predicted(compiled, sentences)
+        expected, got = predicted(self.plain_export(), sentences, beam_size=1), predicted(compiled, sentences)
         self.assertEqual(got["translations"], expected["translations"])
         self.assertAllClose(got["scores"], expected["scores"], atol=1e-3)
 

@@ -2,9 +2,7 @@
 greedy and beam 4; its tokenizer equals SentencePiece's; int8 loads and translates; the commands; bad input."""
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 from unittest import mock
@@ -15,6 +13,7 @@ import tensorflow as tf
 from tensorflow.lite.tools import flatbuffer_utils
 
 from t2t_keras.artifacts.litert import LiteRTArtifact
+from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.config import load_config, replace
 from t2t_keras.data.tokenizer import Tokenizer, train_sentencepiece
 from t2t_keras.data.wordpiece import WordpieceTokenizer
@@ -23,6 +22,7 @@ from t2t_keras.errors import T2TError
 from t2t_keras.export import litert_export
 from t2t_keras.export.litert_export import CUSTOM_OPS, export_litert, export_litert_run
 from t2t_keras.export.litert_tokenizer import LiteRTTokenizer
+from t2t_keras.export.saved_model import export_run
 from t2t_keras.runs import RunDirectory
 from t2t_keras.training.trainer import train
 from tests.helpers import TestCase, cli_in_process, predicted, tiny_transformer, toy_pairs, write_toy_corpus
@@ -35,21 +35,6 @@ SENTENCES = [pair[0] for pair in toy_pairs(5, seed=7)] + ["", "ZZZ the dog ✓�
 TOKENIZER_TEXT = ["the big red dog", "  two  spaces ", "", "Ünïcödé ß ﬁ ①", "ZZZ qqq ✓✓ x!?",
                   "tree" * 12, "die Katze schlaeft unter dem Baum"]
 
-# The SavedModel of the same run, exported and called in a process of its own while this one converts.
-SAVED_MODEL_PROCESS = """
-import json, sys
-from t2t_keras.artifacts.saved_model import SavedModelArtifact
-from t2t_keras.decoding.request import GenerationRequest
-from t2t_keras.export.saved_model import export_run
-from tests.helpers import predicted
-
-request = json.loads(sys.stdin.read())
-translator = SavedModelArtifact(export_run(request["run"], request["out"], max_beam_size=request["max_beam_size"],
-                                           request=GenerationRequest(beam_size=request["max_beam_size"])))
-print(json.dumps({str(beam): predicted(translator, request["sentences"], beam_size=beam)
-                  for beam in (1, request["max_beam_size"])}))
-"""
-
 
 class LiteRTExportTest(TestCase):
     """A toy run trained briefly, exported once as a SavedModel and once (float32, beam 4) as a LiteRT file."""
@@ -60,14 +45,6 @@ class LiteRTExportTest(TestCase):
         root = cls.root = pathlib.Path(cls.tmp.name)
         cls.run_dir = root / "run"
         train(toy_config_for(root), cls.run_dir, verbose=0)
-        request = {"run": str(cls.run_dir), "out": str(root / "saved"), "max_beam_size": MAX_BEAM_SIZE,
-                   "sentences": SENTENCES}
-        cls.saved_model_log = open(root / "saved_model.log", "w+", encoding="utf-8")
-        cls.saved_model_process = subprocess.Popen(
-            [sys.executable, "-c", SAVED_MODEL_PROCESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=cls.saved_model_log, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-        cls.saved_model_process.stdin.write(json.dumps(request))
-        cls.saved_model_process.stdin.close()
         cls.path = root / "model.tflite"
         cls.export_cli = cli_in_process("export", "--run-dir", cls.run_dir, "--format", "litert", "--out", cls.path,
                                         "--beam-size", MAX_BEAM_SIZE, "--max-beam-size", MAX_BEAM_SIZE)
@@ -76,26 +53,21 @@ class LiteRTExportTest(TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        if cls.saved_model_process.poll() is None:
-            cls.saved_model_process.kill()
-        cls.saved_model_process.wait()
-        cls.saved_model_process.stdout.close()
-        cls.saved_model_log.close()
         cls.tmp.cleanup()
 
     def setUp(self):
         self.assertEqual(self.export_cli.returncode, 0, self.export_cli.stderr.decode())
 
     def saved_model(self, beam_size):
-        """The SavedModel's `predict` of SENTENCES with `beam_size` (1 or MAX_BEAM_SIZE)."""
+        """The `predict` of SENTENCES with `beam_size` (1 or MAX_BEAM_SIZE) by the SavedModel of the same run,
+        exported once for the class."""
         cls = type(self)
         if cls._saved_model_results is None:
-            out = cls.saved_model_process.stdout.read()  # a few kB: the pipe never fills
-            cls.saved_model_process.wait(timeout=600)
-            cls.saved_model_log.seek(0)
-            self.assertEqual(cls.saved_model_process.returncode, 0, cls.saved_model_log.read()[-3000:])
-            cls._saved_model_results = json.loads(out.strip().splitlines()[-1])
-        return cls._saved_model_results[str(beam_size)]
+            translator = SavedModelArtifact(export_run(cls.run_dir, cls.root / "saved", max_beam_size=MAX_BEAM_SIZE,
+                                                       request=GenerationRequest(beam_size=MAX_BEAM_SIZE)))
+            cls._saved_model_results = {beam: predicted(translator, SENTENCES, beam_size=beam)
+                                        for beam in (1, MAX_BEAM_SIZE)}
+        return cls._saved_model_results[beam_size]
 
     def assert_same_as_saved_model(self, beam_size):
         expected = self.saved_model(beam_size)
@@ -194,7 +166,7 @@ def toy_config_for(root):
 
     config = toy_config(write_toy_corpus(root / "data"), train_steps=120, warmup_steps=40, learning_rate_scale=0.3,
                         steps_per_epoch=60, checkpoint_every_steps=120)
-    return replace(config, model={"max_length": MAX_LENGTH})
+    return replace(config, model={"max_length": MAX_LENGTH}, data={"dev_files": None})  # no validations
 
 
 class RefusalTest(TestCase):

@@ -9,6 +9,7 @@ empty line translates to "" without decoding, in every artifact (`decoding.gener
 its end id alone. Language codes a model lacks are refused naming the code and where the model's list is.
 """
 
+import collections
 import contextlib
 import pathlib
 import tempfile
@@ -75,6 +76,7 @@ class Reference:
         self.forced = {} if tgt_lang is None else {"forced_bos_token_id": self.language_id(tgt_lang)}
         # M2M100Tokenizer keeps language codes in decoded text, NllbTokenizer and our tokenizers leave them out
         self.codes = set(getattr(self.tokenizer, "lang_token_to_id", {}).values())
+        self._generated = {}  # (lines, num_beams, tgt_lang) -> what `generate` returned: it is deterministic
 
     def language_id(self, code):
         if hasattr(self.tokenizer, "get_lang_id"):
@@ -83,6 +85,12 @@ class Reference:
 
     def generate(self, lines, num_beams, tgt_lang=None):
         """Per non-empty line, the generated ids (without the decoder start, up to the end id) and their text."""
+        key = (tuple(lines), num_beams, tgt_lang)
+        if key not in self._generated:
+            self._generated[key] = self._generate(lines, num_beams, tgt_lang)
+        return self._generated[key]
+
+    def _generate(self, lines, num_beams, tgt_lang):
         forced = self.forced if tgt_lang is None else {"forced_bos_token_id": self.language_id(tgt_lang)}
         lines = [line for line in lines if line]
         with torch_threads(1) as torch, torch.no_grad():
@@ -119,25 +127,48 @@ def non_empty(texts, lines):
     return [text for text, line in zip(texts, lines) if line]
 
 
+_IMPORTED = {}  # (name, seed) -> Imported, shared by the classes
+_ROOT = []  # the module's temporary directory
+
+
+class Imported(collections.namedtuple("Imported", "checkpoint run reference artifact")):
+    """A checkpoint directory made with transformers, its imported run, its `Reference` and the run's artifact."""
+
+
+def tearDownModule():
+    for tmp in _ROOT:
+        tmp.cleanup()
+
+
+def root():
+    if not _ROOT:
+        _ROOT.append(tempfile.TemporaryDirectory())
+    return pathlib.Path(_ROOT[0].name)
+
+
+def imported(name, build, options, family, languages, seed):
+    """The checkpoint `name` built with `seed` and imported, made once per process: the classes that test it share
+    it, and none changes it."""
+    if (name, seed) not in _IMPORTED:
+        checkpoint = build(root() / f"{name}-{seed}" / name, seed=seed, **options)
+        run = import_checkpoint(family, checkpoint, root() / f"{name}-{seed}" / f"run-{name}", *languages)
+        _IMPORTED[name, seed] = Imported(checkpoint, run, Reference(checkpoint, *languages), open_artifact(run))
+    return _IMPORTED[name, seed]
+
+
 class DecodingTestBase(TestCase):
-    """`CHECKPOINTS`: name -> (build function, its options, import arguments, the languages), imported once."""
+    """`CHECKPOINTS`: name -> (build function, its options, import arguments, the languages, the seed), imported
+    once per module (`imported`)."""
 
     CHECKPOINTS = {}
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.root = pathlib.Path(cls.tmp.name)
-        cls.runs, cls.references, cls.artifacts = {}, {}, {}
-        for index, (name, (build, options, family, languages)) in enumerate(cls.CHECKPOINTS.items()):
-            checkpoint = build(cls.root / name, seed=index, **options)
-            cls.runs[name] = import_checkpoint(family, checkpoint, cls.root / f"run-{name}", *languages)
-            cls.references[name] = Reference(checkpoint, *languages)
-            cls.artifacts[name] = open_artifact(cls.runs[name])
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
+        cls.root = pathlib.Path(tempfile.mkdtemp(dir=root()))
+        cls.checkpoints, cls.runs, cls.references, cls.artifacts = {}, {}, {}, {}
+        for name, arguments in cls.CHECKPOINTS.items():
+            found = imported(name, *arguments)
+            cls.checkpoints[name], cls.runs[name], cls.references[name], cls.artifacts[name] = found
 
     def assert_decodes_as_transformers(self, name, num_beams, **languages):
         """The run's tokens and texts equal `generate()`'s for every non-empty line, and an empty line is ""."""
@@ -158,7 +189,7 @@ class DecodingTestBase(TestCase):
 
 class MarianDecodingTest(DecodingTestBase):
     CHECKPOINTS = {name: (marian_with_likelier_end if name == "ends" else hf_checkpoints.marian_checkpoint, options,
-                          "marian", ()) for name, options in MARIAN.items()}
+                          "marian", (), seed) for seed, (name, options) in enumerate(MARIAN.items())}
 
     def test_the_run_decodes_with_the_generation_defaults(self):
         request = self.artifacts["classic"].defaults
@@ -185,8 +216,8 @@ class MarianDecodingTest(DecodingTestBase):
 
 
 class MultilingualDecodingTest(DecodingTestBase):
-    CHECKPOINTS = {"nllb": (hf_checkpoints.nllb_checkpoint, {}, "m2m100", ("eng_Latn", "deu_Latn")),
-                   "m2m100": (hf_checkpoints.m2m100_checkpoint, {}, "m2m100", ("en", "de"))}
+    CHECKPOINTS = {"nllb": (hf_checkpoints.nllb_checkpoint, {}, "m2m100", ("eng_Latn", "deu_Latn"), 0),
+                   "m2m100": (hf_checkpoints.m2m100_checkpoint, {}, "m2m100", ("en", "de"), 1)}
 
     def test_greedy_and_beam_4_give_the_tokens_of_generate(self):
         for name in self.CHECKPOINTS:
@@ -210,7 +241,7 @@ class MultilingualDecodingTest(DecodingTestBase):
 class ExportDecodingTest(DecodingTestBase):
     """NLLB as a SavedModel and served; classic OPUS-MT as a LiteRT file and in CTranslate2."""
 
-    CHECKPOINTS = {"classic": (hf_checkpoints.marian_checkpoint, {}, "marian", ()),
+    CHECKPOINTS = {"classic": MarianDecodingTest.CHECKPOINTS["classic"],
                    "nllb": MultilingualDecodingTest.CHECKPOINTS["nllb"]}
 
     @classmethod
@@ -224,7 +255,6 @@ class ExportDecodingTest(DecodingTestBase):
     def tearDownClass(cls):
         cls.server.should_exit = True
         cls.thread.join(TIMEOUT)
-        super().tearDownClass()
 
     def assert_texts_of_generate(self, artifact, name, num_beams, **languages):
         texts = artifact.generate(LINES, artifact.request(beam_size=num_beams, **languages)).best
@@ -273,7 +303,7 @@ class ExportDecodingTest(DecodingTestBase):
         import ctranslate2
 
         ours = export_ctranslate2_run(self.runs["classic"], self.root / "classic-ct2")
-        theirs = ctranslate2.converters.TransformersConverter(str(self.root / "classic")).convert(
+        theirs = ctranslate2.converters.TransformersConverter(str(self.checkpoints["classic"])).convert(
             str(self.root / "classic-ct2-theirs"))
         tokenizer = self.references["classic"].tokenizer
         sources = [tokenizer.convert_ids_to_tokens(tokenizer(line)["input_ids"]) for line in LINES if line]

@@ -52,16 +52,16 @@ class _TokenizerRun:
         root = pathlib.Path(cls.tmp.name)
         # Three steps (one checkpoint) at a learning rate too small to move the weights: the model stays as
         # initialised, so it writes long, varied translations (trained, even a few steps can teach it to stop at
-        # once, and empty strings would compare equal trivially).
+        # once, and empty strings would compare equal trivially). No dev split: nothing here reads a validation.
         config = toy_config(write_toy_corpus(root / "data"), train_steps=3)
-        cls.config = replace(config, data={"tokenizer": cls.KIND, "vocab_size": VOCAB_SIZE},
+        cls.config = replace(config, data={"tokenizer": cls.KIND, "vocab_size": VOCAB_SIZE, "dev_files": None},
                              model={"vocab_size": VOCAB_SIZE, "max_length": 32}, training={"learning_rate": 1e-9})
         cls.run_dir = root / "run"
         train(cls.config, cls.run_dir, verbose=0)
         cls.model, cls.tokenizer = load_run(cls.run_dir)
         cls.export_dir = export_run(cls.run_dir, root / "export", max_beam_size=1,
                                     request=GenerationRequest(beam_size=1, max_extra_length=8))
-        cls.fresh = None
+        cls.fresh, cls._translations = None, None
         if cls.FRESH_PROCESS:
             request = {"export": str(cls.export_dir), "sentences": SENTENCES}
             cls.fresh = Background([sys.executable, "-c", FRESH_PROCESS], json.dumps(request))
@@ -74,8 +74,12 @@ class _TokenizerRun:
         super().tearDownClass()
 
     def translations(self):
-        generator = Generator(self.model, self.tokenizer, jit_compile=False)
-        return best_texts(generator, SENTENCES, GenerationRequest(max_extra_length=8, beam_size=1))
+        """The in-process translator's greedy translations of SENTENCES, computed once for the class."""
+        cls = type(self)
+        if cls._translations is None:
+            generator = Generator(cls.model, cls.tokenizer, jit_compile=False)
+            cls._translations = best_texts(generator, SENTENCES, GenerationRequest(max_extra_length=8, beam_size=1))
+        return cls._translations
 
     def test_the_run_keeps_its_tokenizer_kind_and_every_loader_picks_it(self):
         run = RunDirectory(self.run_dir)
