@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding.request import GenerationRequest
-from tests.helpers import TINY, TestCase, cli_in_process, toy_config, write_toy_corpus
+from tests.helpers import TINY, TestCase, cli_in_process, one_bucket_config, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MICRO_BATCHES, ROWS = 4, 2
@@ -155,7 +155,7 @@ class AccumulatingTrainCommandTest(TestCase):
         from t2t_keras.runs import checkpoint_paths
 
         with tempfile.TemporaryDirectory() as tmp:
-            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=120)
+            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=120, max_words=3)  # few bucket shapes
             config = toy_config(files, train_steps=5, steps_per_epoch=2, checkpoint_every_steps=2)
             config_path = pathlib.Path(tmp) / "toy.yaml"
             config_path.write_text(yaml.safe_dump(config.to_dict()))
@@ -199,11 +199,14 @@ class _ResumeTest:
     def setUpClass(cls):
         import yaml
 
+        from t2t_keras.config import replace
+
         cls.tmp = tempfile.TemporaryDirectory()
         tmp = pathlib.Path(cls.tmp.name)
-        files = write_toy_corpus(tmp / "data", train=200)
-        config = toy_config(files, train_steps=cls.STEPS, steps_per_epoch=10, checkpoint_every_steps=8,
-                            mixed_precision=cls.PRECISION)
+        files = write_toy_corpus(tmp / "data", train=200, max_words=3)
+        # One bucket shape (one trace of each step per process); the dev split kept, so validation runs in between.
+        config = replace(one_bucket_config(files, train_steps=cls.STEPS, steps_per_epoch=10, checkpoint_every_steps=8,
+                                           mixed_precision=cls.PRECISION), data={"dev_files": files["dev"]})
         assert config.model.dropout > 0, "exact resume must be shown with dropout on"
         cls.config_path = tmp / "toy.yaml"
         cls.config_path.write_text(yaml.safe_dump(config.to_dict()))
@@ -362,9 +365,10 @@ class LossScalingTest(TestCase):
         from t2t_keras.training.trainer import train
 
         with tempfile.TemporaryDirectory() as tmp:
-            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=120)
-            config = toy_config(files, train_steps=4, steps_per_epoch=2, checkpoint_every_steps=100,
-                                mixed_precision="mixed_float16", jit_compile=True)  # XLA_PRECISIONS: the fast road
+            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=120, max_words=3)
+            # XLA_PRECISIONS: the fast road; one bucket shape and no validation, so each `train` compiles one step.
+            config = one_bucket_config(files, train_steps=4, steps_per_epoch=2, checkpoint_every_steps=100,
+                                       mixed_precision="mixed_float16", jit_compile=True)
             run_dir = pathlib.Path(tmp) / "run"
             first = set_loss_scale_at({0: 3e38, 1: 1000.0})  # step 1 overflows, then a scale no run would reach
             result = train(config, run_dir, callbacks=[first], verbose=0)
@@ -408,7 +412,8 @@ def precision_run(precision):
                             learning_rate_scale=0.5, checkpoint_every_steps=1000, mixed_precision=precision,
                             jit_compile=precision in XLA_PRECISIONS)
         run_dir = pathlib.Path(tmp.name) / precision
-        result = train(replace(config, model={"dropout": 0.0}), run_dir, verbose=0)
+        # No dev split: validation is no part of the comparison (the tokenizer is trained on the training split).
+        result = train(replace(config, model={"dropout": 0.0}, data={"dev_files": None}), run_dir, verbose=0)
         assert result.final_step == PRECISION_STEPS
         _PRECISION_RUNS[precision] = run_dir, result
     return _PRECISION_RUNS[precision]

@@ -31,15 +31,15 @@ from t2t_keras import files
 from t2t_keras.config import replace
 from t2t_keras.errors import DiskFullError
 from t2t_keras.runs import checkpoint_paths
-from tests.helpers import TestCase, cli_in_process, tiny_transformer, toy_config, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, one_bucket_config, tiny_transformer, toy_config, write_toy_corpus
 
 TRAINED = {}  # the module's trained run: "root", "config_path", "run_dir", "weights_at_6"
 
 
 def setUpModule():
     root = pathlib.Path(tempfile.mkdtemp(prefix="t2t-file-faults-"))
-    # No dev split: no validation pass to trace in each of the module's trainings.
-    config = replace(toy_config(write_toy_corpus(root / "data", train=120)), data={"dev_files": None})
+    # One bucket shape and no dev split: each of the module's trainings traces its training step once.
+    config = one_bucket_config(write_toy_corpus(root / "data", train=120, max_words=3))
     assert config.model.dropout > 0, "an exact resume is shown with dropout on"
     config_path = root / "toy.yaml"
     config_path.write_text(yaml.safe_dump(config.to_dict()))
@@ -210,7 +210,7 @@ class TmpfsTest(TestCase):
 
     def test_a_checkpoint_that_does_not_fit_leaves_the_previous_one_to_resume_from(self):
         checkpoints = self.run_dir / "checkpoints"
-        self.filler = fill(self.disk, 1 << 20)  # a checkpoint of the toy run takes about 3 MB
+        self.filler = fill(self.disk, 1 << 20)  # a checkpoint of the toy run (one layer) takes about 2 MB
         completed = cli_in_process("train", "--config", self.config_path, "--run-dir", self.run_dir, "--set",
                                    "training.train_steps=9")
         message = self.assert_full_disk_error(completed, checkpoints / "ckpt-9")

@@ -14,7 +14,8 @@ from t2t_keras.config import replace
 from t2t_keras.runs import RunDirectory, checkpoint_paths, load_run_model
 from t2t_keras.training.keep_best import BestState, KeepBest
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, cli_in_process, tiny_transformer, toy_config, write_toy_corpus
+from tests.helpers import (TestCase, cli_in_process, one_bucket_config, tiny_transformer, toy_config,
+                           write_toy_corpus)
 from tests.test_training import event_tags
 
 
@@ -122,9 +123,11 @@ class ScriptedEvaluator:
 class ResumeKeepsTheBestTest(TestCase):
     def test_patience_counts_across_a_resume_and_a_stopped_run_stays_stopped(self):
         with tempfile.TemporaryDirectory() as tmp:
-            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=120)
-            config = toy_config(files, train_steps=6, steps_per_epoch=3, checkpoint_every_steps=100,
-                                eval_every_steps=2, early_stopping_patience=2)
+            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=120, max_words=3)
+            # One bucket shape (each `train` traces its steps once); the dev split that eval_every_steps needs.
+            config = replace(one_bucket_config(files, train_steps=6, steps_per_epoch=3, checkpoint_every_steps=100,
+                                               eval_every_steps=2, early_stopping_patience=2),
+                             data={"dev_files": files["dev"]})
             run_dir = pathlib.Path(tmp) / "run"
             ScriptedEvaluator.SCRIPT = {2: 5.0, 4: 7.0, 6: 6.0, 8: 6.5, 10: 9.0, 12: 9.5}
             with mock.patch("t2t_keras.training.fitting.DevEvaluator", ScriptedEvaluator):
@@ -173,7 +176,7 @@ class RealRunBestCheckpointTest(TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls.tmp.name)
-        files = write_toy_corpus(root / "data", train=200, dev=12)
+        files = write_toy_corpus(root / "data", train=200, dev=12, max_words=3)  # short: few bucket shapes
         cls.config = toy_config(files, train_steps=9, steps_per_epoch=9, checkpoint_every_steps=100,
                                 eval_every_steps=3, eval_sentences=8, best_metric="loss")
         cls.run_dir = root / "run"

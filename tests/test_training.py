@@ -15,7 +15,7 @@ from t2t_keras.inspect.summary import RunAttentionSummary
 from t2t_keras.model import build_transformer
 from t2t_keras.runs import average_run, checkpoint_paths, load_run_model
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, cli_in_process, toy_config, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, one_bucket_config, toy_config, write_toy_corpus
 
 
 def event_tags(log_dir):
@@ -38,7 +38,8 @@ class TrainingRunTest(TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data")
+        # Sentences of up to 3 words: the batches take two bucket shapes (8 and 12), so few traces of each step.
+        cls.files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data", max_words=3)
         cls.config = toy_config(cls.files, attention_every_steps=6, attention_probes=1)
         cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
         cls.first = train(cls.config, cls.run_dir, callbacks=[RunAttentionSummary(cls.run_dir)], verbose=0)
@@ -96,36 +97,31 @@ class TrainingRunTest(TestCase):
             self.assertAllClose(got, (x + y) / 2, atol=1e-6)
 
     def test_continuing_trains_from_the_last_step_with_the_runs_own_config(self):
+        """Also: a half-written checkpoint is not taken as the latest, by `load_run_model` or by the resume."""
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = shutil.copytree(self.run_dir, pathlib.Path(tmp) / "run")  # the shared run stays at step 6
+            # A write killed before the state file was updated leaves data files but no new entry.
+            (run_dir / "checkpoints" / "ckpt-99.data-00000-of-00001").write_bytes(b"\0" * 10)
+            model = load_run_model(run_dir, source="latest")
+            self.assertEqual(checkpoint_paths(run_dir / "checkpoints")[-1].rsplit("-", 1)[1], "6",
+                             "a half-written checkpoint is taken as the latest")
+            self.assertTrue(all(np.isfinite(w).all() for w in model.get_weights()),
+                            "the latest checkpoint beside a half-written one does not load whole")
             result = cli_in_process("train", "--run-dir", run_dir, "--set", "training.train_steps=9")  # no --config
             self.assertEqual(result.returncode, 0, result.stderr.decode()[-3000:])
-            self.assertIn("from step 6 to 9", result.stdout.decode())
+            self.assertIn("from step 6 to 9", result.stdout.decode(),
+                          "training does not go on from the last whole checkpoint with the run's own config")
             refused = cli_in_process("train", "--config", "tiny", "--run-dir", run_dir)  # its vocabulary is 100
             self.assertEqual(refused.returncode, 2)
             self.assertIn("vocab_size: 100 -> 1000", refused.stderr.decode())
 
 
-class InterruptedCheckpointWriteTest(TestCase):
-    def test_half_written_checkpoint_is_not_taken_as_latest(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            files = write_toy_corpus(pathlib.Path(tmp) / "data", train=100)
-            config = toy_config(files, train_steps=3)
-            run_dir = pathlib.Path(tmp) / "run"
-            train(config, run_dir, verbose=0)
-            # A write killed before the state file was updated leaves data files but no new entry.
-            (run_dir / "checkpoints" / "ckpt-99.data-00000-of-00001").write_bytes(b"\0" * 10)
-            model = load_run_model(run_dir, source="latest")
-            self.assertEqual(checkpoint_paths(run_dir / "checkpoints")[-1].rsplit("-", 1)[1], "3")
-            self.assertTrue(all(np.isfinite(w).all() for w in model.get_weights()))
-            result = train(replace(config, training={"train_steps": 4}), run_dir, verbose=0)
-            self.assertEqual(result.start_step, 3)
-
-
 class FirstSessionRetryTest(TestCase):
     def test_a_run_takes_another_batch_size_until_its_first_checkpoint(self):
         with tempfile.TemporaryDirectory() as tmp:
-            config = toy_config(write_toy_corpus(f"{tmp}/data", train=120, dev=8, test=8), train_steps=3)
+            # One bucket shape and no dev split: the run traces its training step once.
+            config = one_bucket_config(write_toy_corpus(f"{tmp}/data", train=120, dev=8, test=8, max_words=3),
+                                       train_steps=3)
             with self.assertRaisesRegex(DataError, "fills no batch .*: lower data.batch_tokens"):
                 train(replace(config, data={"batch_tokens": 2**16}), f"{tmp}/run", verbose=0)
             self.assertEqual(train(config, f"{tmp}/run", verbose=0).final_step, 3)  # the same run, as told
