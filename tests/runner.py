@@ -237,26 +237,24 @@ def run_parallel(names, workers, on_report, profile_dir=None):
         for worker in list(pool):
             if worker.connection not in ready and worker.process.sentinel not in ready:
                 continue
+            pool.remove(worker)
             try:
                 report, resident = worker.connection.recv()
-            except (EOFError, OSError):
+            except (EOFError, OSError):  # the worker died: its module fails, a fresh worker goes on
                 worker.process.join()
                 on_report(ModuleReport(worker.module, death_message(worker.module, worker.process.exitcode),
                                        failed=1))
-                report, resident = None, limit
+                worker = None
             else:
                 report.resident_bytes = resident
                 on_report(report)
-            pool.remove(worker)
-            if resident >= limit or not pending:
-                if report is not None:
+                if resident >= limit or not pending:
                     worker.stop()
-                if not pending:
-                    continue
-                worker = Worker(context, threads, profile_dir)
-            pool.append(worker)
-            worker.give(pending.popleft())
-
+                    worker = None
+            if pending:
+                worker = worker or Worker(context, threads, profile_dir)
+                pool.append(worker)
+                worker.give(pending.popleft())
 
 def memory(report):
     """`, worker 1.2 GB` for a report that knows its worker's resident memory, else ''."""
