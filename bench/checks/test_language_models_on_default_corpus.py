@@ -1,4 +1,5 @@
-"""A tiny causal LM and a tiny masked LM trained on the German side of the default corpus (the LibreOffice help).
+"""A long check (`bash bench/checks/run`): a tiny causal LM and a tiny masked LM trained on the German side of
+the default corpus (the LibreOffice help).
 
 Real text, not a grammar: after a few hundred steps each model must be well below the perplexity of the
 add-one-smoothed piece unigram of the training text, which the test computes with the run's own tokenizer. The
