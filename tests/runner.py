@@ -9,8 +9,10 @@
 Test modules run in parallel worker processes (one more than the CPU cores: a module that waits on a process
 it started, a server or the disk leaves its core to another), longest first (by `tests/durations.json`; a
 module not listed there counts as average), and each module's output is printed in one piece when it ends,
-with the worker's resident memory after it. A worker that dies fails only the module it was running (named with
-the signal that ended it) and a fresh worker takes the rest; a worker grown past its share of the machine's
+with the worker's resident memory after it. A worker that dies is reported with the module it was running and
+the signal that ended it (again before the final line); that module runs once more in a fresh worker, and fails
+if its worker dies again. A crash in native code can come from what earlier modules left in a long-lived
+worker: the module's own run in a fresh process is what counts. A worker grown past its share of the machine's
 memory is replaced between modules.
 Before the final line the runner lists the slowest test classes and tests (set-up included), to keep the
 suite's time in view.
@@ -184,8 +186,9 @@ def recycle_bytes(workers):
     return max(2 << 30, total // (2 * workers))
 
 
-def death_message(name, exitcode):
-    """The failure of module `name` whose worker process ended with `exitcode` (negative: killed by a signal)."""
+def death_message(name, exitcode, seconds=None, again=False):
+    """What to print for module `name`, whose worker process ended with `exitcode` (negative: killed by a signal)
+    `seconds` after it was given the module; `again`: the module runs again in a fresh worker."""
     if exitcode is not None and exitcode < 0:
         import signal
 
@@ -194,7 +197,9 @@ def death_message(name, exitcode):
             how += " (on Linux most often the kernel's out-of-memory killer: see `dmesg`)"
     else:
         how = f"exited with code {exitcode}"
-    return f"{name}: the worker process running it {how}; the other modules went on in fresh workers.\n"
+    when = f" {seconds:.0f} s into it" if seconds is not None else ""
+    then = "it runs again in a fresh worker" if again else "the other modules went on in fresh workers"
+    return f"{name}: the worker process running it {how}{when}; {then}.\n"
 
 
 class Worker:
@@ -208,7 +213,7 @@ class Worker:
         self.module = None
 
     def give(self, name):
-        self.module = name
+        self.module, self.given_at = name, time.monotonic()
         self.connection.send(name)
 
     def stop(self):
@@ -222,13 +227,17 @@ class Worker:
             self.process.join()
 
 
-def run_parallel(names, workers, on_report, profile_dir=None):
-    """Runs `names` in `workers` processes. A worker that dies fails the one module it was running, named with the
-    signal that ended it, and a fresh worker takes the rest; a worker grown past `recycle_bytes` is replaced."""
+def run_parallel(names, workers, on_report, profile_dir=None, on_death=None):
+    """Runs `names` in `workers` processes; a worker grown past `recycle_bytes` is replaced.
+
+    A worker that dies (a crash in native code can come from what earlier modules left in the process) is
+    reported to `on_death` with its module, which runs once more in a fresh worker; a module whose worker dies
+    twice fails, named with the signal that ended it. Without `on_death` the first death fails the module."""
     pending = collections.deque(names)
     context = multiprocessing.get_context("spawn")
     threads = max(1, (os.cpu_count() or 1) // workers)
     limit = recycle_bytes(workers)
+    died = set()
     pool = [Worker(context, threads, profile_dir) for _ in range(min(workers, len(pending)))]
     for worker in pool:
         worker.give(pending.popleft())
@@ -240,10 +249,16 @@ def run_parallel(names, workers, on_report, profile_dir=None):
             pool.remove(worker)
             try:
                 report, resident = worker.connection.recv()
-            except (EOFError, OSError):  # the worker died: its module fails, a fresh worker goes on
+            except (EOFError, OSError):  # the worker died: its module runs again, or fails; a fresh worker goes on
                 worker.process.join()
-                on_report(ModuleReport(worker.module, death_message(worker.module, worker.process.exitcode),
-                                       failed=1))
+                name, again = worker.module, on_death is not None and worker.module not in died
+                message = death_message(name, worker.process.exitcode, time.monotonic() - worker.given_at, again)
+                if again:
+                    died.add(name)
+                    on_death(message)
+                    pending.appendleft(name)
+                else:
+                    on_report(ModuleReport(name, message, failed=1))
                 worker = None
             else:
                 report.resident_bytes = resident
@@ -255,6 +270,7 @@ def run_parallel(names, workers, on_report, profile_dir=None):
                 worker = worker or Worker(context, threads, profile_dir)
                 pool.append(worker)
                 worker.give(pending.popleft())
+
 
 def memory(report):
     """`, worker 1.2 GB` for a report that knows its worker's resident memory, else ''."""
@@ -291,6 +307,13 @@ def main(argv):
                          f"{report.output}")
         sys.stdout.flush()
 
+    deaths = []
+
+    def on_death(message):
+        deaths.append(message)
+        sys.stdout.write(f"===== worker death: {message}")
+        sys.stdout.flush()
+
     workers = min(args.workers, len(names))
     print(f"running {len(names)} test module(s) in {workers} process(es)", flush=True)
     if workers <= 1:
@@ -298,7 +321,7 @@ def main(argv):
         for name in names:
             on_report(run_module(name, args.profile))
     else:
-        run_parallel(longest_first(names, durations), workers, on_report, args.profile)
+        run_parallel(longest_first(names, durations), workers, on_report, args.profile, on_death)
     failed = sum(r.failed for r in reports)
     skipped = sum(r.skipped for r in reports)
     passed = max(sum(r.run for r in reports) - failed - skipped, 0)  # a failed setUpClass is an error but no test
@@ -316,6 +339,8 @@ def main(argv):
                    "classes": {n: round(s, 1) for n, s in class_seconds.most_common()},
                    "tests": {n: round(s, 1) for n, s in test_seconds.most_common()}}
         (pathlib.Path(args.profile) / "seconds.json").write_text(json.dumps(seconds, indent=1) + "\n")
+    for message in deaths:  # the module's own line above says how it did in its fresh worker
+        print(f"worker death: {message}", end="")
     print(f"ran in {time.time() - start:.0f} s")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 0 if failed == 0 and passed > 0 else 1
