@@ -186,9 +186,10 @@ def recycle_bytes(workers):
     return max(2 << 30, total // (2 * workers))
 
 
-def death_message(name, exitcode, seconds=None, again=False):
+def death_message(name, exitcode, seconds=None, again=False, earlier=()):
     """What to print for module `name`, whose worker process ended with `exitcode` (negative: killed by a signal)
-    `seconds` after it was given the module; `again`: the module runs again in a fresh worker."""
+    `seconds` after it was given the module; `again`: the module runs again in a fresh worker; `earlier`: the
+    modules the worker ran before it, whose leftovers may be the cause."""
     if exitcode is not None and exitcode < 0:
         import signal
 
@@ -199,7 +200,8 @@ def death_message(name, exitcode, seconds=None, again=False):
         how = f"exited with code {exitcode}"
     when = f" {seconds:.0f} s into it" if seconds is not None else ""
     then = "it runs again in a fresh worker" if again else "the other modules went on in fresh workers"
-    return f"{name}: the worker process running it {how}{when}; {then}.\n"
+    before = f" The worker had run {', '.join(earlier)} before it." if earlier else ""
+    return f"{name}: the worker process running it {how}{when}; {then}.{before}\n"
 
 
 class Worker:
@@ -210,9 +212,11 @@ class Worker:
         self.process = context.Process(target=worker_loop, args=(child, threads, profile_dir), daemon=True)
         self.process.start()
         child.close()
-        self.module = None
+        self.module, self.earlier = None, []
 
     def give(self, name):
+        if self.module is not None:
+            self.earlier.append(self.module)
         self.module, self.given_at = name, time.monotonic()
         self.connection.send(name)
 
@@ -252,7 +256,8 @@ def run_parallel(names, workers, on_report, profile_dir=None, on_death=None):
             except (EOFError, OSError):  # the worker died: its module runs again, or fails; a fresh worker goes on
                 worker.process.join()
                 name, again = worker.module, on_death is not None and worker.module not in died
-                message = death_message(name, worker.process.exitcode, time.monotonic() - worker.given_at, again)
+                message = death_message(name, worker.process.exitcode, time.monotonic() - worker.given_at, again,
+                                        worker.earlier)
                 if again:
                     died.add(name)
                     on_death(message)
@@ -324,7 +329,8 @@ def main(argv):
         run_parallel(longest_first(names, durations), workers, on_report, args.profile, on_death)
     failed = sum(r.failed for r in reports)
     skipped = sum(r.skipped for r in reports)
-    passed = max(sum(r.run for r in reports) - failed - skipped, 0)  # a failed setUpClass is an error but no test
+    # Per module: a failed setUpClass, or a worker's death, is a failure but no test run.
+    passed = sum(max(r.run - r.failed - r.skipped, 0) for r in reports)
     class_seconds, test_seconds = collections.Counter(), collections.Counter()
     for report in reports:
         class_seconds.update(report.class_seconds)
