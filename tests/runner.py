@@ -231,12 +231,12 @@ class Worker:
             self.process.join()
 
 
-def run_parallel(names, workers, on_report, profile_dir=None, on_death=None):
+def run_parallel(names, workers, on_report, on_death, profile_dir=None):
     """Runs `names` in `workers` processes; a worker grown past `recycle_bytes` is replaced.
 
     A worker that dies (a crash in native code can come from what earlier modules left in the process) is
     reported to `on_death` with its module, which runs once more in a fresh worker; a module whose worker dies
-    twice fails, named with the signal that ended it. Without `on_death` the first death fails the module."""
+    twice fails, named with the signal that ended it."""
     pending = collections.deque(names)
     context = multiprocessing.get_context("spawn")
     threads = max(1, (os.cpu_count() or 1) // workers)
@@ -255,7 +255,7 @@ def run_parallel(names, workers, on_report, profile_dir=None, on_death=None):
                 report, resident = worker.connection.recv()
             except (EOFError, OSError):  # the worker died: its module runs again, or fails; a fresh worker goes on
                 worker.process.join()
-                name, again = worker.module, on_death is not None and worker.module not in died
+                name, again = worker.module, worker.module not in died
                 message = death_message(name, worker.process.exitcode, time.monotonic() - worker.given_at, again,
                                         worker.earlier)
                 if again:
@@ -326,7 +326,7 @@ def main(argv):
         for name in names:
             on_report(run_module(name, args.profile))
     else:
-        run_parallel(longest_first(names, durations), workers, on_report, args.profile, on_death)
+        run_parallel(longest_first(names, durations), workers, on_report, on_death, args.profile)
     failed = sum(r.failed for r in reports)
     skipped = sum(r.skipped for r in reports)
     # Per module: a failed setUpClass, or a worker's death, is a failure but no test run.
