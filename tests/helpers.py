@@ -31,6 +31,14 @@ def random_ids(batch, length, vocab_size=50, seed=0, low=4):
     return np.random.default_rng(seed).integers(low, vocab_size, size=(batch, length)).astype("int32")
 
 
+def long_check(target):
+    """Marks a test class or one test as a long check: `bash bench/checks/run` runs it, `tests/run` leaves it out.
+
+    For what trains, exports or serves for minutes on 2 cores (the suite keeps a cheaper test of the same road)."""
+    target.long_check = True
+    return target
+
+
 class TestCase(tf.test.TestCase):
     """tf.test.TestCase without its inherited `test_session` helper, which unittest would report as skipped."""
 

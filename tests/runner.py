@@ -5,6 +5,11 @@
     python -m tests.runner --workers 1          # one process (default: one more than the CPU cores, at most 4)
     python -m tests.runner --record-durations   # also rewrite tests/durations.json from this run
     python -m tests.runner --profile DIR        # also DIR/<module>.prof (cProfile) and DIR/seconds.json per test
+    python -m tests.runner --long               # the long checks instead (`bash bench/checks/run`)
+
+A test class or test marked `tests.helpers.long_check` (what trains, exports or serves for minutes on 2 cores)
+is a long check: left out of the suite, counted on the line before the final one, and run with `--long`, with
+the modules under bench/checks/.
 
 Test modules run in parallel worker processes (one more than the CPU cores: a module that waits on a process
 it started, a server or the disk leaves its core to another), longest first (by `tests/durations.json`; a
@@ -70,14 +75,43 @@ class ModuleReport:
     class_seconds: dict = dataclasses.field(default_factory=dict)
     test_seconds: dict = dataclasses.field(default_factory=dict)
     resident_bytes: int = 0  # the worker's resident memory after the module
+    left_out: int = 0  # tests of the other kind (long checks in the suite, suite tests with --long)
 
 
-def run_tests(name, stream):
-    """Runs the tests `name` (a module, class or test, dotted) and writes unittest's verbose output to `stream`."""
-    suite = unittest.TestLoader().loadTestsFromName(name)
+def is_long_check(test):
+    """Whether `test` (a TestCase instance) or its class is marked `tests.helpers.long_check`."""
+    method = getattr(test, getattr(test, "_testMethodName", ""), None)
+    return bool(getattr(type(test), "long_check", False) or getattr(method, "long_check", False))
+
+
+def flatten(suite):
+    """The TestCase instances of a (nested) unittest suite, in order."""
+    for item in suite:
+        if isinstance(item, unittest.TestSuite):
+            yield from flatten(item)
+        else:
+            yield item
+
+
+def select(suite, long):
+    """The tests of `suite` that are long checks (`long`) or not, as one suite, and how many were left out. A
+    module that failed to import is kept either way: its error must show."""
+    kept, left_out = [], 0
+    for test in flatten(suite):
+        if type(test).__name__ == "_FailedTest" or is_long_check(test) == long:
+            kept.append(test)
+        else:
+            left_out += 1
+    return unittest.TestSuite(kept), left_out
+
+
+def run_tests(name, stream, long=False):
+    """Runs the tests `name` (a module, class or test, dotted) that are long checks (`long`) or not, and writes
+    unittest's verbose output to `stream`."""
+    suite, left_out = select(unittest.TestLoader().loadTestsFromName(name), long)
     result = unittest.TextTestRunner(verbosity=2, stream=stream, resultclass=TimedResult).run(suite)
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-    return result.testsRun, failed, len(result.skipped), dict(result.seconds), dict(result.test_seconds)
+    return result.testsRun, failed, len(result.skipped), dict(result.seconds), dict(result.test_seconds), left_out
 
 
 def cpu_seconds():
@@ -86,10 +120,10 @@ def cpu_seconds():
                for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
-def run_module(name, profile_dir=None):
+def run_module(name, profile_dir=None, long=False):
     """Runs one module in this (worker) process; never raises, an import error counts as a failure.
 
-    `profile_dir`: the run is profiled (cProfile) into `profile_dir/<name>.prof`."""
+    `profile_dir`: the run is profiled (cProfile) into `profile_dir/<name>.prof`; `long`: its long checks."""
     stream = io.StringIO()
     start, cpu_start = time.monotonic(), cpu_seconds()
     profile = None
@@ -99,16 +133,16 @@ def run_module(name, profile_dir=None):
         profile = cProfile.Profile()
         profile.enable()
     try:
-        run, failed, skipped, class_seconds, test_seconds = run_tests(name, stream)
+        run, failed, skipped, class_seconds, test_seconds, left_out = run_tests(name, stream, long)
     except Exception:  # noqa: BLE001 - reported as the module's failure
         stream.write(traceback.format_exc())
-        run, failed, skipped, class_seconds, test_seconds = 0, 1, 0, {}, {}
+        run, failed, skipped, class_seconds, test_seconds, left_out = 0, 1, 0, {}, {}, 0
     if profile is not None:
         profile.disable()
         profile.dump_stats(str(pathlib.Path(profile_dir) / f"{name}.prof"))
     settle_garbage()
     return ModuleReport(name, stream.getvalue(), run, failed, skipped, time.monotonic() - start,
-                        cpu_seconds() - cpu_start, class_seconds, test_seconds)
+                        cpu_seconds() - cpu_start, class_seconds, test_seconds, left_out=left_out)
 
 
 def collect_rarely():
@@ -129,9 +163,14 @@ def settle_garbage():
     gc.freeze()
 
 
-def discover_modules():
-    """The dotted names of the test modules under tests/, as `unittest` discovery would find them."""
-    return sorted(f"tests.{path.stem}" for path in pathlib.Path(__file__).parent.glob("test*.py"))
+def discover_modules(long=False):
+    """The dotted names of the test modules under tests/ (and with `long` under bench/checks/), as `unittest`
+    discovery would find them."""
+    here = pathlib.Path(__file__).parent
+    names = [f"tests.{path.stem}" for path in here.glob("test*.py")]
+    if long:
+        names += [f"bench.checks.{path.stem}" for path in (here.parent / "bench" / "checks").glob("test*.py")]
+    return sorted(names)
 
 
 def load_durations():
@@ -165,14 +204,14 @@ def resident_bytes():
         return 0
 
 
-def worker_loop(connection, threads, profile_dir):
+def worker_loop(connection, threads, profile_dir, long):
     """A worker process: runs each module name it receives and sends back its report and its resident memory."""
     _initialize_worker(threads)
     while True:
         name = connection.recv()
         if name is None:
             return
-        connection.send((run_module(name, profile_dir), resident_bytes()))
+        connection.send((run_module(name, profile_dir, long), resident_bytes()))
 
 
 def recycle_bytes(workers):
@@ -207,9 +246,9 @@ def death_message(name, exitcode, seconds=None, again=False, earlier=()):
 class Worker:
     """One spawned worker process (a fresh interpreter: no TensorFlow state is forked) and the module it runs."""
 
-    def __init__(self, context, threads, profile_dir):
+    def __init__(self, context, threads, profile_dir, long):
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=worker_loop, args=(child, threads, profile_dir), daemon=True)
+        self.process = context.Process(target=worker_loop, args=(child, threads, profile_dir, long), daemon=True)
         self.process.start()
         child.close()
         self.module, self.earlier = None, []
@@ -231,7 +270,7 @@ class Worker:
             self.process.join()
 
 
-def run_parallel(names, workers, on_report, on_death, profile_dir=None):
+def run_parallel(names, workers, on_report, on_death, profile_dir=None, long=False):
     """Runs `names` in `workers` processes; a worker grown past `recycle_bytes` is replaced.
 
     A worker that dies (a crash in native code can come from what earlier modules left in the process) is
@@ -242,7 +281,7 @@ def run_parallel(names, workers, on_report, on_death, profile_dir=None):
     threads = max(1, (os.cpu_count() or 1) // workers)
     limit = recycle_bytes(workers)
     died = set()
-    pool = [Worker(context, threads, profile_dir) for _ in range(min(workers, len(pending)))]
+    pool = [Worker(context, threads, profile_dir, long) for _ in range(min(workers, len(pending)))]
     for worker in pool:
         worker.give(pending.popleft())
     while pool:
@@ -272,7 +311,7 @@ def run_parallel(names, workers, on_report, on_death, profile_dir=None):
                     worker.stop()
                     worker = None
             if pending:
-                worker = worker or Worker(context, threads, profile_dir)
+                worker = worker or Worker(context, threads, profile_dir, long)
                 pool.append(worker)
                 worker.give(pending.popleft())
 
@@ -295,18 +334,22 @@ def main(argv):
     parser.add_argument("--workers", type=int, default=int(os.environ.get("T2T_TEST_WORKERS", 0)) or
                         default_workers(), help="parallel processes (env T2T_TEST_WORKERS)")
     parser.add_argument("--record-durations", action="store_true", help="rewrite tests/durations.json")
+    parser.add_argument("--long", action="store_true", help="run the long checks (tests marked "
+                        "`tests.helpers.long_check`, and bench/checks/) instead of the suite")
     parser.add_argument("--profile", metavar="DIR", help="profile each module into DIR/<module>.prof, and write "
                         "every test's seconds to DIR/seconds.json")
     args = parser.parse_args(argv)
     if args.profile:
         pathlib.Path(args.profile).mkdir(parents=True, exist_ok=True)
-    names = args.names or discover_modules()
+    names = args.names or discover_modules(args.long)
     durations = load_durations()
     start = time.time()
     reports = []
 
     def on_report(report):
         reports.append(report)
+        if args.long and report.run == 0 and report.failed == 0:
+            return  # a module without long checks
         sys.stdout.write(f"===== {report.name}: {report.run} run, {report.failed} failed, {report.skipped} skipped "
                          f"in {report.seconds:.0f} s (CPU {report.cpu_seconds:.0f} s{memory(report)}) =====\n"
                          f"{report.output}")
@@ -324,9 +367,9 @@ def main(argv):
     if workers <= 1:
         collect_rarely()
         for name in names:
-            on_report(run_module(name, args.profile))
+            on_report(run_module(name, args.profile, args.long))
     else:
-        run_parallel(longest_first(names, durations), workers, on_report, on_death, args.profile)
+        run_parallel(longest_first(names, durations), workers, on_report, on_death, args.profile, args.long)
     failed = sum(r.failed for r in reports)
     skipped = sum(r.skipped for r in reports)
     # Per module: a failed setUpClass, or a worker's death, is a failure but no test run.
@@ -337,7 +380,10 @@ def main(argv):
         test_seconds.update(report.test_seconds)
     for kind, seconds in (("test classes", class_seconds), ("tests", test_seconds)):
         print(f"slowest {kind}: " + ", ".join(f"{name} {s:.0f} s" for name, s in seconds.most_common(SLOWEST)))
-    if args.record_durations:
+    left_out = sum(r.left_out for r in reports)
+    if left_out and not args.long:
+        print(f"{left_out} long checks left out (they run with `bash bench/checks/run`)")
+    if args.record_durations and not args.long:
         durations.update({r.name: round(r.seconds, 1) for r in reports})
         DURATIONS.write_text(json.dumps(dict(sorted(durations.items())), indent=1) + "\n")
     if args.profile:

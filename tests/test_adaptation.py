@@ -29,7 +29,7 @@ from t2t_keras.switches.clustering import xla_auto_clustering
 from t2t_keras.training.fewer_layers import kept_layers
 from t2t_keras.training.init_from import InitSource, adopt, copy_tokenizer
 from t2t_keras.training.trainer import _set_up, train
-from tests.helpers import TestCase, best_texts, cli_in_process, random_ids, toy_config, write_toy_corpus
+from tests.helpers import TestCase, best_texts, cli_in_process, long_check, random_ids, toy_config, write_toy_corpus
 
 SENTENCES = ["the cat sees a dog", "a big red house", "the old man eats bread near the tree"]
 GREEDY = GenerationRequest(beam_size=1, max_extra_length=8)
@@ -72,6 +72,7 @@ class LogLines(logging.Handler):
         self.logger.setLevel(self.level)
 
 
+@long_check
 class AdaptationTest(TestCase):
     @classmethod
     def setUpClass(cls):

@@ -28,7 +28,7 @@ from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.evaluation.aligned import aligned_translations
 from t2t_keras.inspect.attention import extract_attention
 from t2t_keras.runs import load_run, write_inspection_files
-from tests.helpers import TestCase, cli_in_process, toy_pairs
+from tests.helpers import TestCase, cli_in_process, long_check, toy_pairs
 from tests.test_ensemble import VOCAB, save_run
 
 SENTENCES = ["the cat sees a dog", "a big red house near the tree", "water"]
@@ -79,6 +79,7 @@ class WordRuleTest(unittest.TestCase):
                 replace(config, decoding=bad)
 
 
+@long_check
 class AlignerTest(TestCase):
     @classmethod
     def setUpClass(cls):

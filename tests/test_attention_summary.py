@@ -18,7 +18,7 @@ from tensorboard.backend.event_processing import event_accumulator
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.inspect.attention import KINDS, BatchAttention
 from t2t_keras.inspect.summary import AttentionSummary, attention_statistics
-from tests.helpers import TestCase, random_ids, tiny_transformer, toy_pairs
+from tests.helpers import TestCase, long_check, random_ids, tiny_transformer, toy_pairs
 
 PROBES = ["the cat sees a dog", "a big old man eats bread under the green tree"]
 LAYERS = 2
@@ -91,6 +91,7 @@ class AttentionStatisticsTest(TestCase):
             AttentionSummary(None, PROBES, "logs", every_steps=0)
 
 
+@long_check
 class AttentionSummaryCallbackTest(TestCase):
     """Three `fit` steps with `every_steps=2` and a write at the end: summaries at steps 2 and 3."""
 

@@ -25,7 +25,7 @@ from t2t_keras.language_models import CausalLanguageModel, MaskedLanguageModel
 from t2t_keras.model import Transformer
 from t2t_keras.special_ids import EOS_ID
 from tests import backend_child
-from tests.helpers import TINY, TestCase
+from tests.helpers import TINY, TestCase, long_check
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CHILD_BACKENDS = ("jax", "torch")
@@ -117,6 +117,7 @@ def finish_child(process, backend, work):
     return json.loads((work / f"{backend}.json").read_text())
 
 
+@long_check
 class BackendsTest(TestCase):
     @classmethod
     def setUpClass(cls):

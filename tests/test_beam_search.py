@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from t2t_keras.decoding import beam_search, greedy_decode, length_penalty, reference_beam_search
 from t2t_keras.special_ids import EOS_ID
+from tests.helpers import long_check
 from tests.test_greedy import (
     EXTRA,
     SOURCE,
@@ -24,6 +25,7 @@ def numpy_length_penalty(length, alpha, kind):
 
 
 class BeamSearchTest(DecodingTestCase):
+    @long_check
     def test_cached_equals_uncached_reference_for_every_length_penalty_and_stopping_rule(self):
         model = decoding_model()
         # every penalty with the default rule; the exact rule also in test_exact_early_stop_changes_nothing
@@ -108,6 +110,7 @@ class BeamSearchTest(DecodingTestCase):
             self.assertAllEqual(output_lengths(out["tokens"][:, 0]), [1] * 4)
             self.assertEqual(model.decode_calls, 1, msg=stopping)
 
+    @long_check
     def test_a_growing_cache_gives_the_tokens_of_preallocated_slots(self):
         model = decoding_model()
         for stopping in ("beam", "exact"):
@@ -147,6 +150,7 @@ class BeamSearchTest(DecodingTestCase):
             self.assertAllClose(out["scores"], fixed["scores"], atol=1e-5, msg=beam_size)
         self.assertEqual(graph.experimental_get_tracing_count(), 1)
 
+    @long_check
     def test_compiled_equals_eager_with_alpha_as_a_tensor(self):
         model = decoding_model()
         compiled = tf.function(

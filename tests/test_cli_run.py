@@ -16,7 +16,7 @@ from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.evaluation.paper_bleu import paper_bleu
 from t2t_keras.runs import RunDirectory, open_run
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, cli_in_process, toy_config, toy_pairs, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, long_check, toy_config, toy_pairs, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 run_cli = cli_in_process
@@ -28,6 +28,7 @@ def run_process(*args, stdin=None):
                           timeout=300, cwd=REPO)
 
 
+@long_check
 class RunCommandsTest(TestCase):
     @classmethod
     def setUpClass(cls):

@@ -14,7 +14,7 @@ from unittest import mock
 
 from t2t_keras import cli_arguments
 from t2t_keras.errors import T2TError, check_task
-from tests.helpers import TestCase, cli_in_process, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, long_check, write_toy_corpus
 
 TASKS = ("translation", "lm", "mlm")
 PRESET = {"translation": "mini", "lm": "lm-mini", "mlm": "mlm-mini"}
@@ -54,6 +54,7 @@ class CommandTableTest(TestCase):
         check_task("export", "lm", "runs/x", takes=("translation", "lm"))
 
 
+@long_check
 class EveryCommandOnEveryTaskTest(TestCase):
     @classmethod
     def setUpClass(cls):

@@ -12,6 +12,7 @@ import tensorflow as tf
 from tests.helpers import (
     TestCase,
     best_texts,
+    long_check,
     padded_ids,
     predicted,
     tiny_transformer,
@@ -73,6 +74,7 @@ def detokenize(tokens):
     return [t.decode("utf-8") for t in _SHARED["tokenizer"].detokenize(tokens).numpy()]
 
 
+@long_check
 @unittest.skipIf(ctranslate2 is None, "ctranslate2 is not installed: pip install ctranslate2==4.8.5")
 class ConversionTest(TestCase):
     """float32 conversion of each variant: equal log-probabilities, equal greedy and beam-4 tokens."""

@@ -28,7 +28,7 @@ from t2t_keras.distillation.teacher import open_teacher, teacher_settings, train
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.params import count_parameters
 from t2t_keras.runs import RunDirectory, checkpoint_step, load_run_model
-from tests.helpers import TestCase, cli_in_process, toy_pairs, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, long_check, toy_pairs, write_toy_corpus
 
 VOCAB = 100
 SHARD = 15
@@ -75,6 +75,7 @@ def student_options(**more):
     return dict(dict(overrides=tuple(STUDENT), beam_size=BEAM, shard_sentences=SHARD, jit_compile=False), **more)
 
 
+@long_check
 class DistillationTest(TestCase):
     @classmethod
     def setUpClass(cls):

@@ -19,7 +19,7 @@ import yaml
 from t2t_keras.config import replace
 from t2t_keras.model import build_transformer
 from t2t_keras.runs import checkpoint_paths
-from tests.helpers import TestCase, random_ids, toy_config, write_toy_corpus
+from tests.helpers import TestCase, long_check, random_ids, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -81,6 +81,7 @@ class MirroredReplicasTest(TestCase):
             self.assertAllClose(a, b, atol=2e-6)
 
 
+@long_check
 class MultiWorkerTest(TestCase):
     def test_two_workers_on_localhost_finish_and_agree(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -20,7 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tests.helpers import TestCase, one_bucket_config, write_toy_corpus
+from tests.helpers import TestCase, long_check, one_bucket_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # A toy run: checkpoints every 3 updates; the embedding is poisoned before update 8; a rollback goes back to step 6,
@@ -176,6 +176,7 @@ class GuardedStepTest(TestCase):
         self.assertEqual(int(model.optimizer.iterations.numpy()), 5)
 
 
+@long_check
 class DivergingRunTest(TestCase):
     """`train` on one replica with a poisoned update, under float32 and mixed_bfloat16, and on two replicas."""
 

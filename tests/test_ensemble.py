@@ -28,7 +28,7 @@ from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.runs import RunDirectory, ensemble_runs, load_run_model
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
-from tests.helpers import TestCase, cli_in_process, random_ids, toy_pairs
+from tests.helpers import TestCase, cli_in_process, long_check, random_ids, toy_pairs
 
 VOCAB = 100
 GREEDY = GenerationRequest(beam_size=1, max_extra_length=6)
@@ -57,6 +57,7 @@ def log_softmax(x):
     return x - np.log(np.sum(np.exp(x - x.max(-1, keepdims=True)), -1, keepdims=True)) - x.max(-1, keepdims=True)
 
 
+@long_check
 class EnsembleTest(TestCase):
     @classmethod
     def setUpClass(cls):

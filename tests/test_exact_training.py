@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.decoding.request import GenerationRequest
-from tests.helpers import TINY, TestCase, cli_in_process, one_bucket_config, toy_config, write_toy_corpus
+from tests.helpers import TINY, TestCase, cli_in_process, long_check, one_bucket_config, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MICRO_BATCHES, ROWS = 4, 2
@@ -120,6 +120,7 @@ def run_child():
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+@long_check
 class AccumulationEqualsOneBatchTest(TestCase):
     @classmethod
     def setUpClass(cls):
@@ -270,6 +271,7 @@ class ExactResumeTest(_ResumeTest, TestCase):
         self.assert_same_as_reference(run_dir)
 
 
+@long_check
 class MixedPrecisionResumeTest(_ResumeTest, TestCase):
     """mixed_bfloat16: a run stopped by `--minutes` and continued; checkpoints hold float32 master weights."""
 
@@ -320,6 +322,7 @@ def set_loss_scale_at(schedule):
     return SetScale()
 
 
+@long_check
 class LossScalingTest(TestCase):
     """mixed_float16: dynamic loss scaling; an overflowing step is skipped and counted; the scale is checkpointed."""
 
@@ -425,6 +428,7 @@ def tearDownModule():
         _PRECISION_DATA[0].cleanup()
 
 
+@long_check
 class PrecisionLossTest(TestCase):
     """A tiny model trained 100 updates on the same data reaches the float32 loss in each mixed precision.
 
@@ -495,6 +499,7 @@ def until_eos(rows):
     return trimmed
 
 
+@long_check
 class MixedBfloat16ExportTest(TestCase):
     """An export of a mixed_bfloat16-trained run (`PrecisionLossTest`'s), reloaded in a fresh process, translates
     like the run's model.

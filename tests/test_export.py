@@ -23,7 +23,7 @@ from t2t_keras.export.saved_model import export_run, export_translator
 from t2t_keras.runs import load_run_model
 from t2t_keras.switches.kernels import export_arithmetic
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, best_texts, predicted, toy_config, toy_pairs, write_toy_corpus
+from tests.helpers import TestCase, best_texts, long_check, predicted, toy_config, toy_pairs, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MAX_BEAM_SIZE = 3  # the export's switch covers beam sizes 1..3 (8 by default; fewer traces keep the test fast)
@@ -249,6 +249,7 @@ class ExportTest(TestCase):
         with self.assertRaisesRegex(ValueError, "lines\\[1\\] is a int"):
             best_texts(self.translator, ["a", 1])
 
+    @long_check
     def test_the_stopping_rule_comes_from_the_run_and_is_fixed_in_the_export(self):
         self.assertEqual(self.translator.saved_model.stopping.numpy(), b"beam")  # the run's decoding.stopping
         self.assertEqual(open_artifact(self.run_dir).defaults.stopping, "beam")
@@ -263,6 +264,7 @@ class ExportTest(TestCase):
             self.assertEqual(best_texts(export, SENTENCES[:6]), expected, msg=stopping)
 
 
+@long_check
 class SmallExportTest(TestCase):
     """Exports of a random tiny model: atomic writes, and an XLA-compiled export."""
 
@@ -325,6 +327,7 @@ class SmallExportTest(TestCase):
                                        "default_max_extra_length/.ATTRIBUTES/VARIABLE_VALUE")
         self.assertEqual(saved, 7)  # the new export
 
+    @long_check
     def test_one_beam_search_serves_every_beam_size_unless_xla_needs_one_per_size(self):
         from t2t_keras.decoding import beam_search
         from t2t_keras.export.translator_module import TranslatorModule, prepare_source
@@ -347,6 +350,7 @@ class SmallExportTest(TestCase):
             self.assertAllEqual(got["tokens"], expected["tokens"], msg=(beam_size, num_return))
             self.assertAllClose(got["scores"], expected["scores"], atol=1e-5, msg=(beam_size, num_return))
 
+    @long_check
     def test_auto_searches_small_batches_with_xla_and_the_rest_in_graph_mode(self):
         """`jit_compile="auto"`: below 128 hypotheses (rows padded to a power of two x beam size) greedy and the
         default beam size for the best translation run XLA searches; other sizes, n-best lists and larger batches
@@ -380,6 +384,7 @@ class SmallExportTest(TestCase):
                 self.assertAllEqual(got["tokens"], expected["tokens"], msg=case)
                 self.assertAllClose(got["scores"], expected["scores"], atol=1e-4, msg=case)
 
+    @long_check
     def test_auto_export_keeps_xla_for_float32_weights_and_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name) / "auto-export"
         plain = self.plain_export()
@@ -396,6 +401,7 @@ class SmallExportTest(TestCase):
                                      precision="bfloat16", text_signatures=False, **PLAIN_OPTIONS)
         self.assertEqual(int(tf.saved_model.load(str(bfloat16)).xla_below_hypotheses.numpy()), 0)  # graph mode
 
+    @long_check
     def test_xla_compiled_export_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name)
         options = dict(max_beam_size=1, request=GenerationRequest(beam_size=1, max_extra_length=5))

@@ -9,7 +9,7 @@ from t2t_keras.model import Transformer
 from t2t_keras.switches.clustering import xla_auto_clustering
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.schedule import make_optimizer
-from tests.helpers import TestCase, random_ids
+from tests.helpers import TestCase, long_check, random_ids
 
 STEPS, BATCH = 12, 16
 
@@ -35,6 +35,7 @@ def losses(policy, jit, fused):
         keras.mixed_precision.set_global_policy("float32")
 
 
+@long_check
 class FastPathTest(TestCase):
     @classmethod
     def setUpClass(cls):

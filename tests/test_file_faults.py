@@ -31,7 +31,15 @@ from t2t_keras import files
 from t2t_keras.config import replace
 from t2t_keras.errors import DiskFullError
 from t2t_keras.runs import checkpoint_paths
-from tests.helpers import TestCase, cli_in_process, one_bucket_config, tiny_transformer, toy_config, write_toy_corpus
+from tests.helpers import (
+    TestCase,
+    cli_in_process,
+    long_check,
+    one_bucket_config,
+    tiny_transformer,
+    toy_config,
+    write_toy_corpus,
+)
 
 TRAINED = {}  # the module's trained run: "root", "config_path", "run_dir", "weights_at_6"
 
@@ -169,6 +177,7 @@ def fill(directory, leave):
     return filler
 
 
+@long_check
 class TmpfsTest(TestCase):
     """A copy of the module's run on a 24 MB tmpfs, which each test fills but for a little space."""
 

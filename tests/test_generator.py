@@ -13,6 +13,7 @@ from t2t_keras.decoding.batch_shapes import pad_batch, plan_batches
 from t2t_keras.decoding.generator import Generator
 from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.fast_path import GRAPH_SEARCH_HYPOTHESES, FastPath, Hardware
+from tests.helpers import long_check
 from tests.test_greedy import DecodingTestCase, decoding_model
 
 # Ids 4.. stand for these characters; 0-3 are pad/unk/bos/eos.
@@ -68,12 +69,14 @@ class GeneratorTest(DecodingTestCase):
         self.assertEqual([translations[1], translations[5]], ["", ""])
         self.assertGreater(len(set(translations)), 3)  # sentences got different outputs
 
+    @long_check
     def test_greedy_translation_in_graph_mode(self):
         model = decoding_model()
         generator = Generator(model, CharTokenizer(), batch_tokens=32, jit_compile=False)
         self.assertEqual(best(generator, SENTENCES, GenerationRequest(max_extra_length=5, beam_size=1)),
                          translate_one_by_one(model, SENTENCES, method="greedy"))
 
+    @long_check
     def test_nbest_lists_come_best_first_with_their_scores_and_the_best_is_the_one_best(self):
         model = decoding_model()
         generator = Generator(model, CharTokenizer(), batch_tokens=64)
@@ -91,6 +94,7 @@ class GeneratorTest(DecodingTestCase):
             ["a" * (longest + 3), "a" * longest], GenerationRequest(max_extra_length=2, beam_size=1))
         self.assertEqual(generation.truncated, [True, False])
 
+    @long_check
     def test_on_a_cpu_large_batches_search_in_graph_mode_small_ones_with_xla(self):
         """The fast path's choice per batch (`FastPath.decoding_jit`): a batch of GRAPH_SEARCH_HYPOTHESES
         hypotheses (rows x beam) or more decodes in graph mode, dropping its done sentences, a smaller one with

@@ -14,8 +14,15 @@ from t2t_keras.config import replace
 from t2t_keras.runs import RunDirectory, checkpoint_paths, load_run_model
 from t2t_keras.training.keep_best import BestState, KeepBest
 from t2t_keras.training.trainer import train
-from tests.helpers import (TestCase, cli_in_process, one_bucket_config, tiny_transformer, toy_config,
-                           write_toy_corpus)
+from tests.helpers import (
+    TestCase,
+    cli_in_process,
+    long_check,
+    one_bucket_config,
+    tiny_transformer,
+    toy_config,
+    write_toy_corpus,
+)
 from tests.test_training import event_tags
 
 
@@ -120,6 +127,7 @@ class ScriptedEvaluator:
         return {"bleu": self.SCRIPT[int(self.model.optimizer.iterations.numpy())], "loss": 1.0}
 
 
+@long_check
 class ResumeKeepsTheBestTest(TestCase):
     def test_patience_counts_across_a_resume_and_a_stopped_run_stays_stopped(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -169,6 +177,7 @@ class OlderCheckpointTest(TestCase):
         self.assertIn("holds no best", logs.output[0])
 
 
+@long_check
 class RealRunBestCheckpointTest(TestCase):
     """A real tiny run with dev BLEU every 3 updates; the CLI's --checkpoint best on it."""
 

@@ -18,7 +18,7 @@ from t2t_keras.errors import ConfigError
 from t2t_keras.runs import RunDirectory
 from t2t_keras.special_ids import EOS_ID
 from t2t_keras.tasks import task_of
-from tests.helpers import TestCase, best_texts, cli_in_process, unigram_perplexity
+from tests.helpers import TestCase, best_texts, cli_in_process, long_check, unigram_perplexity
 
 # noun -> (nominative article, accusative article, adjective ending nominative, accusative)
 NOUNS = {"Hund": ("der", "den", "e", "en"), "Katze": ("die", "die", "e", "e"), "Haus": ("das", "das", "e", "e"),
@@ -95,6 +95,7 @@ class _TaskRun(TestCase):
         return json.loads(out)
 
 
+@long_check
 class CausalLanguageModelTaskTest(_TaskRun):
     architecture = "decoder_only"
 
@@ -190,6 +191,7 @@ class CausalLanguageModelTaskTest(_TaskRun):
         self.assertEqual(provenance["side"], "target")
 
 
+@long_check
 class MaskedLanguageModelTaskTest(_TaskRun):
     architecture = "encoder_only"
     steps = 600  # it learns from the ~15% masked positions only

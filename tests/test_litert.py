@@ -25,7 +25,7 @@ from t2t_keras.export.litert_tokenizer import LiteRTTokenizer
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.runs import RunDirectory
 from t2t_keras.training.trainer import train
-from tests.helpers import TestCase, cli_in_process, predicted, tiny_transformer, toy_pairs, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, long_check, predicted, tiny_transformer, toy_pairs, write_toy_corpus
 
 MAX_BEAM_SIZE = 4
 MAX_LENGTH = 32  # small, so that the over-long sentence is cut (and flagged) quickly
@@ -36,6 +36,7 @@ TOKENIZER_TEXT = ["the big red dog", "  two  spaces ", "", "Ünïcödé ß ﬁ �
                   "tree" * 12, "die Katze schlaeft unter dem Baum"]
 
 
+@long_check
 class LiteRTExportTest(TestCase):
     """A toy run trained briefly, exported once as a SavedModel and once (float32, beam 4) as a LiteRT file."""
 

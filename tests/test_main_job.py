@@ -8,11 +8,12 @@ import sys
 import tempfile
 
 from t2t_keras.main_job import EXAMPLES
-from tests.helpers import TestCase, cli_in_process, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, long_check, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
+@long_check
 class MainJobTest(TestCase):
     @classmethod
     def setUpClass(cls):

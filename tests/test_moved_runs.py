@@ -23,7 +23,7 @@ from t2t_keras import config_paths
 from t2t_keras.config import load_config
 from t2t_keras.errors import ConfigError
 from t2t_keras.runs import RunDirectory
-from tests.helpers import TestCase, cli_in_process, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, long_check, write_toy_corpus
 
 SMALL = ("model.hidden_dim=32", "model.num_layers=1", "model.num_heads=2", "model.intermediate_dim=64",
          "model.max_length=64", "data.max_length=32", "data.vocab_size=100", "model.vocab_size=100",
@@ -54,6 +54,7 @@ def working_directory(path):
         os.chdir(before)
 
 
+@long_check
 class MovedRunTest(TestCase):
     @classmethod
     def setUpClass(cls):

@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import unittest
 
+from tests.helpers import long_check
 from tests.test_notebooks import NOTEBOOKS, execute_notebook, outputs_of
 
 PROBE = ('{"logits": logits_difference, "same_ids": same_ids, "events": attention_events, "losses": losses, '
@@ -18,6 +19,7 @@ PROBE = ('{"logits": logits_difference, "same_ids": same_ids, "events": attentio
          '"server_alive": server.poll() is None, "round_trip": round_trip_difference}')
 
 
+@long_check
 class PretrainedNotebookTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

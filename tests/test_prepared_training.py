@@ -23,7 +23,7 @@ from t2t_keras.errors import ConfigError, DataError
 from t2t_keras.runs import RunDirectory
 from t2t_keras.tasks import base, data_route, task_of
 from t2t_keras.training import resume
-from tests.helpers import TestCase, toy_config, write_toy_corpus
+from tests.helpers import TestCase, long_check, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARD_PAIRS, RESUME_AT = 40, 3  # the two-worker test: shards of 40 pairs, a resume at micro-batch 3
@@ -262,6 +262,7 @@ class PreparedTrainingTest(TestCase):
             for got, want in zip(batch_arrays(resumed), batch_arrays(uninterrupted[position])):
                 np.testing.assert_array_equal(got, want)
 
+    @long_check
     def test_sigkilled_run_started_again_ends_like_an_uninterrupted_run(self):
         from t2t_keras.training.trainer import train
 
@@ -299,6 +300,7 @@ def trimmed(row):
     return tuple(np.trim_zeros(np.asarray(row), "b").tolist())
 
 
+@long_check
 class MultiWorkerTest(TestCase):
     """Under MultiWorkerMirroredStrategy each worker reads its own shards, one batch per replica and step."""
 

@@ -25,7 +25,7 @@ from t2t_keras.export.saved_model import export_run
 from t2t_keras.pretrained.importer import import_checkpoint
 from t2t_keras.serving.server import create_app
 from tests import hf_checkpoints
-from tests.helpers import TestCase, cli_in_process
+from tests.helpers import TestCase, cli_in_process, long_check
 from tests.test_server import TIMEOUT, start_server
 
 LINES = hf_checkpoints.sentences(28, seed=11) + ["the cat € sees ✓ the dog", ""]
@@ -196,6 +196,7 @@ class MarianDecodingTest(DecodingTestBase):
         self.assertEqual((request.beam_size, request.length_penalty, request.alpha, request.max_output_length,
                           request.end_at_limit), (3, "power", 1.0, 63, True))
 
+    @long_check
     def test_greedy_and_beam_4_give_the_tokens_of_generate(self):
         for name in MARIAN:
             for num_beams in BEAMS:
@@ -238,6 +239,7 @@ class MultilingualDecodingTest(DecodingTestBase):
                             "deu_Latn, eng_Latn, fra_Latn")
 
 
+@long_check
 class ExportDecodingTest(DecodingTestBase):
     """NLLB as a SavedModel and served; classic OPUS-MT as a LiteRT file and in CTranslate2."""
 

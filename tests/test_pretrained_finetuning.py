@@ -22,7 +22,7 @@ from t2t_keras.training.init_from import InitSource
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.trainer import train
 from tests import hf_checkpoints
-from tests.helpers import TestCase, cli_in_process, toy_config, toy_pairs, write_toy_corpus
+from tests.helpers import TestCase, cli_in_process, long_check, toy_config, toy_pairs, write_toy_corpus
 
 LINES = [source for source, _ in toy_pairs(3, seed=9)]
 
@@ -38,6 +38,7 @@ def unpadded(row, pad):
     return tuple(int(i) for i in row[row != pad])
 
 
+@long_check
 class FineTuningTest(TestCase):
     @classmethod
     def setUpClass(cls):

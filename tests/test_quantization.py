@@ -10,7 +10,7 @@ from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.export.quantization import INT8_AUTO_MIN_PARAMS, choose_quantization, quantized_copy
 from t2t_keras.export.saved_model import export_translator
-from tests.helpers import TestCase, best_texts, random_ids, tiny_transformer, toy_pairs
+from tests.helpers import TestCase, best_texts, long_check, random_ids, tiny_transformer, toy_pairs
 
 
 class QuantizationTest(TestCase):
@@ -37,6 +37,7 @@ class QuantizationTest(TestCase):
                 float_weights = {w.path for w in quantized.weights if w.dtype == "float32"}
                 self.assertFalse(any(p.endswith("target_embedding/embeddings") for p in float_weights))
 
+    @long_check
     def test_int8_export_translates(self):
         with tempfile.TemporaryDirectory() as tmp:
             tokenizer = train_sentencepiece([s for p in toy_pairs(200) for s in p], pathlib.Path(tmp) / "t.model",

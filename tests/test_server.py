@@ -23,7 +23,7 @@ from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.export.saved_model import export_translator
 from t2t_keras.serving import rest_api
 from t2t_keras.serving.server import create_app
-from tests.helpers import TestCase, tiny_transformer, toy_pairs
+from tests.helpers import TestCase, long_check, tiny_transformer, toy_pairs
 
 HOST = "127.0.0.1"  # the tests only ever connect here
 TIMEOUT = 60.0
@@ -218,6 +218,7 @@ class ServerStopTest(TestCase):
             httpx.get(base_url + "/healthz", timeout=TIMEOUT)
 
 
+@long_check
 class ServeProcessTest(TestCase):
     """`serve()` in its own process: answers, then exits 0 on SIGINT."""
 

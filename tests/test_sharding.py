@@ -9,7 +9,7 @@ from t2t_keras.decoding.generator import Generator
 from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.decoding.sharding import choose_shards, cpu_cores, sharded
 from t2t_keras.fast_path import FastPath, Hardware
-from tests.helpers import best_texts
+from tests.helpers import best_texts, long_check
 from tests.test_generator import SENTENCES, CharTokenizer
 from tests.test_greedy import DecodingTestCase, decoding_model
 
@@ -62,6 +62,7 @@ class ChooseShardsTest(DecodingTestCase):
                 choose_shards(bad)
 
 
+@long_check
 class ShardedTranslationTest(DecodingTestCase):
     def test_greedy_and_beam_translations_equal_the_unsharded_ones(self):
         model = decoding_model()
@@ -78,6 +79,7 @@ class ShardedTranslationTest(DecodingTestCase):
                                      best_texts(expected, sentences, searches[method]))
 
 
+@long_check
 class ShardedExportSearchTest(DecodingTestCase):
     def test_the_export_module_with_shards_gives_the_unsharded_n_best(self):
         from t2t_keras.export.translator_module import TranslatorModule

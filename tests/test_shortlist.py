@@ -26,6 +26,7 @@ from tests.helpers import (
     TestCase,
     best_texts,
     cli_in_process,
+    long_check,
     padded_ids,
     tiny_transformer,
     toy_config,
@@ -86,6 +87,7 @@ class PiecesTest(TestCase):
         self.assertEqual(models[1].output_weights(ids).shape, (16, 6))  # the kernel's columns of ids
 
 
+@long_check
 class ShortlistRunTest(TestCase):
     """One tiny trained run, its shortlist learned by the command, and both exports of it."""
 

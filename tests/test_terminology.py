@@ -27,7 +27,7 @@ from t2t_keras.export.saved_model import export_translator
 from t2t_keras.runs import load_run_model
 from t2t_keras.serving.server import create_app
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID
-from tests.helpers import TestCase, cli_in_process, padded_ids, tiny_transformer, toy_pairs
+from tests.helpers import TestCase, cli_in_process, long_check, padded_ids, tiny_transformer, toy_pairs
 from tests.test_ensemble import save_run
 from tests.test_greedy import decoding_model
 from tests.test_server import TIMEOUT, start_server
@@ -75,6 +75,7 @@ class ConstrainedSearchTest(TestCase):
             for row in (0, 6):  # no constraints: beam_search's tokens, whatever the other rows need
                 self.assertAllEqual(tokens[row], plain[row])
 
+    @long_check
     def test_the_compiled_search_gives_the_same_tokens(self):
         batch = constraint_batch(CONSTRAINTS, len(SOURCE))
         search = tf.function(lambda source, constraints: constrained_beam_search(
@@ -82,6 +83,7 @@ class ConstrainedSearchTest(TestCase):
         eager = constrained_beam_search(self.model, SOURCE, batch, beam_size=4, max_extra_length=EXTRA)["tokens"]
         self.assertAllEqual(search(SOURCE, batch), eager)
 
+    @long_check
     def test_one_graph_serves_every_beam_size(self):
         # beam_size as a tensor (graph mode, as an export holds it): one trace, the tokens of each Python-int search
         batch = constraint_batch(CONSTRAINTS, len(SOURCE))
@@ -156,6 +158,7 @@ class TerminologyFileTest(TestCase):
             Terminology.load(self.root)
 
 
+@long_check
 class TerminologyRunTest(TestCase):
     """An untrained tiny run directory with a SentencePiece vocabulary, translated through the command line."""
 
@@ -234,6 +237,7 @@ class TerminologyRunTest(TestCase):
         self.assertEqual(result.best[1:], ["", ""])
 
 
+@long_check
 class ExportedTerminologyTest(TestCase):
     """A text export's `translate_constrained` signature (`export --constraints`), from Python and through the
     REST API."""

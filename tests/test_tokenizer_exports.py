@@ -20,7 +20,7 @@ from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.runs import RunDirectory, load_export, load_run
 from t2t_keras.training.trainer import train
-from tests.helpers import best_texts, toy_config, toy_pairs, write_toy_corpus
+from tests.helpers import best_texts, long_check, toy_config, toy_pairs, write_toy_corpus
 from tests.test_export import Background
 
 VOCAB_SIZE = 80  # the toy corpus supports it for every scheme (unigram: at most 83, WordPiece: at least 69)
@@ -101,6 +101,7 @@ class _TokenizerRun:
         self.assertEqual(reloaded.piece_lengths(SENTENCES), lengths)
 
 
+@long_check
 class BpeRunTest(_TokenizerRun, tf.test.TestCase):
     KIND = "bpe"
     test_session = None
@@ -117,6 +118,7 @@ class BpeRunTest(_TokenizerRun, tf.test.TestCase):
         self.assertEqual(run.load_tokenizer().kind, "bpe")
 
 
+@long_check
 class UnigramRunTest(_TokenizerRun, tf.test.TestCase):
     KIND = "unigram"
     test_session = None
@@ -126,6 +128,7 @@ class UnigramRunTest(_TokenizerRun, tf.test.TestCase):
         self.assertEqual((out / "tokenizer.model").read_bytes(), (self.run_dir / "tokenizer.model").read_bytes())
 
 
+@long_check
 class WordpieceRunTest(_TokenizerRun, tf.test.TestCase):
     KIND = "wordpiece"
     FRESH_PROCESS = True

@@ -17,10 +17,11 @@ from t2t_keras.errors import DataError
 from t2t_keras.runs import RunDirectory
 from t2t_keras.tasks import data_route, task_of
 from t2t_keras.training import resume
-from tests.helpers import TestCase, write_toy_corpus
+from tests.helpers import TestCase, long_check, write_toy_corpus
 from tests.test_prepared_training import STEPS, batch_arrays, checkpoint_values, prepared_config
 
 
+@long_check
 class SameBatchesOnBothRoadsTest(TestCase):
     @classmethod
     def setUpClass(cls):

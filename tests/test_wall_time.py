@@ -15,7 +15,7 @@ import tensorflow as tf
 from t2t_keras.inspect.summary import RunAttentionSummary
 from t2t_keras.training.trainer import train
 from t2t_keras.training.wall_time import PARTS, SessionClock, WallClock, folded, format_breakdown, session_record
-from tests.helpers import TestCase, toy_config, write_toy_corpus
+from tests.helpers import TestCase, long_check, toy_config, write_toy_corpus
 
 
 class FakeTime:
@@ -142,6 +142,7 @@ class RecordingJit(keras.callbacks.Callback):
         self.validation.add(tf.config.optimizer.get_jit())
 
 
+@long_check
 class TrainingSessionTimingTest(TestCase):
     """A session of a toy run: 6 updates, a validation and a checkpoint every 3. A second session's record and
     points are the main job's (tests.test_main_job), and the points' minutes across sessions tests.test_quality_curve's.

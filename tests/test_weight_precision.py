@@ -12,7 +12,7 @@ from t2t_keras.decoding.generator import Generator
 from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.errors import ConfigError
-from tests.helpers import TestCase, best_texts, random_ids, tiny_transformer, toy_pairs, toy_translation
+from tests.helpers import TestCase, best_texts, long_check, random_ids, tiny_transformer, toy_pairs, toy_translation
 
 
 class Bfloat16CopyTest(TestCase):
@@ -52,6 +52,7 @@ class Bfloat16CopyTest(TestCase):
             DecodingConfig(precision="float16")
 
 
+@long_check
 class Bfloat16TranslationTest(TestCase):
     @classmethod
     def setUpClass(cls):

@@ -20,7 +20,7 @@ import unittest
 from t2t_keras.data.libreoffice import prepare_libreoffice_corpus
 from t2t_keras.errors import T2TError
 from t2t_keras.runs import RunDirectory
-from tests.helpers import TestCase, cli_in_process, unigram_perplexity
+from tests.helpers import TestCase, cli_in_process, long_check, unigram_perplexity
 
 CORPUS = None
 TOKENIZER = None  # the first run's tokenizer file, kept in VOCABULARY for the second run
@@ -45,6 +45,7 @@ def german(split):
     return CORPUS.files(split)[1].read_text("utf-8").splitlines()
 
 
+@long_check
 class _DefaultCorpusRun(TestCase):
     architecture = None
     steps = None
