@@ -327,7 +327,6 @@ class SmallExportTest(TestCase):
                                        "default_max_extra_length/.ATTRIBUTES/VARIABLE_VALUE")
         self.assertEqual(saved, 7)  # the new export
 
-    @long_check
     def test_one_beam_search_serves_every_beam_size_unless_xla_needs_one_per_size(self):
         from t2t_keras.decoding import beam_search
         from t2t_keras.export.translator_module import TranslatorModule, prepare_source
@@ -350,7 +349,6 @@ class SmallExportTest(TestCase):
             self.assertAllEqual(got["tokens"], expected["tokens"], msg=(beam_size, num_return))
             self.assertAllClose(got["scores"], expected["scores"], atol=1e-5, msg=(beam_size, num_return))
 
-    @long_check
     def test_auto_searches_small_batches_with_xla_and_the_rest_in_graph_mode(self):
         """`jit_compile="auto"`: below 128 hypotheses (rows padded to a power of two x beam size) greedy and the
         default beam size for the best translation run XLA searches; other sizes, n-best lists and larger batches
@@ -384,7 +382,6 @@ class SmallExportTest(TestCase):
                 self.assertAllEqual(got["tokens"], expected["tokens"], msg=case)
                 self.assertAllClose(got["scores"], expected["scores"], atol=1e-4, msg=case)
 
-    @long_check
     def test_auto_export_keeps_xla_for_float32_weights_and_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name) / "auto-export"
         plain = self.plain_export()
@@ -401,7 +398,6 @@ class SmallExportTest(TestCase):
                                      precision="bfloat16", text_signatures=False, **PLAIN_OPTIONS)
         self.assertEqual(int(tf.saved_model.load(str(bfloat16)).xla_below_hypotheses.numpy()), 0)  # graph mode
 
-    @long_check
     def test_xla_compiled_export_translates_like_the_plain_one(self):
         root = pathlib.Path(self.tmp.name)
         options = dict(max_beam_size=1, request=GenerationRequest(beam_size=1, max_extra_length=5))

@@ -1,0 +1,53 @@
+"""The runner's split of the suite: tests marked `long_check` (a class or one test) run only with `--long`."""
+
+import unittest
+
+from tests.helpers import long_check
+from tests.runner import select
+
+
+def sample_suite():
+    """A suite of a class with one marked test, a marked class and a subclass of it (defined here, so that the
+    loader does not run them as this module's tests)."""
+
+    class Quick(unittest.TestCase):
+        def test_a(self):
+            pass
+
+        @long_check
+        def test_b(self):
+            pass
+
+    @long_check
+    class Slow(unittest.TestCase):
+        def test_c(self):
+            pass
+
+    class SlowerStill(Slow):
+        def test_d(self):
+            pass
+
+    load = unittest.defaultTestLoader.loadTestsFromTestCase
+    return unittest.TestSuite([load(Quick), load(Slow), load(SlowerStill)])
+
+
+def names(suite):
+    return sorted(test.id().rsplit(".", 2)[-1] for test in suite)
+
+
+class SelectTest(unittest.TestCase):
+    def test_the_suite_leaves_out_marked_classes_their_subclasses_and_marked_tests(self):
+        suite, left_out = select(sample_suite(), long=False)
+        self.assertEqual(names(suite), ["test_a"])
+        self.assertEqual(left_out, 4)
+
+    def test_long_runs_only_what_is_marked(self):
+        suite, left_out = select(sample_suite(), long=True)
+        self.assertEqual(names(suite), ["test_b", "test_c", "test_c", "test_d"])
+        self.assertEqual(left_out, 1)
+
+    def test_a_module_that_fails_to_import_is_kept_either_way(self):
+        broken = unittest.defaultTestLoader.loadTestsFromName("tests.no_such_module_here")
+        for long in (False, True):
+            suite, _ = select(broken, long)
+            self.assertEqual(suite.countTestCases(), 1)
