@@ -34,7 +34,7 @@ def random_ids(batch, length, vocab_size=50, seed=0, low=4):
 def long_check(target):
     """Marks a test class or one test as a long check: `bash bench/checks/run` runs it, `tests/run` leaves it out.
 
-    For what trains, exports or serves for minutes on 2 cores (the suite keeps a cheaper test of the same road)."""
+    For what trains, exports or serves for minutes on 2 cores: the suite stays under 15 minutes there."""
     target.long_check = True
     return target
 

@@ -3,7 +3,7 @@
     python -m tests.runner                      # discover everything under tests/
     python -m tests.runner tests.test_model     # named modules
     python -m tests.runner --workers 1          # one process (default: one more than the CPU cores, at most 4)
-    python -m tests.runner --record-durations   # also rewrite tests/durations.json from this run
+    python -m tests.runner --record-durations   # also rewrite tests/durations.json (durations-long.json) from this run
     python -m tests.runner --profile DIR        # also DIR/<module>.prof (cProfile) and DIR/seconds.json per test
     python -m tests.runner --long               # the long checks instead (`bash bench/checks/run`)
 
@@ -41,6 +41,7 @@ import unittest
 SLOWEST = 20
 MAX_WORKERS = 4
 DURATIONS = pathlib.Path(__file__).with_name("durations.json")
+LONG_DURATIONS = pathlib.Path(__file__).with_name("durations-long.json")  # the long checks' own times
 
 
 class TimedResult(unittest.TextTestResult):
@@ -173,9 +174,9 @@ def discover_modules(long=False):
     return sorted(names)
 
 
-def load_durations():
+def load_durations(path=DURATIONS):
     try:
-        return json.loads(DURATIONS.read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
 
@@ -333,7 +334,8 @@ def main(argv):
     parser.add_argument("names", nargs="*", help="test modules (or classes, or tests) to run; default: all")
     parser.add_argument("--workers", type=int, default=int(os.environ.get("T2T_TEST_WORKERS", 0)) or
                         default_workers(), help="parallel processes (env T2T_TEST_WORKERS)")
-    parser.add_argument("--record-durations", action="store_true", help="rewrite tests/durations.json")
+    parser.add_argument("--record-durations", action="store_true",
+                        help="rewrite tests/durations.json (with --long: durations-long.json)")
     parser.add_argument("--long", action="store_true", help="run the long checks (tests marked "
                         "`tests.helpers.long_check`, and bench/checks/) instead of the suite")
     parser.add_argument("--profile", metavar="DIR", help="profile each module into DIR/<module>.prof, and write "
@@ -342,7 +344,8 @@ def main(argv):
     if args.profile:
         pathlib.Path(args.profile).mkdir(parents=True, exist_ok=True)
     names = args.names or discover_modules(args.long)
-    durations = load_durations()
+    durations_path = LONG_DURATIONS if args.long else DURATIONS
+    durations = load_durations(durations_path)
     start = time.time()
     reports = []
 
@@ -383,9 +386,9 @@ def main(argv):
     left_out = sum(r.left_out for r in reports)
     if left_out and not args.long:
         print(f"{left_out} long checks left out (they run with `bash bench/checks/run`)")
-    if args.record_durations and not args.long:
+    if args.record_durations:
         durations.update({r.name: round(r.seconds, 1) for r in reports})
-        DURATIONS.write_text(json.dumps(dict(sorted(durations.items())), indent=1) + "\n")
+        durations_path.write_text(json.dumps(dict(sorted(durations.items())), indent=1) + "\n")
     if args.profile:
         seconds = {"modules": {r.name: round(r.seconds, 1) for r in reports},
                    "classes": {n: round(s, 1) for n, s in class_seconds.most_common()},
