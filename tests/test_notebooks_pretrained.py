@@ -11,7 +11,6 @@ import shutil
 import tempfile
 import unittest
 
-from tests.helpers import long_check
 from tests.test_notebooks import NOTEBOOKS, execute_notebook, outputs_of
 
 PROBE = ('{"logits": logits_difference, "same_ids": same_ids, "events": attention_events, "losses": losses, '
@@ -19,7 +18,6 @@ PROBE = ('{"logits": logits_difference, "same_ids": same_ids, "events": attentio
          '"server_alive": server.poll() is None, "round_trip": round_trip_difference}')
 
 
-@long_check
 class PretrainedNotebookTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
