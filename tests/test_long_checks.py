@@ -12,20 +12,20 @@ def sample_suite():
 
     class Quick(unittest.TestCase):
         def test_a(self):
-            pass
+            self.fail("a sample for select(), never run")
 
         @long_check
         def test_b(self):
-            pass
+            self.fail("a sample for select(), never run")
 
     @long_check
     class Slow(unittest.TestCase):
         def test_c(self):
-            pass
+            self.fail("a sample for select(), never run")
 
     class SlowerStill(Slow):
         def test_d(self):
-            pass
+            self.fail("a sample for select(), never run")
 
     load = unittest.defaultTestLoader.loadTestsFromTestCase
     return unittest.TestSuite([load(Quick), load(Slow), load(SlowerStill)])
