@@ -38,18 +38,18 @@ def prepare(run_dir, input_path, work):
 
 
 def searches():
-    from t2t_keras.decoding import jit  # the one search (an ImportError before it)
-    from t2t_keras.decoding.beam_search import beam_search
-    from t2t_keras.decoding.greedy import greedy_decode
+    """`compiled`, beam search and greedy search: the one search's, or the neutral copies of 7f08199 and before."""
+    try:
+        from t2t_keras.decoding import jit
+        from t2t_keras.decoding.beam_search import beam_search
+        from t2t_keras.decoding.greedy import greedy_decode
 
-    return jit.compiled, beam_search, greedy_decode
+        return jit.compiled, beam_search, greedy_decode
+    except ImportError:
+        from t2t_keras.decoding import neutral_beam, neutral_greedy
+        from t2t_keras.decoding.neutral_compile import compiled
 
-
-def old_searches():
-    from t2t_keras.decoding import neutral_beam, neutral_greedy
-    from t2t_keras.decoding.neutral_compile import compiled
-
-    return compiled, neutral_beam.beam_search, neutral_greedy.greedy_search
+        return compiled, neutral_beam.beam_search, neutral_greedy.greedy_search
 
 
 def search(work, out):
@@ -61,10 +61,7 @@ def search(work, out):
     spec = json.load(open(f"{work}/decoding.json"))
     data = np.load(f"{work}/sources.npz")
     model = keras.saving.load_model(f"{work}/model.keras")
-    try:
-        compiled, beam, greedy = searches()
-    except ImportError:
-        compiled, beam, greedy = old_searches()
+    compiled, beam, greedy = searches()
     functions = {"beam4": compiled(model, beam, beam_size=4, **spec),
                  "greedy": compiled(model, greedy, max_extra_length=spec["max_extra_length"])}
     source, order, results = data["source"], data["order"], {}
