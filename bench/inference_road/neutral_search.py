@@ -1,7 +1,7 @@
 """The backend-neutral searches of one checkout on JAX, over a file, to compare two checkouts token for token.
 
     PYTHONPATH=CHECKOUT python bench/inference_road/neutral_search.py prepare RUN_DIR INPUT WORK   # TensorFlow
-    PYTHONPATH=CHECKOUT python bench/inference_road/neutral_search.py search WORK OUT.json         # JAX
+    PYTHONPATH=CHECKOUT python bench/inference_road/neutral_search.py search WORK OUT.json         # JAX: .[backends]
 
 `prepare` writes the run's model as WORK/model.keras (with the checkout's own layers) and the input's source ids;
 `search` runs beam 4 (the run's alpha and length limit) and greedy search with `jax.jit`, batches of 32 by length,
