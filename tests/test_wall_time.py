@@ -10,10 +10,12 @@ import time
 import unittest
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from t2t_keras.inspect.summary import RunAttentionSummary
-from t2t_keras.training.trainer import train
+from t2t_keras.training.trainer import compile_model, train
+from t2t_keras.training.unclustered import validation_in_graph_mode
 from t2t_keras.training.wall_time import PARTS, SessionClock, WallClock, folded, format_breakdown, session_record
 from tests.helpers import TestCase, long_check, toy_config, write_toy_corpus
 
@@ -195,6 +197,51 @@ class TrainingSessionTimingTest(TestCase):
         self.assertEqual(self.jit.training, {"autoclustering"})
         self.assertTrue(self.jit.validation)
         self.assertNotIn("autoclustering", self.jit.validation)
+
+
+class NotForXla(keras.Model):
+    """One dense layer whose test step also formats its inputs as strings, which XLA cannot compile."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+
+    def call(self, x):
+        return self.dense(x)
+
+    def test_step(self, data):
+        logs = super().test_step(data)
+        digits = tf.strings.length(tf.strings.as_string(data[0]))
+        return {**logs, "digits": tf.cast(tf.reduce_sum(digits), tf.float32)}
+
+
+class ValidationOutsideXlaTest(TestCase):
+    """Under XLA, Keras would compile the validation's test step once per dev shape: it runs in graph mode."""
+
+    def setUp(self):
+        self.x, self.y = np.ones((4, 2), np.float32), np.ones((4, 1), np.float32)
+
+    def compiled(self):
+        model = NotForXla()
+        model.compile("sgd", "mse", jit_compile=True)
+        return model
+
+    def test_the_test_step_would_be_compiled_by_xla(self):
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "AsString"):
+            self.compiled().evaluate(self.x, self.y, verbose=0)
+
+    def test_validation_runs_in_graph_mode_and_training_keeps_xla(self):
+        model = validation_in_graph_mode(self.compiled())
+        self.assertTrue(model.jit_compile)
+        history = model.fit(self.x, self.y, validation_data=(self.x, self.y), epochs=2, verbose=0)
+        self.assertEqual(history.history["val_digits"], [64.0, 64.0])  # "1.000000" formatted 8 times, twice
+
+    def test_the_trainer_builds_its_validation_so(self):
+        files = write_toy_corpus(pathlib.Path(self.get_temp_dir()) / "data")
+        config = toy_config(files, jit_compile=True)
+        model = compile_model(config, tf.distribute.get_strategy())
+        self.assertTrue(model.jit_compile)
+        self.assertIsNotNone(model.test_function)  # built by `validation_in_graph_mode`, kept by `fit`
 
 
 def _read(path):

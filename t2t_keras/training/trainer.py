@@ -37,6 +37,7 @@ from t2t_keras.training.resume import (
 from t2t_keras.training.schedule import make_optimizer
 from t2t_keras.training.steps import set_fit_steps
 from t2t_keras.training.strategy import make_strategy, worker_count, worker_identity, writes_run
+from t2t_keras.training.unclustered import validation_in_graph_mode
 from t2t_keras.training.wall_time import SessionClock, WallClock, append_record, format_breakdown, session_record
 
 logger = logging.getLogger(__name__)
@@ -115,8 +116,9 @@ def compile_model(config, strategy, guard=None, batch_split=1):
         # Recorded, not set: auto-clustering is process-wide; `train` turns it on for its own training.
         model.fuse_elementwise = choose_fusion(t.fuse_elementwise, model.dtype_policy.name, jit)
         build_loss_and_metrics(model, task)
-    return set_fit_steps(model, loss, t.gradient_accumulation_steps * batch_split,
-                         multi_worker=isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), guard=guard)
+    set_fit_steps(model, loss, t.gradient_accumulation_steps * batch_split,
+                  multi_worker=isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), guard=guard)
+    return validation_in_graph_mode(model)
 
 
 @dataclasses.dataclass

@@ -1,4 +1,4 @@
-"""The validation pass and the dev decodes of a training session, outside TensorFlow's auto-clustering.
+"""The validation pass and the dev decodes of a training session, outside XLA's per-shape compilations.
 
 With `training.fuse_elementwise` (a bfloat16 graph-mode step on a CPU) auto-clustering is on for the whole of
 `train` (`switches.clustering.xla_auto_clustering`), and TensorFlow compiles every cluster of a function once for each
@@ -10,6 +10,11 @@ busy machine (docs/results.md). TensorFlow reads the setting when a function is 
 when called with it on), so switching it off for the pass keeps validation out of clusters and the training step
 in its own. The dev evaluations of `training.eval_every_steps` and the quality curve's decodes run outside it the
 same way (`unclustered`).
+
+A training step under XLA (`training.jit_compile`: float32 on a CPU without bfloat16 units, GPUs, TPUs) would take
+its validation pass into XLA too, as Keras compiles the test step like the train step, once for each dev batch
+shape: on `mini` on a 2-core AVX2 CPU, the 30-minute run's three validations took 32, 64 and 2.5 s. The pass is a
+dozen forward batches, so it runs in graph mode instead (`validation_in_graph_mode`), and compiles nothing.
 """
 
 import keras
@@ -42,3 +47,18 @@ def unclustered(function):
             return function(*args, **kwargs)
 
     return call
+
+
+def validation_in_graph_mode(model):
+    """`model` (compiled, its fit steps set) with `fit`'s validation pass built in graph mode, without XLA.
+
+    Keras builds the test function once and keeps it until the next `compile`; it is built here with `jit_compile`
+    off for the moment, so the training step keeps XLA and the validation compiles no XLA function per dev shape.
+    """
+    if model.jit_compile:
+        model.jit_compile = False
+        try:
+            model.make_test_function(force=True)
+        finally:
+            model.jit_compile = True
+    return model

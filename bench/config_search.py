@@ -1,0 +1,222 @@
+"""The main job's configuration search: candidates trained for the same budget, decided by dev BLEU, per machine.
+
+    python bench/config_search.py list                                   # the candidates and what each changes
+    python bench/config_search.py train mini lr3 drop0 --minutes 30      # one full-budget run each, then dev BLEU
+    python bench/config_search.py decode mini --average 1,3,5,6 --beam 1,4 --alpha 0.6,1.0,1.4
+    python bench/config_search.py table                                  # every record, grouped by machine
+
+`train` runs, per candidate, `t2t-keras train --config mini --minutes M` with the candidate's `--set` overrides in
+ROOT/<machine>/<candidate>-<M>min/, averages its last 5 checkpoints (`t2t-keras average`), and scores the dev split
+with beam 4 and `mini`'s α (`t2t-keras evaluate --split dev`), as the main job decodes. The record (updates in the
+budget, the training steps' share of it, dev sacreBLEU and chrF, the last quality point's dev loss) goes to
+`--record` under the machine it was measured on: what a budget of minutes buys depends on the CPU (a 2-core AMD
+EPYC with AVX-512 BF16 made 11,400 updates of `mini` in 30 minutes, one with AVX2 only 2,600), so candidates are
+compared only within one machine class, and a candidate already recorded there for the same budget is skipped
+(`--again` retrains it). The search can therefore go on across sessions on the same kind of machine.
+
+`decode` takes one finished run through the decisions made after training: how many checkpoints to average, beam
+size and α, each scored on the dev split. The test split is never scored here: the main job scores it once, for
+the chosen configuration. Nothing else may run on the machine while a candidate trains.
+"""
+
+import argparse
+import datetime
+import itertools
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RECORD = ROOT / "bench" / "results" / "config-search.json"
+BEAM, ALPHA, AVERAGE = 4, 1.0, 5  # how the main job decodes `mini` (configs/mini.yaml)
+
+# name -> (the issue's dimension, the `--set` overrides on top of `mini`)
+CANDIDATES = {
+    "mini": ("the preset as it is", []),
+    "lr1": ("learning rate", ["training.learning_rate_scale=1.0"]),
+    "lr3": ("learning rate", ["training.learning_rate_scale=3.0"]),
+    "warmup200": ("warmup", ["training.warmup_steps=200"]),
+    "warmup800": ("warmup", ["training.warmup_steps=800"]),
+    "batch1024": ("batch tokens", ["data.batch_tokens=1024"]),
+    "batch4096": ("batch tokens", ["data.batch_tokens=4096"]),
+    "ls0": ("label smoothing", ["training.label_smoothing=0.0"]),
+    "ls0.2": ("label smoothing", ["training.label_smoothing=0.2"]),
+    "drop0": ("dropout", ["model.dropout=0.0"]),
+    "drop0.2": ("dropout", ["model.dropout=0.2"]),
+    "vocab2000": ("vocabulary", ["data.vocab_size=2000"]),
+    "vocab8000": ("vocabulary", ["data.vocab_size=8000"]),
+    "layers2": ("depth", ["model.num_layers=2"]),
+    "layers4": ("depth", ["model.num_layers=4"]),
+    "enc6dec2": ("deeper encoder, shallower decoder", ["model.num_layers=6", "model.num_decoder_layers=2"]),
+    "enc4dec2": ("deeper encoder, shallower decoder", ["model.num_layers=4", "model.num_decoder_layers=2"]),
+    "width192": ("width", ["model.hidden_dim=192", "model.intermediate_dim=768"]),
+    "postln": ("post-LN, the paper's, at eq. (3)'s own rate", ["model.normalize_first=false",
+                                                                "training.learning_rate_scale=1.0"]),
+}
+
+
+def machine():
+    """The CPU a budget of minutes was spent on, and the class that decides what it buys."""
+    info = {"cores": os.cpu_count(), "python": platform.python_version()}
+    try:
+        text = pathlib.Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        text = ""
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    info["cpu"] = fields.get("model name", platform.processor() or "unknown")
+    info["cpu_family_model"] = f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}"
+    info["bfloat16"] = sorted(flags & {"avx512_bf16", "amx_bf16"})
+    widest = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
+    info["class"] = f"{info['cpu']}, {widest}" + ("+bf16" if info["bfloat16"] else "")
+    return info
+
+
+def slug(text):
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
+def t2t(*args, capture=False):
+    command = [sys.executable, "-m", "t2t_keras", *map(str, args)]
+    print("+", " ".join(command[2:]), flush=True)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
+    result = subprocess.run(command, check=True, env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE if capture else None)
+    return result.stdout
+
+
+def dev_score(run_dir, beam=BEAM, alpha=ALPHA):
+    search = ["--beam-size", beam] + (["--alpha", alpha] if alpha is not None else [])
+    result = json.loads(t2t("evaluate", "--run-dir", run_dir, "--split", "dev", "--json", *search,
+                            capture=True).strip().splitlines()[-1])
+    return {"dev_bleu": round(result["bleu"], 2), "dev_chrf": round(result["chrf"], 2)}
+
+
+def run_figures(run_dir):
+    timing = json.loads((run_dir / "timing.json").read_text())[-1]
+    quality = json.loads((run_dir / "quality.json").read_text())["points"]
+    return {"updates": timing["final_step"], "train_share": round(timing["parts"]["training steps"]
+                                                                  / timing["seconds"], 3),
+            "dev_loss_quality_sample": quality[-1]["loss"] if quality else None}
+
+
+def load(record):
+    return json.loads(record.read_text()) if record.exists() else {"runs": [], "decoding": []}
+
+
+def save(record, data):
+    record.parent.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(record)
+
+
+def commit():
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                          stdout=subprocess.PIPE).stdout.strip()
+
+
+def cmd_train(args):
+    here = machine()
+    for name in args.names:
+        data = load(args.record)
+        done = [r for r in data["runs"] if r["machine"]["class"] == here["class"] and r["candidate"] == name
+                and r["minutes"] == args.minutes]
+        if done and not args.again:
+            print(f"{name}: recorded on {here['class']} for {args.minutes} min (dev BLEU {done[-1]['dev_bleu']}); "
+                  "--again trains it again")
+            continue
+        dimension, overrides = CANDIDATES[name]
+        run_dir = args.root / slug(here["class"]) / f"{name}-{args.minutes:g}min"
+        if run_dir.exists():
+            raise SystemExit(f"{run_dir} exists: a candidate trains from a fresh run directory. Remove it.")
+        sets = [flag for override in overrides for flag in ("--set", override)]
+        t2t("train", "--config", "mini", "--minutes", args.minutes, "--run-dir", run_dir, *sets)
+        t2t("average", "--run-dir", run_dir, "--last", AVERAGE)
+        row = {"candidate": name, "dimension": dimension, "overrides": overrides, "minutes": args.minutes,
+               "date": datetime.date.today().isoformat(), "commit": commit(), "machine": here,
+               "run_dir": str(run_dir), "decoding": f"last {AVERAGE} averaged, beam {BEAM}, alpha {ALPHA}",
+               **run_figures(run_dir), **dev_score(run_dir)}
+        data = load(args.record)
+        data["runs"].append(row)
+        save(args.record, data)
+        print(json.dumps(row))
+
+
+def cmd_decode(args):
+    data = load(args.record)
+    run = [r for r in data["runs"] if r["candidate"] == args.name and r["machine"]["class"] == machine()["class"]
+           and (args.minutes is None or r["minutes"] == args.minutes)][-1]
+    run_dir = pathlib.Path(run["run_dir"])
+    for average in args.average:
+        t2t("average", "--run-dir", run_dir, "--last", average)
+        for beam in args.beam:
+            for alpha in args.alpha if beam > 1 else [None]:  # greedy search has no length penalty
+                row = {"candidate": run["candidate"], "minutes": run["minutes"], "machine": run["machine"],
+                       "average_last": average, "beam": beam, "alpha": alpha,
+                       **dev_score(run_dir, beam, alpha)}
+                data = load(args.record)
+                data["decoding"].append(row)
+                save(args.record, data)
+                print(json.dumps(row))
+    t2t("average", "--run-dir", run_dir, "--last", AVERAGE)  # the run as the main job would leave it
+
+
+def cmd_table(args):
+    data = load(args.record)
+    for cls, runs in itertools.groupby(sorted(data["runs"], key=lambda r: r["machine"]["class"]),
+                                       key=lambda r: r["machine"]["class"]):
+        print(f"\n{cls}\n\n| candidate | changes | minutes | updates | training share | dev BLEU | dev chrF |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for r in sorted(runs, key=lambda r: -r["dev_bleu"]):
+            print(f"| {r['candidate']} | {', '.join(r['overrides']) or '-'} | {r['minutes']:g} | {r['updates']:,} | "
+                  f"{r['train_share']:.2f} | {r['dev_bleu']:.2f} | {r['dev_chrf']:.2f} |")
+    for cls, rows in itertools.groupby(sorted(data["decoding"], key=lambda r: r["machine"]["class"]),
+                                       key=lambda r: r["machine"]["class"]):
+        print(f"\n{cls}, decoding\n\n| candidate | averaged | beam | alpha | dev BLEU | dev chrF |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['candidate']} | {r['average_last']} | {r['beam']} | {r['alpha'] or '-'} | "
+                  f"{r['dev_bleu']:.2f} | {r['dev_chrf']:.2f} |")
+
+
+def cmd_list(args):
+    for name, (dimension, overrides) in CANDIDATES.items():
+        print(f"{name:10} {dimension}: {' '.join(overrides) or '-'}")
+
+
+def numbers(kind):
+    return lambda text: [kind(x) for x in text.split(",")]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", type=pathlib.Path, default=RECORD)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list").set_defaults(run=cmd_list)
+    commands.add_parser("table").set_defaults(run=cmd_table)
+    train = commands.add_parser("train")
+    train.add_argument("names", nargs="+", choices=sorted(CANDIDATES))
+    train.add_argument("--minutes", type=float, default=30.0)
+    train.add_argument("--root", type=pathlib.Path, default=pathlib.Path("runs/config-search"))
+    train.add_argument("--again", action="store_true")
+    train.set_defaults(run=cmd_train)
+    decode = commands.add_parser("decode")
+    decode.add_argument("name", choices=sorted(CANDIDATES))
+    decode.add_argument("--minutes", type=float)
+    decode.add_argument("--average", type=numbers(int), default=[AVERAGE])
+    decode.add_argument("--beam", type=numbers(int), default=[BEAM])
+    decode.add_argument("--alpha", type=numbers(float), default=[ALPHA])
+    decode.set_defaults(run=cmd_decode)
+    args = parser.parse_args(argv)
+    if getattr(args, "root", None) is not None:
+        args.root = args.root.resolve()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""The main job's configuration search (bench/config_search.py): every candidate is a valid `mini` that differs
+where it says, records are kept per machine class, and a candidate recorded there is not trained again."""
+
+import importlib.util
+import json
+import pathlib
+import tempfile
+from unittest import mock
+
+from t2t_keras.config import load_config, parse_override
+from tests.helpers import TestCase
+
+HERE = pathlib.Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("config_search", HERE / "bench" / "config_search.py")
+config_search = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(config_search)
+
+AVX2 = "flags\t\t: fpu sse avx avx2 fma\nmodel name\t: AMD EPYC\ncpu family\t: 25\nmodel\t\t: 1\n"
+BF16 = "flags\t\t: fpu avx2 avx512f avx512_bf16\nmodel name\t: AMD EPYC\ncpu family\t: 25\nmodel\t\t: 17\n"
+
+
+def machine_of(cpuinfo):
+    with mock.patch.object(pathlib.Path, "read_text", return_value=cpuinfo):
+        return config_search.machine()
+
+
+class CandidatesTest(TestCase):
+    def test_every_candidate_is_a_valid_mini_that_changes_what_it_names(self):
+        mini = load_config("mini").to_dict()
+        for name, (_, overrides) in config_search.CANDIDATES.items():
+            config = load_config("mini", overrides).to_dict()
+            for text in overrides:
+                ((section, values),) = parse_override(text).items()
+                ((key, value),) = values.items()
+                self.assertEqual(config[section][key], value, f"{name}: {text}")
+                self.assertNotEqual(mini[section][key], value, f"{name}: {text} is mini's own value")
+        self.assertEqual(config_search.CANDIDATES["mini"][1], [])
+
+
+class MachineTest(TestCase):
+    def test_the_class_tells_avx2_from_bfloat16(self):
+        avx2, bf16 = machine_of(AVX2), machine_of(BF16)
+        self.assertEqual(avx2["class"], "AMD EPYC, avx2")
+        self.assertEqual(bf16["class"], "AMD EPYC, avx512+bf16")
+        self.assertEqual(bf16["bfloat16"], ["avx512_bf16"])
+        self.assertEqual(avx2["cpu_family_model"], "25/1")
+
+
+class TrainTest(TestCase):
+    def run_train(self, record, names, cpuinfo=AVX2, again=False):
+        calls = []
+
+        def t2t(*args, capture=False):
+            calls.append(args[0])
+            run_dir = pathlib.Path(args[args.index("--run-dir") + 1])
+            if args[0] == "train":
+                run_dir.mkdir(parents=True)
+                (run_dir / "timing.json").write_text(json.dumps([{"final_step": 2750, "seconds": 1800.0,
+                                                                  "parts": {"training steps": 1500.0}}]))
+                (run_dir / "quality.json").write_text(json.dumps({"points": [{"loss": 3.1}]}))
+            return json.dumps({"bleu": 17.25, "chrf": 44.5}) + "\n"
+
+        root, here = pathlib.Path(record).parent / "runs", machine_of(cpuinfo)
+        with mock.patch.object(config_search, "t2t", t2t), mock.patch.object(config_search, "commit", lambda: "abc"), \
+                mock.patch.object(config_search, "machine", lambda: here):
+            config_search.main(["--record", str(record), "train", *names, "--minutes", "30", "--root", str(root)]
+                               + (["--again"] if again else []))
+        return calls
+
+    def test_a_recorded_candidate_is_skipped_on_its_class_only(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            record = pathlib.Path(tmp) / "search.json"
+            self.assertEqual(self.run_train(record, ["lr3"]), ["train", "average", "evaluate"])
+            (row,) = json.loads(record.read_text())["runs"]
+            self.assertEqual((row["candidate"], row["updates"], row["train_share"], row["dev_bleu"], row["dev_chrf"]),
+                             ("lr3", 2750, 0.833, 17.25, 44.5))
+            self.assertEqual(row["overrides"], ["training.learning_rate_scale=3.0"])
+            self.assertEqual(self.run_train(record, ["lr3"]), [])  # recorded on this class
+            self.assertEqual(self.run_train(record, ["lr3"], cpuinfo=BF16), ["train", "average", "evaluate"])
+            self.assertEqual(len(json.loads(record.read_text())["runs"]), 2)
+
+    def test_again_refuses_to_train_over_an_earlier_run_directory(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            record = pathlib.Path(tmp) / "search.json"
+            self.run_train(record, ["drop0"])
+            with self.assertRaisesRegex(SystemExit, "exists: a candidate trains from a fresh run directory"):
+                self.run_train(record, ["drop0"], again=True)
