@@ -170,11 +170,11 @@ def cmd_table(args):
     data = load(args.record)
     for cls, runs in itertools.groupby(sorted(data["runs"], key=lambda r: r["machine"]["class"]),
                                        key=lambda r: r["machine"]["class"]):
-        print(f"\n{cls}\n\n| candidate | changes | minutes | updates | training share | dev BLEU | dev chrF |")
-        print("|---|---|---:|---:|---:|---:|---:|")
+        print(f"\n{cls}\n\n| candidate | changes | commit | minutes | updates | training share | dev BLEU | dev chrF |")
+        print("|---|---|---|---:|---:|---:|---:|---:|")
         for r in sorted(runs, key=lambda r: -r["dev_bleu"]):
-            print(f"| {r['candidate']} | {', '.join(r['overrides']) or '-'} | {r['minutes']:g} | {r['updates']:,} | "
-                  f"{r['train_share']:.2f} | {r['dev_bleu']:.2f} | {r['dev_chrf']:.2f} |")
+            print(f"| {r['candidate']} | {', '.join(r['overrides']) or '-'} | {r['commit']} | {r['minutes']:g} | "
+                  f"{r['updates']:,} | {r['train_share']:.2f} | {r['dev_bleu']:.2f} | {r['dev_chrf']:.2f} |")
     for cls, rows in itertools.groupby(sorted(data["decoding"], key=lambda r: r["machine"]["class"]),
                                        key=lambda r: r["machine"]["class"]):
         print(f"\n{cls}, decoding\n\n| candidate | averaged | beam | alpha | dev BLEU | dev chrF |")
