@@ -29,6 +29,12 @@ import platform
 import subprocess
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from t2t_keras.fast_path import CPU_BFLOAT16_FLAGS, cpu_flags  # noqa: E402
+from t2t_keras.files import write_text_atomic  # noqa: E402
+from t2t_keras.runs import open_run  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RECORD = ROOT / "bench" / "results" / "config-search.json"
 BEAM, ALPHA, AVERAGE = 4, 1.0, 5  # how the main job decodes `mini` (configs/mini.yaml)
@@ -58,22 +64,23 @@ CANDIDATES = {
 }
 
 
-def machine():
-    """The CPU a budget of minutes was spent on, and the class that decides what it buys."""
-    info = {"cores": os.cpu_count(), "python": platform.python_version()}
+def machine(cpuinfo="/proc/cpuinfo"):
+    """The CPU a budget of minutes was spent on, and the class that decides what it buys: its widest vector unit
+    and whether it computes bfloat16 (the fast path's own test, `t2t_keras.fast_path`)."""
     try:
-        text = pathlib.Path("/proc/cpuinfo").read_text(errors="replace")
+        lines = pathlib.Path(cpuinfo).read_text(errors="replace").splitlines()
     except OSError:
-        text = ""
-    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-    fields = {key.strip(): value.strip() for key, value in fields.items()}
-    flags = set(fields.get("flags", "").split())
-    info["cpu"] = fields.get("model name", platform.processor() or "unknown")
-    info["cpu_family_model"] = f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}"
-    info["bfloat16"] = sorted(flags & {"avx512_bf16", "amx_bf16"})
+        lines = []
+    fields = {}
+    for key, _, value in (line.partition(":") for line in lines):
+        fields.setdefault(key.strip(), value.strip())
+    flags = cpu_flags(cpuinfo)
+    bfloat16 = sorted(set(CPU_BFLOAT16_FLAGS) & flags)
     widest = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
-    info["class"] = f"{info['cpu']}, {widest}" + ("+bf16" if info["bfloat16"] else "")
-    return info
+    cpu = fields.get("model name", platform.processor() or "unknown")
+    return {"cores": os.cpu_count(), "python": platform.python_version(), "cpu": cpu,
+            "cpu_family_model": f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}", "bfloat16": bfloat16,
+            "class": f"{cpu}, {widest}" + ("+bf16" if bfloat16 else "")}
 
 
 def slug(text):
@@ -97,10 +104,11 @@ def dev_score(run_dir, beam=BEAM, alpha=ALPHA):
 
 
 def run_figures(run_dir):
-    timing = json.loads((run_dir / "timing.json").read_text())[-1]
-    quality = json.loads((run_dir / "quality.json").read_text())["points"]
-    return {"updates": timing["final_step"], "train_share": round(timing["parts"]["training steps"]
-                                                                  / timing["seconds"], 3),
+    run = open_run(run_dir)
+    timing = run.read_json(run.timing_path)[-1]
+    quality = (run.read_json(run.quality_path) or {}).get("points") or []  # none in a run under 5 minutes
+    return {"updates": timing["final_step"],
+            "train_share": round(timing["parts"]["training steps"] / timing["seconds"], 3),
             "dev_loss_quality_sample": quality[-1]["loss"] if quality else None}
 
 
@@ -110,9 +118,7 @@ def load(record):
 
 def save(record, data):
     record.parent.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(record)
+    write_text_atomic(record, json.dumps(data, indent=1) + "\n")
 
 
 def commit():

@@ -20,8 +20,10 @@ BF16 = "flags\t\t: fpu avx2 avx512f avx512_bf16\nmodel name\t: AMD EPYC\ncpu fam
 
 
 def machine_of(cpuinfo):
-    with mock.patch.object(pathlib.Path, "read_text", return_value=cpuinfo):
-        return config_search.machine()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "cpuinfo"
+        path.write_text(cpuinfo)
+        return config_search.machine(path)
 
 
 class CandidatesTest(TestCase):
