@@ -16,7 +16,7 @@ import tensorflow as tf
 from t2t_keras.inspect.summary import RunAttentionSummary
 from t2t_keras.training.trainer import compile_model, train
 from t2t_keras.training.unclustered import validation_in_graph_mode
-from t2t_keras.training.wall_time import PARTS, SessionClock, WallClock, folded, format_breakdown, session_record
+from t2t_keras.training.wall_time import PARTS, SessionClock, Timed, WallClock, folded, format_breakdown, session_record
 from tests.helpers import TestCase, long_check, toy_config, write_toy_corpus
 
 
@@ -70,6 +70,17 @@ class WallClockTest(unittest.TestCase):
         self.assertEqual(dict(clock.seconds), {"validation": 1, "other": 2})
 
 
+class AtStep(keras.callbacks.Callback):
+    """Calls `work` at every step's end (a summary or checkpoint callback's stand-in)."""
+
+    def __init__(self, work):
+        super().__init__()
+        self.work = work
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.work()
+
+
 class SessionClockTest(unittest.TestCase):
     def session(self, durations):
         now = FakeTime()
@@ -119,6 +130,22 @@ class SessionClockTest(unittest.TestCase):
         self.assertEqual([v["seconds"] for v in session.validations], [2.0, 5.0])
         self.assertEqual(session.clock.seconds["validation"], 7.0)
         self.assertEqual(session.clock.seconds["other"], 4.0)  # 0.5 s twice, and the first epoch end
+
+    def test_a_part_timed_inside_a_validation_is_not_the_pass(self):
+        session, model, now = self.session([1.0] * 4)
+        session.set_params({"steps": 2})
+        summaries = Timed(AtStep(lambda: setattr(now, "now", now.now + 6)), session.clock, "attention summaries")
+        for step in range(4):  # the epoch's last step makes its summaries after the clock turned to validation
+            model.train_function(None)
+            session.on_train_batch_end(step % 2)
+            summaries.on_train_batch_end(step % 2)
+            if step % 2:
+                session.on_test_begin()
+                now.now += 2
+                session.on_test_end()
+        self.assertEqual([v["seconds"] for v in session.validations], [2.0, 2.0])
+        self.assertEqual(session.clock.seconds["validation"], 4.0)
+        self.assertEqual(session.clock.seconds["attention summaries"], 24.0)
 
     def test_a_train_session_folds_into_the_job_that_ran_it(self):
         job = {"kind": "main", "seconds": 20.0, "parts": {"other": 1.0, "training": 15.0, "export": 4.0}}

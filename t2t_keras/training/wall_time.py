@@ -10,7 +10,8 @@ time. `train` starts it in `start-up` (data, vocabulary, model, restoring the ne
     training steps   every other step: `fit`'s train function, which reads the next batch and makes the update
                      (the batch is read inside the traced step, so waiting for input is part of a step)
     validation       `fit`'s pass over the dev split at each epoch end (`on_test_begin` to `on_test_end`, and from
-                     the second on from the epoch's last step: `fit` makes the pass's iterator before `on_test_begin`)
+                     the second on from the epoch's last step: `fit` makes the pass's iterator before `on_test_begin`;
+                     a part timed inside it, such as the attention summaries of that step, is not the pass's)
     other            the rest: Keras between steps, the callbacks not named below, the end of `fit`
 
 and the trainer's callbacks run inside their own part (`Timed`): `checkpoint saves`, `logging` (TensorBoard, progress
@@ -137,17 +138,23 @@ class SessionClock(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         if self._validates and batch + 1 == (self.params or {}).get("steps"):  # Keras now makes the dev pass's iterator
-            self._began = self.clock.switch("validation")
+            self._begin_validation()
 
     def on_test_begin(self, logs=None):
         self._validates = True
         if self.clock.current != "validation":
-            self._began = self.clock.switch("validation")
+            self._begin_validation()
+
+    def _begin_validation(self):
+        self.clock.switch("validation")
+        self._began = self.clock.seconds["validation"]
 
     def on_test_end(self, logs=None):
         self.clock.switch("other")
         step = int(self.model.optimizer.iterations.numpy())  # once a validation
-        self.validations.append({"step": step, "seconds": round(self.clock.now() - self._began, 2)})
+        # The pass's own seconds: the parts timed inside it (the attention summaries and checkpoints of the epoch's
+        # last step) are not the validation's.
+        self.validations.append({"step": step, "seconds": round(self.clock.seconds["validation"] - self._began, 2)})
 
 
 HOOKS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_train_batch_begin",
