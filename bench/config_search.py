@@ -3,6 +3,7 @@
     python bench/config_search.py list                                   # the candidates and what each changes
     python bench/config_search.py train mini lr3 drop0 --minutes 30      # one full-budget run each, then dev BLEU
     python bench/config_search.py decode mini --average 1,3,5,6 --beam 1,4 --alpha 0.6,1.0,1.4
+    python bench/config_search.py score layers2 --minutes 30             # a run trained but never scored
     python bench/config_search.py table                                  # every record, grouped by machine
 
 `train` runs, per candidate, `t2t-keras train --config mini --minutes M` with the candidate's `--set` overrides in
@@ -59,6 +60,7 @@ CANDIDATES = {
     "enc6dec2": ("deeper encoder, shallower decoder", ["model.num_layers=6", "model.num_decoder_layers=2"]),
     "enc4dec2": ("deeper encoder, shallower decoder", ["model.num_layers=4", "model.num_decoder_layers=2"]),
     "width192": ("width", ["model.hidden_dim=192", "model.intermediate_dim=768"]),
+    "layers2drop0": ("depth and dropout together", ["model.num_layers=2", "model.dropout=0.0"]),
     "postln": ("post-LN, the paper's, at eq. (3)'s own rate", ["model.normalize_first=false",
                                                                 "training.learning_rate_scale=1.0"]),
 }
@@ -126,31 +128,54 @@ def commit():
                           stdout=subprocess.PIPE).stdout.strip()
 
 
+def recorded(data, here, name, minutes):
+    """The records of candidate `name` for `minutes` on the machine class of `here`."""
+    return [r for r in data["runs"] if r["machine"]["class"] == here["class"] and r["candidate"] == name
+            and r["minutes"] == minutes]
+
+
+def record_run(args, name, run_dir, here):
+    """Averages a trained candidate's last checkpoints, scores the dev split, and adds the row to the record."""
+    dimension, overrides = CANDIDATES[name]
+    t2t("average", "--run-dir", run_dir, "--last", AVERAGE)
+    row = {"candidate": name, "dimension": dimension, "overrides": overrides, "minutes": args.minutes,
+           "date": datetime.date.today().isoformat(), "commit": commit(), "machine": here,
+           "run_dir": str(run_dir), "decoding": f"last {AVERAGE} averaged, beam {BEAM}, alpha {ALPHA}",
+           **run_figures(run_dir), **dev_score(run_dir)}
+    data = load(args.record)
+    data["runs"].append(row)
+    save(args.record, data)
+    print(json.dumps(row))
+
+
 def cmd_train(args):
     here = machine()
     for name in args.names:
-        data = load(args.record)
-        done = [r for r in data["runs"] if r["machine"]["class"] == here["class"] and r["candidate"] == name
-                and r["minutes"] == args.minutes]
+        done = recorded(load(args.record), here, name, args.minutes)
         if done and not args.again:
             print(f"{name}: recorded on {here['class']} for {args.minutes} min (dev BLEU {done[-1]['dev_bleu']}); "
                   "--again trains it again")
             continue
-        dimension, overrides = CANDIDATES[name]
         run_dir = args.root / slug(here["class"]) / f"{name}-{args.minutes:g}min"
         if run_dir.exists():
             raise SystemExit(f"{run_dir} exists: a candidate trains from a fresh run directory. Remove it.")
-        sets = [flag for override in overrides for flag in ("--set", override)]
+        sets = [flag for override in CANDIDATES[name][1] for flag in ("--set", override)]
         t2t("train", "--config", "mini", "--minutes", args.minutes, "--run-dir", run_dir, *sets)
-        t2t("average", "--run-dir", run_dir, "--last", AVERAGE)
-        row = {"candidate": name, "dimension": dimension, "overrides": overrides, "minutes": args.minutes,
-               "date": datetime.date.today().isoformat(), "commit": commit(), "machine": here,
-               "run_dir": str(run_dir), "decoding": f"last {AVERAGE} averaged, beam {BEAM}, alpha {ALPHA}",
-               **run_figures(run_dir), **dev_score(run_dir)}
-        data = load(args.record)
-        data["runs"].append(row)
-        save(args.record, data)
-        print(json.dumps(row))
+        record_run(args, name, run_dir, here)
+
+
+def cmd_score(args):
+    """Records a candidate whose training finished but was never scored (the harness stopped after `train`)."""
+    here = machine()
+    done = recorded(load(args.record), here, args.name, args.minutes)
+    if done:
+        raise SystemExit(f"{args.name}: already recorded on {here['class']} for {args.minutes:g} min "
+                         f"(dev BLEU {done[-1]['dev_bleu']}).")
+    run_dir = args.root / slug(here["class"]) / f"{args.name}-{args.minutes:g}min"
+    if not (run_dir / "timing.json").exists():
+        raise SystemExit(f"{run_dir} holds no finished training (no timing.json): train it with "
+                         f"`config_search.py train {args.name} --minutes {args.minutes:g}`.")
+    record_run(args, args.name, run_dir, here)
 
 
 def cmd_decode(args):
@@ -211,6 +236,11 @@ def main(argv=None):
     train.add_argument("--root", type=pathlib.Path, default=pathlib.Path("runs/config-search"))
     train.add_argument("--again", action="store_true")
     train.set_defaults(run=cmd_train)
+    score = commands.add_parser("score")
+    score.add_argument("name", choices=sorted(CANDIDATES))
+    score.add_argument("--minutes", type=float, default=30.0)
+    score.add_argument("--root", type=pathlib.Path, default=pathlib.Path("runs/config-search"))
+    score.set_defaults(run=cmd_score)
     decode = commands.add_parser("decode")
     decode.add_argument("name", choices=sorted(CANDIDATES))
     decode.add_argument("--minutes", type=float)

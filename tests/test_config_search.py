@@ -87,3 +87,33 @@ class TrainTest(TestCase):
             self.run_train(record, ["drop0"])
             with self.assertRaisesRegex(SystemExit, "exists: a candidate trains from a fresh run directory"):
                 self.run_train(record, ["drop0"], again=True)
+
+    def test_score_records_a_trained_run_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            record = pathlib.Path(tmp) / "search.json"
+            root, here = pathlib.Path(tmp) / "runs", machine_of(AVX2)
+            calls = []
+
+            def t2t(*args, capture=False):
+                calls.append(args[0])
+                return json.dumps({"bleu": 21.5, "chrf": 49.0}) + "\n"
+
+            def score():
+                with mock.patch.object(config_search, "t2t", t2t), \
+                        mock.patch.object(config_search, "commit", lambda: "abc"), \
+                        mock.patch.object(config_search, "machine", lambda: here):
+                    config_search.main(["--record", str(record), "score", "layers2", "--root", str(root)])
+
+            with self.assertRaisesRegex(SystemExit, "no finished training"):
+                score()
+            run_dir = root / config_search.slug(here["class"]) / "layers2-30min"
+            run_dir.mkdir(parents=True)
+            (run_dir / "timing.json").write_text(json.dumps([{"final_step": 5027, "seconds": 1800.0,
+                                                              "parts": {"training steps": 1620.0}}]))
+            score()
+            self.assertEqual(calls, ["average", "evaluate"])
+            (row,) = json.loads(record.read_text())["runs"]
+            self.assertEqual((row["candidate"], row["updates"], row["train_share"], row["dev_bleu"]),
+                             ("layers2", 5027, 0.9, 21.5))
+            with self.assertRaisesRegex(SystemExit, "already recorded"):
+                score()
