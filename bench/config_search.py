@@ -3,7 +3,7 @@
     python bench/config_search.py list                                   # the candidates and what each changes
     python bench/config_search.py train mini lr3 drop0 --minutes 30      # one full-budget run each, then dev BLEU
     python bench/config_search.py decode mini --average 1,3,5,6 --beam 1,4 --alpha 0.6,1.0,1.4
-    python bench/config_search.py score layers2 --minutes 30             # a run trained but never scored
+    python bench/config_search.py score layers2 --commit 7299579         # a run trained but never scored
     python bench/config_search.py table                                  # every record, grouped by machine
 
 `train` runs, per candidate, `t2t-keras train --config mini --minutes M` with the candidate's `--set` overrides in
@@ -134,12 +134,13 @@ def recorded(data, here, name, minutes):
             and r["minutes"] == minutes]
 
 
-def record_run(args, name, run_dir, here):
-    """Averages a trained candidate's last checkpoints, scores the dev split, and adds the row to the record."""
+def record_run(args, name, run_dir, here, trained_at):
+    """Averages a trained candidate's last checkpoints, scores the dev split, and adds the row to the record;
+    `trained_at`: the commit the candidate was trained at."""
     dimension, overrides = CANDIDATES[name]
     t2t("average", "--run-dir", run_dir, "--last", AVERAGE)
     row = {"candidate": name, "dimension": dimension, "overrides": overrides, "minutes": args.minutes,
-           "date": datetime.date.today().isoformat(), "commit": commit(), "machine": here,
+           "date": datetime.date.today().isoformat(), "commit": trained_at, "machine": here,
            "run_dir": str(run_dir), "decoding": f"last {AVERAGE} averaged, beam {BEAM}, alpha {ALPHA}",
            **run_figures(run_dir), **dev_score(run_dir)}
     data = load(args.record)
@@ -161,7 +162,7 @@ def cmd_train(args):
             raise SystemExit(f"{run_dir} exists: a candidate trains from a fresh run directory. Remove it.")
         sets = [flag for override in CANDIDATES[name][1] for flag in ("--set", override)]
         t2t("train", "--config", "mini", "--minutes", args.minutes, "--run-dir", run_dir, *sets)
-        record_run(args, name, run_dir, here)
+        record_run(args, name, run_dir, here, commit())
 
 
 def cmd_score(args):
@@ -175,7 +176,7 @@ def cmd_score(args):
     if not (run_dir / "timing.json").exists():
         raise SystemExit(f"{run_dir} holds no finished training (no timing.json): train it with "
                          f"`config_search.py train {args.name} --minutes {args.minutes:g}`.")
-    record_run(args, args.name, run_dir, here)
+    record_run(args, args.name, run_dir, here, args.commit)
 
 
 def cmd_decode(args):
@@ -240,6 +241,7 @@ def main(argv=None):
     score.add_argument("name", choices=sorted(CANDIDATES))
     score.add_argument("--minutes", type=float, default=30.0)
     score.add_argument("--root", type=pathlib.Path, default=pathlib.Path("runs/config-search"))
+    score.add_argument("--commit", default="?", help="the commit the run was trained at (a run does not record it)")
     score.set_defaults(run=cmd_score)
     decode = commands.add_parser("decode")
     decode.add_argument("name", choices=sorted(CANDIDATES))

@@ -102,7 +102,8 @@ class TrainTest(TestCase):
                 with mock.patch.object(config_search, "t2t", t2t), \
                         mock.patch.object(config_search, "commit", lambda: "abc"), \
                         mock.patch.object(config_search, "machine", lambda: here):
-                    config_search.main(["--record", str(record), "score", "layers2", "--root", str(root)])
+                    config_search.main(["--record", str(record), "score", "layers2", "--root", str(root),
+                                        "--commit", "def"])
 
             with self.assertRaisesRegex(SystemExit, "no finished training"):
                 score()
@@ -113,7 +114,7 @@ class TrainTest(TestCase):
             score()
             self.assertEqual(calls, ["average", "evaluate"])
             (row,) = json.loads(record.read_text())["runs"]
-            self.assertEqual((row["candidate"], row["updates"], row["train_share"], row["dev_bleu"]),
-                             ("layers2", 5027, 0.9, 21.5))
+            self.assertEqual((row["candidate"], row["updates"], row["train_share"], row["dev_bleu"], row["commit"]),
+                             ("layers2", 5027, 0.9, 21.5, "def"))  # the training's commit, not the scoring's
             with self.assertRaisesRegex(SystemExit, "already recorded"):
                 score()

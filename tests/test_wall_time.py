@@ -116,33 +116,36 @@ class SessionClockTest(unittest.TestCase):
         self.assertEqual(record["seconds"], 10.0)
         self.assertEqual(list(record["parts"]), [part for part in PARTS if part in record["parts"]])
 
-    def test_from_the_second_validation_the_end_of_the_epoch_is_validation(self):
-        session, model, now = self.session([1.0] * 4)
+    @staticmethod
+    def two_validated_epochs(session, model, now, after_step):
+        """Two epochs of two steps, each ended by a 2-second validation pass; `after_step(step)` after each step's
+        end, before the pass."""
         session.set_params({"steps": 2})
-        for step in range(4):  # two epochs of two steps, each validated; Keras makes the pass's iterator first
+        for step in range(4):
             model.train_function(None)
             session.on_train_batch_end(step % 2)
-            now.now += 3 if step % 2 else 0.5
+            after_step(step)
             if step % 2:
                 session.on_test_begin()
                 now.now += 2
                 session.on_test_end()
+
+    def test_from_the_second_validation_the_end_of_the_epoch_is_validation(self):
+        session, model, now = self.session([1.0] * 4)
+
+        def after_step(step):  # Keras makes the pass's iterator before the pass begins
+            now.now += 3 if step % 2 else 0.5
+
+        self.two_validated_epochs(session, model, now, after_step)
         self.assertEqual([v["seconds"] for v in session.validations], [2.0, 5.0])
         self.assertEqual(session.clock.seconds["validation"], 7.0)
         self.assertEqual(session.clock.seconds["other"], 4.0)  # 0.5 s twice, and the first epoch end
 
     def test_a_part_timed_inside_a_validation_is_not_the_pass(self):
         session, model, now = self.session([1.0] * 4)
-        session.set_params({"steps": 2})
         summaries = Timed(AtStep(lambda: setattr(now, "now", now.now + 6)), session.clock, "attention summaries")
-        for step in range(4):  # the epoch's last step makes its summaries after the clock turned to validation
-            model.train_function(None)
-            session.on_train_batch_end(step % 2)
-            summaries.on_train_batch_end(step % 2)
-            if step % 2:
-                session.on_test_begin()
-                now.now += 2
-                session.on_test_end()
+        # the epoch's last step makes its summaries after the clock turned to validation
+        self.two_validated_epochs(session, model, now, lambda step: summaries.on_train_batch_end(step % 2))
         self.assertEqual([v["seconds"] for v in session.validations], [2.0, 2.0])
         self.assertEqual(session.clock.seconds["validation"], 4.0)
         self.assertEqual(session.clock.seconds["attention summaries"], 24.0)

@@ -107,7 +107,7 @@ class SessionClock(keras.callbacks.Callback):
         self.recent = collections.deque(maxlen=RECENT_STEPS)  # seconds of the last steady steps
         self.milestones = {}  # session step -> seconds since the session began
         self.validations = []  # {"step": optimizer updates, "seconds": ...}
-        self._began = None
+        self._charged_before = 0.0  # seconds charged to validation before the current pass
         self._validates = False  # fit validates at each epoch end (known from the first validation on)
 
     def on_train_begin(self, logs=None):
@@ -147,14 +147,15 @@ class SessionClock(keras.callbacks.Callback):
 
     def _begin_validation(self):
         self.clock.switch("validation")
-        self._began = self.clock.seconds["validation"]
+        self._charged_before = self.clock.seconds["validation"]
 
     def on_test_end(self, logs=None):
         self.clock.switch("other")
         step = int(self.model.optimizer.iterations.numpy())  # once a validation
         # The pass's own seconds: the parts timed inside it (the attention summaries and checkpoints of the epoch's
         # last step) are not the validation's.
-        self.validations.append({"step": step, "seconds": round(self.clock.seconds["validation"] - self._began, 2)})
+        seconds = self.clock.seconds["validation"] - self._charged_before
+        self.validations.append({"step": step, "seconds": round(seconds, 2)})
 
 
 HOOKS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_train_batch_begin",
