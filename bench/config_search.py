@@ -3,7 +3,7 @@
     python bench/config_search.py list                                   # the candidates and what each changes
     python bench/config_search.py train mini lr3 drop0 --minutes 30      # one full-budget run each, then dev BLEU
     python bench/config_search.py decode mini --average 1,3,5,6 --beam 1,4 --alpha 0.6,1.0,1.4
-    python bench/config_search.py score layers2 --commit 7299579         # a run trained but never scored
+    python bench/config_search.py score layers3 --commit 7299579         # a run trained but never scored
     python bench/config_search.py table                                  # every record, grouped by machine
 
 `train` runs, per candidate, `t2t-keras train --config mini --minutes M` with the candidate's `--set` overrides in
@@ -22,6 +22,7 @@ the chosen configuration. Nothing else may run on the machine while a candidate 
 
 import argparse
 import datetime
+import hashlib
 import itertools
 import json
 import os
@@ -32,6 +33,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from t2t_keras.config import load_config  # noqa: E402
 from t2t_keras.fast_path import CPU_BFLOAT16_FLAGS, cpu_flags  # noqa: E402
 from t2t_keras.files import write_text_atomic  # noqa: E402
 from t2t_keras.runs import open_run  # noqa: E402
@@ -40,7 +42,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 RECORD = ROOT / "bench" / "results" / "config-search.json"
 BEAM, ALPHA, AVERAGE = 4, 1.0, 5  # how the main job decodes `mini` (configs/mini.yaml)
 
-# name -> (the issue's dimension, the `--set` overrides on top of `mini`)
+# name -> (the issue's dimension, the `--set` overrides on top of `mini`); a record keeps the digest of the `mini` it
+# was relative to (`preset_digest`): the records made before `mini` took two layers say "mini at N=3" instead, and
+# name their candidates relative to that preset (`layers2` there is today's `mini`).
 CANDIDATES = {
     "mini": ("the preset as it is", []),
     "lr1": ("learning rate", ["training.learning_rate_scale=1.0"]),
@@ -55,12 +59,13 @@ CANDIDATES = {
     "drop0.2": ("dropout", ["model.dropout=0.2"]),
     "vocab2000": ("vocabulary", ["data.vocab_size=2000"]),
     "vocab8000": ("vocabulary", ["data.vocab_size=8000"]),
-    "layers2": ("depth", ["model.num_layers=2"]),
+    "layers1": ("depth", ["model.num_layers=1"]),
+    "layers3": ("depth", ["model.num_layers=3"]),
     "layers4": ("depth", ["model.num_layers=4"]),
     "enc6dec2": ("deeper encoder, shallower decoder", ["model.num_layers=6", "model.num_decoder_layers=2"]),
     "enc4dec2": ("deeper encoder, shallower decoder", ["model.num_layers=4", "model.num_decoder_layers=2"]),
     "width192": ("width", ["model.hidden_dim=192", "model.intermediate_dim=768"]),
-    "layers2drop0": ("depth and dropout together", ["model.num_layers=2", "model.dropout=0.0"]),
+    "enc3dec1": ("deeper encoder, shallower decoder", ["model.num_layers=3", "model.num_decoder_layers=1"]),
     "postln": ("post-LN, the paper's, at eq. (3)'s own rate", ["model.normalize_first=false",
                                                                 "training.learning_rate_scale=1.0"]),
 }
@@ -128,10 +133,18 @@ def commit():
                           stdout=subprocess.PIPE).stdout.strip()
 
 
+def preset_digest():
+    """The `mini` a candidate's overrides apply to, as a short digest of its resolved settings: a record made
+    relative to another `mini` is another configuration."""
+    settings = json.dumps(load_config("mini").to_dict(), sort_keys=True, default=str)
+    return "mini " + hashlib.sha256(settings.encode()).hexdigest()[:10]
+
+
 def recorded(data, here, name, minutes):
-    """The records of candidate `name` for `minutes` on the machine class of `here`."""
+    """The records of candidate `name` for `minutes` on the machine class of `here`, relative to today's `mini`."""
+    preset = preset_digest()
     return [r for r in data["runs"] if r["machine"]["class"] == here["class"] and r["candidate"] == name
-            and r["minutes"] == minutes]
+            and r["minutes"] == minutes and r.get("preset") == preset]
 
 
 def record_run(args, name, run_dir, here, trained_at):
@@ -139,7 +152,8 @@ def record_run(args, name, run_dir, here, trained_at):
     `trained_at`: the commit the candidate was trained at."""
     dimension, overrides = CANDIDATES[name]
     t2t("average", "--run-dir", run_dir, "--last", AVERAGE)
-    row = {"candidate": name, "dimension": dimension, "overrides": overrides, "minutes": args.minutes,
+    row = {"candidate": name, "dimension": dimension, "overrides": overrides, "preset": preset_digest(),
+           "minutes": args.minutes,
            "date": datetime.date.today().isoformat(), "commit": trained_at, "machine": here,
            "run_dir": str(run_dir), "decoding": f"last {AVERAGE} averaged, beam {BEAM}, alpha {ALPHA}",
            **run_figures(run_dir), **dev_score(run_dir)}
@@ -202,10 +216,12 @@ def cmd_table(args):
     data = load(args.record)
     for cls, runs in itertools.groupby(sorted(data["runs"], key=lambda r: r["machine"]["class"]),
                                        key=lambda r: r["machine"]["class"]):
-        print(f"\n{cls}\n\n| candidate | changes | commit | minutes | updates | training share | dev BLEU | dev chrF |")
-        print("|---|---|---|---:|---:|---:|---:|---:|")
+        print(f"\n{cls}\n\n| candidate | changes | on | commit | minutes | updates | training share | dev BLEU | "
+              "dev chrF |")
+        print("|---|---|---|---|---:|---:|---:|---:|---:|")
         for r in sorted(runs, key=lambda r: -r["dev_bleu"]):
-            print(f"| {r['candidate']} | {', '.join(r['overrides']) or '-'} | {r['commit']} | {r['minutes']:g} | "
+            print(f"| {r['candidate']} | {', '.join(r['overrides']) or '-'} | {r.get('preset', '?')} | {r['commit']} | "
+                  f"{r['minutes']:g} | "
                   f"{r['updates']:,} | {r['train_share']:.2f} | {r['dev_bleu']:.2f} | {r['dev_chrf']:.2f} |")
     for cls, rows in itertools.groupby(sorted(data["decoding"], key=lambda r: r["machine"]["class"]),
                                        key=lambda r: r["machine"]["class"]):

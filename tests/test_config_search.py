@@ -4,6 +4,7 @@ where it says, records are kept per machine class, and a candidate recorded ther
 import importlib.util
 import json
 import pathlib
+import shutil
 import tempfile
 from unittest import mock
 
@@ -81,6 +82,21 @@ class TrainTest(TestCase):
             self.assertEqual(self.run_train(record, ["lr3"], cpuinfo=BF16), ["train", "average", "evaluate"])
             self.assertEqual(len(json.loads(record.read_text())["runs"]), 2)
 
+    def test_a_record_relative_to_another_mini_is_another_configuration(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            record = pathlib.Path(tmp) / "search.json"
+            self.assertEqual(self.run_train(record, ["mini"]), ["train", "average", "evaluate"])
+            self.assertEqual(self.run_train(record, ["mini"]), [])  # recorded relative to today's mini
+            data = json.loads(record.read_text())
+            self.assertEqual(data["runs"][0]["preset"], config_search.preset_digest())
+            data["runs"][0]["preset"] = "mini at N=3"  # as the records made before the preset took two layers
+            record.write_text(json.dumps(data))
+            shutil.rmtree(data["runs"][0]["run_dir"])
+            self.assertEqual(self.run_train(record, ["mini"]), ["train", "average", "evaluate"])
+            with mock.patch.object(config_search, "load_config",
+                                   lambda name: load_config(name, ["model.num_layers=5"])):
+                self.assertNotEqual(config_search.preset_digest(), json.loads(record.read_text())["runs"][1]["preset"])
+
     def test_again_refuses_to_train_over_an_earlier_run_directory(self):
         with tempfile.TemporaryDirectory() as tmp:
             record = pathlib.Path(tmp) / "search.json"
@@ -102,12 +118,12 @@ class TrainTest(TestCase):
                 with mock.patch.object(config_search, "t2t", t2t), \
                         mock.patch.object(config_search, "commit", lambda: "abc"), \
                         mock.patch.object(config_search, "machine", lambda: here):
-                    config_search.main(["--record", str(record), "score", "layers2", "--root", str(root),
+                    config_search.main(["--record", str(record), "score", "layers3", "--root", str(root),
                                         "--commit", "def"])
 
             with self.assertRaisesRegex(SystemExit, "no finished training"):
                 score()
-            run_dir = root / config_search.slug(here["class"]) / "layers2-30min"
+            run_dir = root / config_search.slug(here["class"]) / "layers3-30min"
             run_dir.mkdir(parents=True)
             (run_dir / "timing.json").write_text(json.dumps([{"final_step": 5027, "seconds": 1800.0,
                                                               "parts": {"training steps": 1620.0}}]))
@@ -115,6 +131,6 @@ class TrainTest(TestCase):
             self.assertEqual(calls, ["average", "evaluate"])
             (row,) = json.loads(record.read_text())["runs"]
             self.assertEqual((row["candidate"], row["updates"], row["train_share"], row["dev_bleu"], row["commit"]),
-                             ("layers2", 5027, 0.9, 21.5, "def"))  # the training's commit, not the scoring's
+                             ("layers3", 5027, 0.9, 21.5, "def"))  # the training's commit, not the scoring's
             with self.assertRaisesRegex(SystemExit, "already recorded"):
                 score()
