@@ -40,7 +40,8 @@ from t2t_keras.runs import open_run  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RECORD = ROOT / "bench" / "results" / "config-search.json"
-BEAM, ALPHA, AVERAGE = 4, 1.0, 5  # how the main job decodes `mini` (configs/mini.yaml)
+# How the main job decodes `mini` (configs/mini.yaml): the last 5 checkpoints averaged, its beam and α.
+BEAM, ALPHA, AVERAGE = load_config("mini").decoding.beam_size, load_config("mini").decoding.alpha, 5
 
 # name -> (the dimension, the `--set` overrides on top of `mini`); a record keeps the digest of the `mini` it
 # was relative to (`preset_digest`): the records made before `mini` took two layers say "mini at N=3" instead, and
@@ -112,7 +113,8 @@ def dev_score(run_dir, beam=BEAM, alpha=ALPHA):
 
 def run_figures(run_dir):
     run = open_run(run_dir)
-    timing = run.read_json(run.timing_path)[-1]
+    # The training's own record: a main job's run also holds the whole job's, which counts no final step.
+    timing = [t for t in run.read_json(run.timing_path) if t.get("kind", "train") == "train"][-1]
     quality = (run.read_json(run.quality_path) or {}).get("points") or []  # none in a run under 5 minutes
     return {"updates": timing["final_step"],
             "train_share": round(timing["parts"]["training steps"] / timing["seconds"], 3),
