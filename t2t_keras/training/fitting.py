@@ -18,6 +18,7 @@ from t2t_keras.training.multi_worker import per_worker_batches
 from t2t_keras.training.quality import quality_curve
 from t2t_keras.training.resume import stream_without
 from t2t_keras.training.unclustered import UnclusteredValidation, unclustered
+from t2t_keras.training.validation_input import validation_input
 from t2t_keras.training.wall_time import previous_training_seconds, timed
 
 
@@ -100,11 +101,12 @@ def fit(training, start, until, minutes, callbacks, verbose, session):
     `session`: the history."""
     t, data = training.config.training, training.data
     train_data = training_input(training, start)
+    dev = validation_input(training.model.distribute_strategy, data.dev)
     log_lines = verbose == "auto" and not sys.stdout.isatty()
     try:
         return training.model.fit(
             train_data, epochs=-(-t.train_steps // t.steps_per_epoch) + 1, initial_epoch=start // t.steps_per_epoch,
-            steps_per_epoch=t.steps_per_epoch, validation_data=data.dev, validation_steps=data.dev_steps or None,
+            steps_per_epoch=t.steps_per_epoch, validation_data=dev, validation_steps=data.dev_steps or None,
             shuffle=False,  # the dataset is shuffled by the input pipeline
             callbacks=_callbacks(training, until, minutes, callbacks, session, log_lines),
             verbose=0 if log_lines else verbose,
