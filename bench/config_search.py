@@ -180,6 +180,8 @@ def cmd_train(args):
         if run_dir.exists():
             raise SystemExit(f"{run_dir} exists: a candidate trains from a fresh run directory. Remove it.")
         sets = [flag for override in CANDIDATES[name][1] for flag in ("--set", override)]
+        if args.keep_checkpoints:  # more checkpoints on disk for `decode --average`; the training is the same
+            sets += ["--set", f"training.keep_checkpoints={args.keep_checkpoints}"]
         t2t("train", "--config", "mini", "--minutes", args.minutes, "--run-dir", run_dir, *sets)
         record_run(args, name, run_dir, here, commit())
 
@@ -257,6 +259,8 @@ def main(argv=None):
     train.add_argument("--minutes", type=float, default=30.0)
     train.add_argument("--root", type=pathlib.Path, default=pathlib.Path("runs/config-search"))
     train.add_argument("--again", action="store_true")
+    train.add_argument("--keep-checkpoints", type=int,
+                       help="checkpoints kept on disk (mini keeps 6), so that `decode --average` can try more")
     train.set_defaults(run=cmd_train)
     score = commands.add_parser("score")
     score.add_argument("name", choices=sorted(CANDIDATES))
