@@ -50,11 +50,13 @@ class MachineTest(TestCase):
 
 
 class TrainTest(TestCase):
-    def run_train(self, record, names, cpuinfo=AVX2, again=False):
+    def run_train(self, record, names, cpuinfo=AVX2, again=False, extra=()):
         calls = []
+        self.commands = []
 
         def t2t(*args, capture=False):
             calls.append(args[0])
+            self.commands.append([str(arg) for arg in args])
             run_dir = pathlib.Path(args[args.index("--run-dir") + 1])
             if args[0] == "train":
                 run_dir.mkdir(parents=True)
@@ -67,8 +69,16 @@ class TrainTest(TestCase):
         with mock.patch.object(config_search, "t2t", t2t), mock.patch.object(config_search, "commit", lambda: "abc"), \
                 mock.patch.object(config_search, "machine", lambda: here):
             config_search.main(["--record", str(record), "train", *names, "--minutes", "30", "--root", str(root)]
-                               + (["--again"] if again else []))
+                               + (["--again"] if again else []) + list(extra))
         return calls
+
+    def test_keep_checkpoints_keeps_more_on_disk_and_trains_the_same(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            self.run_train(pathlib.Path(tmp) / "search.json", ["lr3"], extra=["--keep-checkpoints", "12"])
+            train, average, _ = self.commands
+            self.assertEqual(train[train.index("--set") + 1:], ["training.learning_rate_scale=3.0", "--set",
+                                                                "training.keep_checkpoints=12"])
+            self.assertEqual(average[-2:], ["--last", str(config_search.AVERAGE)])
 
     def test_a_recorded_candidate_is_skipped_on_its_class_only(self):
         with tempfile.TemporaryDirectory() as tmp:
