@@ -9,8 +9,8 @@
 `train` runs, per candidate, `t2t-keras train --config mini --minutes M` with the candidate's `--set` overrides in
 ROOT/<machine>/<candidate>-<M>min/, averages its last checkpoints as `mini` does (`t2t-keras average`), and scores
 the dev split with beam 4 and `mini`'s α (`t2t-keras evaluate --split dev`), as the main job decodes. The record
-(updates in the budget, the training steps' share of it, dev sacreBLEU and chrF, the last quality point's dev loss) goes to
-`--record` under the machine it was measured on: what a budget of minutes buys depends on the CPU (a 2-core AMD
+(updates in the budget, the training steps' share of it, dev sacreBLEU and chrF, the last quality point's dev loss)
+goes to `--record` under the machine it was measured on: what a budget of minutes buys depends on the CPU (a 2-core AMD
 EPYC with AVX-512 BF16 made 11,400 updates of `mini` in 30 minutes, one with AVX2 only 2,600), so candidates are
 compared only within one machine class, and a candidate already recorded there for the same budget is skipped
 (`--again` retrains it). The search can therefore go on across sessions on the same kind of machine.
@@ -261,7 +261,8 @@ def main(argv=None):
     train.add_argument("--root", type=pathlib.Path, default=pathlib.Path("runs/config-search"))
     train.add_argument("--again", action="store_true")
     train.add_argument("--keep-checkpoints", type=int,
-                       help="checkpoints kept on disk (mini keeps 6), so that `decode --average` can try more")
+                       help=f"checkpoints kept on disk (mini keeps {MINI.training.keep_checkpoints}), so that "
+                       "`decode --average` can try more")
     train.set_defaults(run=cmd_train)
     score = commands.add_parser("score")
     score.add_argument("name", choices=sorted(CANDIDATES))
