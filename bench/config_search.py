@@ -57,6 +57,7 @@ CANDIDATES = {
     "batch4096": ("batch tokens", ["data.batch_tokens=4096"]),
     "ls0": ("label smoothing", ["training.label_smoothing=0.0"]),
     "ls0.1": ("label smoothing", ["training.label_smoothing=0.1"]),
+    "ls0.3": ("label smoothing", ["training.label_smoothing=0.3"]),
     "drop0": ("dropout", ["model.dropout=0.0"]),
     "drop0.2": ("dropout", ["model.dropout=0.2"]),
     "drop0.3": ("dropout", ["model.dropout=0.3"]),
