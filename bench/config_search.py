@@ -28,6 +28,7 @@ import json
 import os
 import pathlib
 import platform
+import signal
 import subprocess
 import sys
 
@@ -103,9 +104,20 @@ def slug(text):
 def t2t(*args, capture=False):
     command = [sys.executable, "-m", "t2t_keras", *map(str, args)]
     print("+", " ".join(command[2:]), flush=True)
+    return run_child(command, capture=capture)
+
+
+def run_child(command, capture=False):
+    """Runs `command` to its end; a harness stopped by SIGTERM (or Ctrl+C) stops it too, rather than leaving a
+    training run behind that shares the cores with the next one and skews its figures."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
-    result = subprocess.run(command, check=True, env=env, cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE if capture else None)
+    # SystemExit inside subprocess.run kills and reaps the child before it propagates.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        result = subprocess.run(command, check=True, env=env, cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE if capture else None)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return result.stdout
 
 
