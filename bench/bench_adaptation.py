@@ -31,6 +31,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench import children  # noqa: E402
+
 SOURCE = "debian_descriptions"
 
 
@@ -38,7 +42,7 @@ def t2t(*args, capture=False):
     """Runs `t2t-keras ARGS` (this interpreter's package), echoing the command; returns stdout when `capture`."""
     command = [sys.executable, "-m", "t2t_keras", *map(str, args)]
     print("$ t2t-keras " + " ".join(shlex.quote(str(a)) for a in args), flush=True)
-    result = subprocess.run(command, check=True, text=True, stdout=subprocess.PIPE if capture else None)
+    result = children.run(command, check=True, text=True, stdout=subprocess.PIPE if capture else None)
     return result.stdout if capture else None
 
 

@@ -47,6 +47,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench import children  # noqa: E402
+
 SAVED_MODEL_ENGINES = ("sm-float32", "sm-float32-auto", "sm-float32-xla", "sm-bfloat16", "sm-int8",
                        "sm-float32-shortlist", "sm-bfloat16-shortlist",
                        "sm-int8-shortlist")
@@ -58,7 +62,7 @@ THREADS = 2
 def t2t(*args):
     command = [sys.executable, "-m", "t2t_keras", *map(str, args)]
     print("$ t2t-keras " + " ".join(map(str, args)), flush=True)
-    subprocess.run(command, check=True)
+    children.run(command, check=True)
 
 
 def has_bfloat16():

@@ -28,12 +28,12 @@ import json
 import os
 import pathlib
 import platform
-import signal
 import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from bench import children  # noqa: E402
 from t2t_keras.config import load_config  # noqa: E402
 from t2t_keras.fast_path import CPU_BFLOAT16_FLAGS, cpu_flags  # noqa: E402
 from t2t_keras.files import write_text_atomic  # noqa: E402
@@ -104,20 +104,9 @@ def slug(text):
 def t2t(*args, capture=False):
     command = [sys.executable, "-m", "t2t_keras", *map(str, args)]
     print("+", " ".join(command[2:]), flush=True)
-    return run_child(command, capture=capture)
-
-
-def run_child(command, capture=False):
-    """Runs `command` to its end; a harness stopped by SIGTERM (or Ctrl+C) stops it too, rather than leaving a
-    training run behind that shares the cores with the next one and skews its figures."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
-    # SystemExit inside subprocess.run kills and reaps the child before it propagates.
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    try:
-        result = subprocess.run(command, check=True, env=env, cwd=ROOT, text=True,
-                                stdout=subprocess.PIPE if capture else None)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    result = children.run(command, check=True, env=env, cwd=ROOT, text=True,
+                          stdout=subprocess.PIPE if capture else None)
     return result.stdout
 
 
