@@ -54,6 +54,11 @@ CANDIDATES = {
     "lr3": ("learning rate", ["training.learning_rate_scale=3.0"]),
     "warmup200": ("warmup", ["training.warmup_steps=200"]),
     "warmup800": ("warmup", ["training.warmup_steps=800"]),
+    # The same peak as `mini` (scale / sqrt(warmup) unchanged), a higher rate after it: 1.5x and 1.25x eq. (3)'s
+    "lr3warmup900": ("learning rate and warmup together", ["training.learning_rate_scale=3.0",
+                                                             "training.warmup_steps=900"]),
+    "lr2.5warmup625": ("learning rate and warmup together", ["training.learning_rate_scale=2.5",
+                                                               "training.warmup_steps=625"]),
     "batch1024": ("batch tokens", ["data.batch_tokens=1024"]),
     "batch4096": ("batch tokens", ["data.batch_tokens=4096"]),
     "ls0": ("label smoothing", ["training.label_smoothing=0.0"]),
