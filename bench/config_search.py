@@ -54,7 +54,9 @@ CANDIDATES = {
     "lr3": ("learning rate", ["training.learning_rate_scale=3.0"]),
     "warmup200": ("warmup", ["training.warmup_steps=200"]),
     "warmup800": ("warmup", ["training.warmup_steps=800"]),
-    # The same peak as `mini` (scale / sqrt(warmup) unchanged), a higher rate after it: 1.5x and 1.25x eq. (3)'s
+    # The same peak as `mini` (scale / sqrt(warmup) unchanged), a higher rate after it: 1.5x, 1.25x and 2x `mini`'s
+    "lr4warmup1600": ("learning rate and warmup together", ["training.learning_rate_scale=4.0",
+                                                              "training.warmup_steps=1600"]),
     "lr3warmup900": ("learning rate and warmup together", ["training.learning_rate_scale=3.0",
                                                              "training.warmup_steps=900"]),
     "lr2.5warmup625": ("learning rate and warmup together", ["training.learning_rate_scale=2.5",
