@@ -54,9 +54,11 @@ CANDIDATES = {
     "lr3": ("learning rate", ["training.learning_rate_scale=3.0"]),
     "warmup200": ("warmup", ["training.warmup_steps=200"]),
     "warmup800": ("warmup", ["training.warmup_steps=800"]),
-    # The same peak as `mini` (scale / sqrt(warmup) unchanged), a higher rate after it: 1.5x, 1.25x and 2x `mini`'s
-    "lr4warmup1600": ("learning rate and warmup together", ["training.learning_rate_scale=4.0",
-                                                              "training.warmup_steps=1600"]),
+    # The same peak as `mini` (scale / sqrt(warmup) unchanged), a lower rate after it: `mini`'s before 2026-12-03
+    # (2x eq. (3) after 400 warmup updates), the runner-up and one between: 0.5x, 0.75x and 0.625x today's rate
+    # after the peak. The records name today's `mini` `lr4warmup1600`, relative to the one before.
+    "lr2warmup400": ("learning rate and warmup together", ["training.learning_rate_scale=2.0",
+                                                            "training.warmup_steps=400"]),
     "lr3warmup900": ("learning rate and warmup together", ["training.learning_rate_scale=3.0",
                                                              "training.warmup_steps=900"]),
     "lr2.5warmup625": ("learning rate and warmup together", ["training.learning_rate_scale=2.5",
