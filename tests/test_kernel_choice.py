@@ -8,9 +8,11 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 import yaml
 
+from t2t_keras.hardware import Hardware
 from t2t_keras.switches.kernels import (
     VARIABLE,
     choose_onednn,
@@ -39,8 +41,22 @@ def run_with(directory, architecture="encoder_decoder", precision="float32"):
     return str(directory)
 
 
+def on_a_cpu(test):
+    """`test`'s hardware a CPU, whatever this machine has: the choices tested are a CPU's (a GPU's take none,
+    tests/test_hardware_decisions.py); a child process hides its GPUs (`cpu_environment`)."""
+    patcher = mock.patch.object(Hardware, "detect", return_value=Hardware(cpu_flags=frozenset({"avx2"}), cores=2))
+    patcher.start()
+    test.addCleanup(patcher.stop)
+
+
+def cpu_environment(*without):
+    """This process's environment less the variables `without`, with no GPU visible to a child's switches."""
+    return {**{k: v for k, v in os.environ.items() if k not in without}, "CUDA_VISIBLE_DEVICES": ""}
+
+
 class KernelChoiceTest(unittest.TestCase):
     def setUp(self):
+        on_a_cpu(self)
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
@@ -85,7 +101,7 @@ class KernelChoiceTest(unittest.TestCase):
                 "chosen = switches.choose(args.command, vars(args))\n"
                 "print(chosen.get('TF_ENABLE_ONEDNN_OPTS'), os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
                 "      'tensorflow' in sys.modules)")
-        env = {k: v for k, v in os.environ.items() if k != VARIABLE}
+        env = cpu_environment(VARIABLE)
         out = subprocess.run([sys.executable, "-c", code, "translate", "--saved-model", str(float32)],
                              capture_output=True, text=True, env=env, check=True).stdout.split()
         self.assertEqual(out, ["0", "0", "False"])
@@ -115,7 +131,7 @@ class KernelChoiceTest(unittest.TestCase):
                 "chosen = switches.choose(args.command, vars(args))\n"
                 "print(chosen.get('TF_ENABLE_ONEDNN_OPTS'), os.environ.get('TF_ENABLE_ONEDNN_OPTS'),\n"
                 "      'tensorflow' in sys.modules)")
-        env = {k: v for k, v in os.environ.items() if k != VARIABLE}
+        env = cpu_environment(VARIABLE)
         for argv, chosen in ((["translate", "--run-dir", run], ["0", "0"]),
                              (["evaluate", "--run-dir", run], ["0", "0"]),
                              (["translate", "--run-dir", run, "--precision", "bfloat16"], ["None", "None"]),

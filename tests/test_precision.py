@@ -110,11 +110,13 @@ class FusionChoiceTest(TestCase):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
         self.assertEqual(out.stdout.split(), ["[]"])
         environ = {"KEPT": "1"}
-        with command_switches("train", {}, environ, modules={}) as chosen:
+        with mock.patch.object(Hardware, "detect", return_value=AVX2_CPU), \
+                command_switches("train", {}, environ, modules={}) as chosen:
             self.assertEqual(environ["TF_XLA_FLAGS"].split(), list(XLA_CPU_FLAGS))
             self.assertEqual(list(chosen), ["TF_XLA_FLAGS"])
         self.assertEqual(environ, {"KEPT": "1"})
-        with self.assertRaises(KeyError), command_switches("main", {}, environ, modules={}):
+        with self.assertRaises(KeyError), mock.patch.object(Hardware, "detect", return_value=AVX2_CPU), \
+                command_switches("main", {}, environ, modules={}):
             raise KeyError("a command that fails")
         self.assertEqual(environ, {"KEPT": "1"})  # restored on an error too
 

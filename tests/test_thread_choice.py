@@ -14,7 +14,7 @@ from t2t_keras.switches.threads import (
     search_record,
     threads_per_shard,
 )
-from tests.test_kernel_choice import export_with
+from tests.test_kernel_choice import cpu_environment, export_with, on_a_cpu
 
 
 def recorded(shards=2, graph_mode_only=True, hidden_dim=128):
@@ -24,6 +24,7 @@ def recorded(shards=2, graph_mode_only=True, hidden_dim=128):
 
 class ThreadChoiceTest(unittest.TestCase):
     def setUp(self):
+        on_a_cpu(self)
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
@@ -73,7 +74,7 @@ class ThreadChoiceTest(unittest.TestCase):
                 "chosen = switches.choose(args.command, vars(args))\n"
                 "print(chosen.get('TF_ENABLE_ONEDNN_OPTS'), chosen.get('TF_NUM_INTRAOP_THREADS'),\n"
                 "      os.environ.get('TF_NUM_INTRAOP_THREADS'), 'tensorflow' in sys.modules)")
-        env = {k: v for k, v in os.environ.items() if k not in (VARIABLE, "TF_ENABLE_ONEDNN_OPTS")}
+        env = cpu_environment(VARIABLE, "TF_ENABLE_ONEDNN_OPTS")
         out = subprocess.run([sys.executable, "-c", code, str(narrow)], capture_output=True, text=True, env=env,
                              check=True).stdout.split()
         threads = str(max(1, len(os.sched_getaffinity(0)) // 2))

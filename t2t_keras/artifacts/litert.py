@@ -14,7 +14,6 @@ and holds no forced decoding: it generates, and does not score.
 
 import json
 import mmap
-import os
 import pathlib
 
 import numpy as np
@@ -24,6 +23,7 @@ from t2t_keras.artifacts.signatures import described
 from t2t_keras.decoding.request import Generation, GenerationRequest, check_lines
 from t2t_keras.errors import T2TError
 from t2t_keras.export.litert_export import CUSTOM_OPS, METADATA_NAME
+from t2t_keras.hardware import Hardware
 
 LITERT_VERSION = "2.3.0"  # the ai-edge-litert the package pins (setup.cfg)
 REGISTRARS = {"TFText>FastSentencepieceTokenize": "AddFastSentencepieceTokenize",
@@ -81,12 +81,14 @@ class LiteRTArtifact(Artifact):
 
 
 def load_interpreter(path, threads=None):
-    """The LiteRT interpreter of the file at `path`, with TF-Text's SentencePiece ops registered."""
+    """The LiteRT interpreter of the file at `path`, with TF-Text's SentencePiece ops registered, on `threads` (None:
+    every core the process may run on; LiteRT computes on the CPU whatever accelerators there are)."""
     from tensorflow_text import tflite_registrar
 
     registrars = [getattr(tflite_registrar, REGISTRARS[name]) for name in CUSTOM_OPS]
+    threads = threads or Hardware.detect(before_tensorflow=True).cores
     return import_litert().interpreter.InterpreterWithCustomOps(
-        custom_op_registerers=registrars, model_path=str(path), num_threads=threads or os.cpu_count() or 1)
+        custom_op_registerers=registrars, model_path=str(path), num_threads=threads)
 
 
 def import_litert():

@@ -14,8 +14,6 @@ random sampling would draw other numbers for a row in another shard: both keep
 one shard.
 """
 
-import os
-
 import tensorflow as tf
 
 from t2t_keras.config import check_shards
@@ -25,21 +23,26 @@ MIN_ROWS_PER_SHARD = 2
 
 
 def cpu_cores():
-    """The CPU cores this process may run on, capped by TensorFlow's inter-op thread setting."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = tf.config.threading.get_inter_op_parallelism_threads()
-    return max(1, min(cores, threads) if threads else cores)
+    """The CPU cores this process may run on (`FastPath.cores`), capped by TensorFlow's inter-op thread setting."""
+    return _capped(FastPath.detect().cores)
 
 
 def choose_shards(setting="auto"):
-    """Shards for a search: `setting` if an integer, else ("auto") the CPU cores, or 1 with a GPU or TPU.
+    """Shards for a search: `setting` if an integer, else ("auto") the fast path's (`Decisions.shards`: one per CPU
+    core, or 1 with a GPU or TPU), capped by TensorFlow's inter-op thread setting.
 
     Raises:
         ConfigError (a ValueError): for a setting that is neither "auto" nor a positive integer.
     """
     if check_shards(setting) != "auto":
         return setting
-    return cpu_cores() if FastPath.detect().cpu_only else 1
+    return _capped(FastPath.detect().shards)
+
+
+def _capped(shards):
+    """`shards`, at most TensorFlow's inter-op threads (where set), at least 1: more would not run at once."""
+    threads = tf.config.threading.get_inter_op_parallelism_threads()
+    return max(1, min(shards, threads) if threads else shards)
 
 
 def sharded(search, shards, min_rows=MIN_ROWS_PER_SHARD):

@@ -12,8 +12,8 @@ matmul, as Keras' Dense does. LayerNorm, the positions and an untied source
 embedding stay float32.
 
 Whether it is faster than float32 depends on the model's size and the CPU's
-int8 kernels (`bench/bench_deployment.py`): `choose_quantization` makes the
-choice of `export --quantization auto`, the command's default.
+int8 kernels (`bench/bench_deployment.py`): the fast path (`Decisions.quantization`,
+switches/decisions.py) makes the choice of `export --quantization auto`, the command's default.
 """
 
 import math
@@ -23,35 +23,23 @@ import keras
 from keras import ops
 
 from t2t_keras.errors import T2TError
+from t2t_keras.hardware import Hardware
 from t2t_keras.keras_compat import one_garbage_collection, replace_layer
+from t2t_keras.switches.decisions import INT8_AUTO_MIN_PARAMS, INT8_CPU_FLAGS, Decisions  # noqa: F401
 
 SAVED_MODEL_QUANTIZATIONS = (None, "int8")
-# bench/results/history.md, "Deployment engines on CPU" (2-core Xeon with AVX-512 VNNI and AMX): int8 was slower than
-# float32 at batch 1 for the 1.9M-parameter main job model and faster with beam 4 at batch 1 and 32 for `small`
-# (7.6M) and at every point for `base`; the threshold lies between. On a 2-core AMD EPYC with AVX-512 VNNI and
-# no AMX, int8 was slower than float32 at every point for 1.9M to 6.6M parameters ("Beam search that stops when
-# the beam is spent"): int8 is chosen only where AMX's int8 tiles are, the one CPU where it measured faster.
-INT8_AUTO_MIN_PARAMS = 5_000_000
-INT8_CPU_FLAGS = ("amx_int8",)  # Intel AMX; VNNI alone (AVX-512 or AVX) and Arm's dot products: not measured faster
 
 
 def choose_quantization(num_params, flags):
-    """`(quantization, reason)` for `export --quantization auto`: "int8" where it measured faster, else None.
+    """`(quantization, reason)` for `export --quantization auto` on a CPU with feature `flags`: "int8" where it
+    measured faster, else None (the rule and its measurements: `Decisions.quantization`, switches/decisions.py;
+    `export_run` asks the fast path of the exporting machine, which on a GPU or TPU keeps float32).
 
     Args:
         num_params: the model's parameter count.
-        flags: the exporting CPU's feature flags (`fast_path.cpu_flags()`); int8 needs AMX (`INT8_CPU_FLAGS`).
+        flags: the CPU's feature flags (`hardware.cpu_flags()`); int8 needs AMX (`INT8_CPU_FLAGS`).
     """
-    if num_params < INT8_AUTO_MIN_PARAMS:
-        return None, (f"float32: {num_params:,} parameters, under the {INT8_AUTO_MIN_PARAMS:,} where int8 Dense "
-                      "weights begin to pay on a CPU (slower at batch 1 below); --quantization int8 forces them")
-    found = sorted(set(INT8_CPU_FLAGS) & set(flags))
-    if not found:
-        return None, (f"float32: this CPU has no {', '.join(INT8_CPU_FLAGS)} (AMX), the only int8 units where int8 "
-                      "weights measured faster than float32 (slower with AVX-512 VNNI alone); --quantization int8 "
-                      "forces int8 weights")
-    return "int8", (f"int8: {num_params:,} parameters, at least {INT8_AUTO_MIN_PARAMS:,}, and the CPU has "
-                    f"{', '.join(found)}; --quantization float32 keeps float32 weights")
+    return Decisions.of(Hardware(cpu_flags=frozenset(flags))).quantization(num_params)
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")

@@ -28,9 +28,9 @@ from t2t_keras.errors import T2TError, check_applicable
 from t2t_keras.export.constrained_module import ConstrainedTranslatorModule
 from t2t_keras.export.continuer_module import ContinuerModule
 from t2t_keras.export.integrity import record_export
-from t2t_keras.export.quantization import choose_quantization, quantized_copy
+from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.translator_module import MAX_BEAM_SIZE, TranslatorModule
-from t2t_keras.fast_path import cpu_flags
+from t2t_keras.fast_path import FastPath
 from t2t_keras.files import check_can_write, staged_directory
 from t2t_keras.runs import open_run, weights_bytes, weights_to_export, write_inspection_files
 from t2t_keras.switches.threads import search_record
@@ -52,7 +52,7 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", request=None,
         max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
         **options: passed to `export_translator` (`text_signatures`, `jit_compile`, `overwrite`, `quantization`,
             `precision`, `constraints` and `shards`, by default the run's `decoding.shards`;
-            `quantization="auto"` picks int8 or float32 by `export.quantization.choose_quantization`;
+            `quantization="auto"` picks int8 or float32 by the fast path (`Decisions.quantization`);
             `shortlist=True` holds the run's vocabulary shortlist, RUN/shortlist.npz); an lm export takes
             `overwrite` only.
 
@@ -82,12 +82,12 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", request=None,
 
 
 def _auto_quantization(model, options):
-    """`quantization="auto"`: what `choose_quantization` picks (float32 beside `precision="bfloat16"`), logged
+    """`quantization="auto"`: what the fast path picks (float32 beside `precision="bfloat16"`), logged
     and recorded in assets.extra/weights.json."""
     if check_precision(options.get("precision") or "float32") == "bfloat16":
         chosen, reason = None, "float32 weights beside precision bfloat16"
     else:
-        chosen, reason = choose_quantization(model.count_params(), cpu_flags())
+        chosen, reason = FastPath.detect().quantization(model.count_params())
     logger.info("--quantization auto: %s", reason)
     options["weights"] = dict(options["weights"], quantization=chosen or "float32", quantization_reason=reason)
     return chosen

@@ -88,7 +88,7 @@ from t2t_keras.export.languages import LANGUAGE_SPECS, ExportLanguages
 from t2t_keras.export.search_table import SearchTable
 from t2t_keras.export.signature_functions import SignatureFunctions, function, scalar_specs
 from t2t_keras.export.source_ids import DEFAULT_IDS, prepare_source
-from t2t_keras.fast_path import GRAPH_SEARCH_HYPOTHESES
+from t2t_keras.switches.decisions import GRAPH_SEARCH_HYPOTHESES
 
 MAX_BEAM_SIZE = DecodingConfig.max_beam_size  # the config's default, written down once
 

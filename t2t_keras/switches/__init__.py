@@ -6,12 +6,14 @@ them once and restores the variables when the command ends, also on an error. Im
 environment variable.
 
     xla       TF_XLA_FLAGS            commands that train: the flags auto-clustering needs on a CPU
-    kernels   TF_ENABLE_ONEDNN_OPTS   a float32 search (an export's record, or a decoding run's config): off
-    threads   TF_NUM_INTRAOP_THREADS  a narrow export searching in shards: one thread per shard's share of cores
+    kernels   TF_ENABLE_ONEDNN_OPTS   a float32 search on a CPU (an export's record, or a run's config): off
+    threads   TF_NUM_INTRAOP_THREADS  a narrow export searching in shards on a CPU: one thread per shard's share
 
-Each chooser decides from what the command opens and the hardware, and leaves a value the user set, or a
-TensorFlow that started already, as it is. Auto-clustering itself, which TensorFlow takes per traced function,
-is `clustering.xla_auto_clustering`, scoped to the training it is for.
+All three are CPU settings: on a GPU or a TPU none is set. What the hardware decides comes from one table,
+`decisions.Decisions`, evaluated once per command for the hardware as the system lists it before TensorFlow
+starts (`Decisions.before_tensorflow()`); each chooser applies it to what the command opens, and leaves a value
+the user set, or a TensorFlow that started already, as it is. Auto-clustering itself, which TensorFlow takes per
+traced function, is `clustering.xla_auto_clustering`, scoped to the training it is for.
 """
 
 import contextlib
@@ -21,6 +23,7 @@ import pathlib
 
 from t2t_keras.config_paths import RUN_CONFIG_FILE
 from t2t_keras.switches import kernels, threads, xla
+from t2t_keras.switches.decisions import Decisions
 
 logger = logging.getLogger(__name__)
 
@@ -29,20 +32,22 @@ DECODING_COMMANDS = ("translate", "evaluate")  # their float32 searches of a run
 VARIABLES = (xla.VARIABLE, kernels.VARIABLE, threads.VARIABLE)
 
 
-def choose(command, options, environ=None, modules=None):
+def choose(command, options, environ=None, modules=None, decisions=None):
     """Sets in `environ` (os.environ) what `command` with `options` (its arguments by name: `path`, `run_dirs`,
-    `precision`, `litert`) needs before TensorFlow loads; returns `{variable: value}` of what it set."""
+    `precision`, `litert`) needs before TensorFlow loads, as `decisions` (None: `Decisions.before_tensorflow()`)
+    rule; returns `{variable: value}` of what it set."""
     environ = os.environ if environ is None else environ
+    decisions = Decisions.before_tensorflow() if decisions is None else decisions
     before = {name: environ.get(name) for name in VARIABLES}
     if command in TRAINING_COMMANDS:
-        xla.prepare_xla_flags(environ)
+        xla.prepare_xla_flags(environ, decisions.xla_flags)
     path = options.get("path")
     if path is not None and not (pathlib.Path(path) / RUN_CONFIG_FILE).exists():  # an export
-        kernels.choose_onednn(path, environ, modules)
-        threads.choose_intra_op_threads(path, environ, modules)
+        kernels.choose_onednn(path, environ, modules, decisions)
+        threads.choose_intra_op_threads(path, environ, modules, decisions=decisions)
     elif command in DECODING_COMMANDS and not options.get("litert"):
         runs = options.get("run_dirs") or ([path] if path is not None else [])
-        kernels.choose_onednn_for_runs(runs, options.get("precision"), environ, modules)
+        kernels.choose_onednn_for_runs(runs, options.get("precision"), environ, modules, decisions)
     return {name: environ[name] for name in VARIABLES if environ.get(name) != before[name]}
 
 

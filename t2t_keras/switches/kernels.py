@@ -18,7 +18,8 @@ same choice from the runs' config.yaml (`decoding.precision`, or `--precision`):
 precision)`. Without oneDNN, `translate --run-dir` of the two-layer-decoder student took 0.95x the time on the
 1,522-sentence test set with beam 4 (the whole process) at a peak of 1.35 GB instead of 1.64 GB, and the `small`
 teacher 0.98x at 1.62 GB instead of 2.03 GB, with the same translations (bench/results/history.md, "Decoding a run
-without oneDNN"). Commands that train (`train`, `main`, `distill`) keep oneDNN.
+without oneDNN"). Commands that train (`train`, `main`, `distill`) keep oneDNN. The choice is a CPU's
+(`Decisions.onednn`, switches/decisions.py): on a GPU or a TPU the search runs there and nothing is set.
 """
 
 import json
@@ -30,6 +31,7 @@ import yaml
 
 from t2t_keras.config import TASK_OF_ARCHITECTURE, DecodingConfig, ModelConfig
 from t2t_keras.config_paths import RUN_CONFIG_FILE
+from t2t_keras.switches.decisions import Decisions
 
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 RECORD = pathlib.Path("assets.extra") / "weights.json"
@@ -54,10 +56,11 @@ def export_arithmetic(export_dir):
     return record["precision"]
 
 
-def choose_onednn(export_dir, environ=None, modules=None):
-    """Sets `TF_ENABLE_ONEDNN_OPTS=0` in `environ` (os.environ) for a float32 export, unless the variable is set or
-    TensorFlow is in `modules` (sys.modules) already. Returns the value set, or None where nothing was set."""
-    return _turn_off(export_arithmetic(export_dir) == "float32", environ, modules)
+def choose_onednn(export_dir, environ=None, modules=None, decisions=None):
+    """Sets `TF_ENABLE_ONEDNN_OPTS` in `environ` (os.environ) as `decisions` (None: this hardware's,
+    `Decisions.before_tensorflow()`) rule for the export's arithmetic: "0" for a float32 export on a CPU, unless the
+    variable is set or TensorFlow is in `modules` (sys.modules) already. Returns the value set, or None."""
+    return _set(export_arithmetic(export_dir), environ, modules, decisions)
 
 
 def run_arithmetic(run_dir, precision=None):
@@ -76,20 +79,22 @@ def run_arithmetic(run_dir, precision=None):
     return precision or (saved.get("decoding") or {}).get("precision", DecodingConfig.precision)
 
 
-def choose_onednn_for_runs(run_dirs, precision=None, environ=None, modules=None):
-    """Sets `TF_ENABLE_ONEDNN_OPTS=0` in `environ` (os.environ) where every run of `run_dirs` is a translation run
-    that searches in float32, unless the variable is set or TensorFlow is in `modules` (sys.modules) already.
-    Returns the value set, or None where nothing was set."""
+def choose_onednn_for_runs(run_dirs, precision=None, environ=None, modules=None, decisions=None):
+    """Sets `TF_ENABLE_ONEDNN_OPTS` in `environ` (os.environ) as `decisions` (None: this hardware's) rule where
+    every run of `run_dirs` is a translation run that searches in float32 ("0" on a CPU), unless the variable is
+    set or TensorFlow is in `modules` (sys.modules) already. Returns the value set, or None."""
     float32 = bool(run_dirs) and all(run_arithmetic(run_dir, precision) == "float32" for run_dir in run_dirs)
-    return _turn_off(float32, environ, modules)
+    return _set("float32" if float32 else None, environ, modules, decisions)
 
 
-def _turn_off(float32, environ, modules):
-    """`TF_ENABLE_ONEDNN_OPTS=0` in `environ` for a `float32` search, unless set already or TensorFlow (in
-    `modules`) read it already; the value set, or None."""
+def _set(arithmetic, environ, modules, decisions):
+    """`TF_ENABLE_ONEDNN_OPTS` in `environ` as `decisions.onednn(arithmetic)` rules, unless set already or
+    TensorFlow (in `modules`) read it already; the value set, or None."""
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
-    if not float32 or VARIABLE in environ or "tensorflow" in modules:
+    if arithmetic is None or VARIABLE in environ or "tensorflow" in modules:
         return None
-    environ[VARIABLE] = "0"
-    return "0"
+    value = (Decisions.before_tensorflow() if decisions is None else decisions).onednn(arithmetic)
+    if value is not None:
+        environ[VARIABLE] = value
+    return value

@@ -16,18 +16,20 @@ export recorded (`assets.extra/weights.json`, `search`: its shards, whether ever
 model width) before anything imports TensorFlow: `choose_intra_op_threads(export_dir)`, which `switches` calls for
 an export beside `kernels.choose_onednn`. A value the user set wins, an export that recorded no
 `search` (ids-only, or older) keeps TensorFlow's default, and a process that imported TensorFlow already keeps
-what it has.
+what it has. The choice is a CPU's (`Decisions.intra_op_threads`, switches/decisions.py): on a GPU or a TPU
+TensorFlow's pool stays.
 
     choose_intra_op_threads("exports/student")   # "1" on 2 cores for a 2-shard graph-mode export of width 128
 """
 
+import dataclasses
 import os
 import sys
 
+from t2t_keras.switches.decisions import NARROW_WIDTH, Decisions  # noqa: F401 (NARROW_WIDTH: the rule's width)
 from t2t_keras.switches.kernels import export_record
 
 VARIABLE = "TF_NUM_INTRAOP_THREADS"
-NARROW_WIDTH = 256  # widest hidden_dim measured faster at batch 1 and 32 with one thread per shard
 
 
 def search_record(shards, graph_mode_only, hidden_dim):
@@ -35,36 +37,30 @@ def search_record(shards, graph_mode_only, hidden_dim):
     return {"shards": int(shards), "graph_mode_only": bool(graph_mode_only), "hidden_dim": int(hidden_dim)}
 
 
-def threads_per_shard(export_dir, cores=None):
-    """The intra-op threads for the searches of the export at `export_dir` on `cores` cores (this process's), or
-    None where TensorFlow's default stays: a narrow (`NARROW_WIDTH`) sharded export searching in graph mode only
-    gets `cores // shards` (at least 1)."""
+def threads_per_shard(export_dir, cores=None, decisions=None):
+    """The intra-op threads for the searches of the export at `export_dir`, as `decisions` (None: this hardware's,
+    `Decisions.before_tensorflow()`) rule on `cores` cores (None: the decisions'), or None where TensorFlow's default
+    stays: on a CPU, a narrow (`NARROW_WIDTH`) sharded export searching in graph mode only gets `cores // shards`
+    (at least 1)."""
     record = export_record(export_dir)
     search = record.get("search") if record else None
     if not isinstance(search, dict):
         return None
-    shards, width = search.get("shards"), search.get("hidden_dim")
-    if not (isinstance(shards, int) and isinstance(width, int)) or shards < 2 or width > NARROW_WIDTH \
-            or search.get("graph_mode_only") is not True:
-        return None
-    cores = _cores() if cores is None else cores
-    return max(1, cores // shards)
+    decisions = Decisions.before_tensorflow() if decisions is None else decisions
+    if cores is not None:
+        decisions = dataclasses.replace(decisions, cores=cores)
+    return decisions.intra_op_threads(search)
 
 
-def choose_intra_op_threads(export_dir, environ=None, modules=None, cores=None):
+def choose_intra_op_threads(export_dir, environ=None, modules=None, cores=None, decisions=None):
     """Sets `TF_NUM_INTRAOP_THREADS` in `environ` (os.environ) to `threads_per_shard`, unless the variable is set
     or TensorFlow is in `modules` (sys.modules) already. Returns the value set, or None where nothing was set."""
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
     if VARIABLE in environ or "tensorflow" in modules:
         return None
-    threads = threads_per_shard(export_dir, cores)
+    threads = threads_per_shard(export_dir, cores, decisions)
     if threads is None:
         return None
     environ[VARIABLE] = str(threads)
     return environ[VARIABLE]
-
-
-def _cores():
-    """The CPU cores this process may run on (`decoding.sharding.cpu_cores` needs TensorFlow, not loaded yet)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

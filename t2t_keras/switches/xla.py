@@ -22,6 +22,9 @@ TensorFlow aborts at that op; set after the first op, it is never read. So the c
 thing (`switches.command_switches`). A process that started TensorFlow before (a notebook, a test) keeps its own
 flags: without `--tf_xla_cpu_global_jit` auto-clustering leaves a CPU step unclustered (plain graph mode, slower,
 the same numbers); set the flags in its environment before it starts to have them.
+
+They are a CPU's flags (`Decisions.xla_flags`, switches/decisions.py): on a GPU or a TPU a training step is
+compiled whole with XLA and clusters nothing, and `TF_XLA_FLAGS` is left as it is.
 """
 
 import os
@@ -30,10 +33,13 @@ VARIABLE = "TF_XLA_FLAGS"
 XLA_CPU_FLAGS = ("--tf_xla_cpu_global_jit", "--tf_xla_ops_to_cluster=FUSIBLE", "--tf_xla_async_compilation=true")
 
 
-def prepare_xla_flags(environ=None):
-    """Adds `XLA_CPU_FLAGS` to `TF_XLA_FLAGS`, keeping the user's flags; a user's own value of a flag wins."""
+def prepare_xla_flags(environ=None, wanted=XLA_CPU_FLAGS):
+    """Adds the `wanted` flags (`Decisions.xla_flags`: `XLA_CPU_FLAGS` on a CPU, None elsewhere, which sets
+    nothing) to `TF_XLA_FLAGS`, keeping the user's flags; a user's own value of a flag wins."""
     environ = os.environ if environ is None else environ
+    if not wanted:
+        return
     flags = environ.get(VARIABLE, "").split()
     names = {flag.split("=")[0] for flag in flags}
-    flags += [flag for flag in XLA_CPU_FLAGS if flag.split("=")[0] not in names]
+    flags += [flag for flag in wanted if flag.split("=")[0] not in names]
     environ[VARIABLE] = " ".join(flags)

@@ -18,10 +18,9 @@ import os
 import pathlib
 import subprocess
 
-import tensorflow as tf
-
 from t2t_keras.data.batching import bucket_plan
 from t2t_keras.errors import ConfigError
+from t2t_keras.fast_path import FastPath
 from t2t_keras.memory import GB, estimate
 
 logger = logging.getLogger(__name__)
@@ -119,7 +118,7 @@ def _splits(rows, replicas):
 def plan_memory(config, replicas=1):
     """The `MemoryPlan` of `config` (precision resolved) on `replicas` replicas; refuses (ConfigError) a step that
     does not fit even with one sequence per replica."""
-    on_gpu = bool(tf.config.list_physical_devices("GPU"))
+    on_gpu = FastPath.detect().device == "gpu"
     if config.training.memory_limit_gb is not None:
         available, where = int(config.training.memory_limit_gb * GB), "training.memory_limit_gb"
     elif on_gpu:
