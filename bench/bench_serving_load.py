@@ -1,12 +1,13 @@
-"""`t2t-keras serve` under load: 10,000 requests with 30% malformed, an overload past capacity, SIGTERM mid-load.
+"""`t2t-keras serve` under load: 10,000 requests with 30% malformed, honest retrying crowds, an overload, SIGTERM.
 
     python bench/bench_serving_load.py                            # trains mini 3 minutes, exports, measures
     python bench/bench_serving_load.py --saved-model exports/x    # measures that export
 
 Without `--saved-model` the bench trains the `mini` preset on the default corpus for `--train-minutes` in
 `--work` and exports it (`t2t-keras train`, `t2t-keras export`); an export already there is used again.
-It starts `t2t-keras serve` on 127.0.0.1 with its defaults (batches of 32 sentences, a queue of 128, a
-drain of 20 s) and loads it from this process (`load_client.py`: raw HTTP/1.1 on asyncio, keep-alive):
+It starts `t2t-keras serve` on 127.0.0.1 with its defaults (batches of 32 sentences, a queue of 2 s of work,
+a deadline of 30 s, a drain of 20 s) and loads it from this process (`load_client.py`: raw HTTP/1.1 on asyncio,
+keep-alive):
 
 1. 10,000 requests from 200 concurrent clients, 30% of them malformed in seven ways (bad JSON, a number
    for a sentence, no "instances" or "inputs", an unknown field, a sentence over 2,000 characters, 65
@@ -14,6 +15,12 @@ drain of 20 s) and loads it from this process (`load_client.py`: raw HTTP/1.1 on
    read (/proc/PID/status: VmRSS, and VmHWM, its peak) after 1,000 and after 10,000 answers;
    with `--soak-seconds S`, 40 clients then keep the server translating (within the queue's bound) for S
    seconds, and its memory is read every 20 s;
+   then, at each of `--concurrency` (50, 200 and 1,000 clients), `--retrying-requests` requests (at least 3 a
+   client) of the same mix from honest clients, each sending a 503 again after its Retry-After, up to
+   `--max-attempts` times: the valid requests' p50 and p99 latency (from the first attempt, retries included),
+   the most retries any request needed, and the failures (a valid request still refused at its last attempt
+   is one). Each crowd starts once the places the one before left in the server's line have been given up
+   (phase 1's clients never retry); each takes about its valid sentences over the model's throughput;
 2. the capacity (single-sentence requests from 64 clients for `--capacity-seconds`: answers a second),
    then an overload: requests arriving at `--overload` times that rate for `--overload-seconds`, each sent
    at its arrival (latency counts from the planned arrival);
@@ -23,8 +30,9 @@ drain of 20 s) and loads it from this process (`load_client.py`: raw HTTP/1.1 on
 A valid request may get 200 or 503, a malformed one 400. Anything else is a failure: another status, a
 refused connection, a connection closed without an answer, a timeout (60 s). Latency p50/p99 counts every
 answered request of a phase. The load average is sampled every second; the machine is described by lscpu.
-Results: bench/results/serving_load.json and .md; `serving_10k_failures` and `serving_overload_p99_ms` are
-merged into bench/results/summary.json.
+Results: bench/results/serving_load.json and .md; `serving_10k_failures`, `serving_overload_p99_ms` (the p99 of the
+valid requests with 200 clients retrying, retries included) and `serving_max_retries` (the most retries any
+request needed, at any concurrency) are merged into bench/results/summary.json.
 """
 
 import argparse
@@ -48,7 +56,8 @@ from t2t_keras.files import write_text_atomic
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 PREDICT = "/v1/models/default:predict"
-SERVER = {"max_batch_size": 32, "max_queue": 128, "max_wait_ms": 10, "drain_seconds": 20.0}  # serve's defaults
+SERVER = {"max_batch_size": 32, "max_queue_seconds": 2.0, "deadline_seconds": 30.0, "max_wait_ms": 10,
+          "drain_seconds": 20.0}  # serve's defaults
 SENTENCES = [
     "Click the Print button.", "Choose Format - Character.", "Select the cells that you want to merge.",
     "The dialog shows the current settings.", "Enter the name of the new style.",
@@ -71,6 +80,7 @@ MALFORMED = {  # kind -> body; each gets a 400
     "unknown param": json.dumps({"instances": ["Click here."], "params": {"beam": 2}}).encode(),
 }
 EXPECTED = {"valid": {"200", "503"}, **{kind: {"400"} for kind in MALFORMED}}
+ANSWERED = dict(EXPECTED, valid={"200"})  # an honest client that retries gets its translation
 SHUTTING_DOWN = "shutting down"  # in the error of a 503 while draining
 
 
@@ -181,8 +191,10 @@ def phase_summary(outcomes, seconds, expected=EXPECTED):
     latency = {f"p{p}_ms": _ms(percentile([o.seconds for o in answered], p / 100)) for p in (50, 99)}
     for status in ("200", "503"):
         times = [o.seconds for o in answered if o.status == status]
-        latency.update({f"p50_ms_{status}": _ms(percentile(times, 0.5)), f"p99_ms_{status}": _ms(percentile(times, 0.99))})
-    return {"requests": len(outcomes), "seconds": round(seconds, 1), "requests_per_s": round(len(outcomes) / seconds, 1),
+        latency.update({f"p50_ms_{status}": _ms(percentile(times, 0.5)),
+                        f"p99_ms_{status}": _ms(percentile(times, 0.99))})
+    return {"requests": len(outcomes), "seconds": round(seconds, 1),
+            "requests_per_s": round(len(outcomes) / seconds, 1),
             "statuses": statuses, "by_kind": by_kind, "failures": len(failures), "failure_examples": failures[:10],
             **latency}
 
@@ -191,10 +203,10 @@ def _ms(seconds):
     return None if seconds is None else round(seconds * 1000, 1)
 
 
-def finished(client, outcomes, seconds):
+def finished(client, outcomes, seconds, expected=EXPECTED):
     """The phase's summary, with the client's retries on connections the server had closed while idle."""
     client.close()
-    return dict(phase_summary(outcomes, seconds), retried_on_stale_connection=client.retried)
+    return dict(phase_summary(outcomes, seconds, expected), retried_on_stale_connection=client.retried)
 
 
 async def phase_malformed(server, memory, count=10_000, concurrency=200):
@@ -207,6 +219,40 @@ async def phase_malformed(server, memory, count=10_000, concurrency=200):
     outcomes = await closed_loop(client, mixed_requests(count), concurrency, on_outcome=on_outcome)
     memory[f"after_{count}"] = server.memory_mb()
     return finished(client, outcomes, time.monotonic() - start)
+
+
+async def phase_retrying(server, concurrency, count, max_attempts):
+    """`count` requests of the mix from `concurrency` honest clients that send a 503 again after its Retry-After.
+
+    It starts once the places the previous phase's clients left in the server's line of refused requests have
+    been given up (a crowd of its own, not the aftermath of the one before), and says how long that took.
+    """
+    settled = await empty_line(server)
+    client, start = LoadClient(HOST, server.port), time.monotonic()
+    outcomes = await closed_loop(client, mixed_requests(count, seed=concurrency), concurrency,
+                                 max_attempts=max_attempts)
+    summary = finished(client, outcomes, time.monotonic() - start, ANSWERED)
+    valid = [o for o in outcomes if o.kind == "valid"]
+    retries = [o.retries for o in valid]
+    batching = (await asyncio.to_thread(statz, server.port))["batching"]
+    answered_per_s = sum(o.status == "200" for o in valid) / summary["seconds"]
+    summary.update(concurrency=concurrency, max_retries=max(retries), p99_retries=percentile(retries, 0.99),
+                   waited_for_empty_line_s=settled,
+                   gave_up=sum(o.status == "503" for o in valid),
+                   queue_sentences=batching["max_queue"], sentences_per_s=batching["sentences_per_second"],
+                   queue_drain_ms=_ms(batching["max_queue"] / (batching["sentences_per_second"] or float("nan"))),
+                   little_mean_ms=_ms(concurrency / answered_per_s))  # every client always waits on one request
+    return summary
+
+
+async def empty_line(server, timeout=60.0):
+    """Seconds until no refused request keeps a place in the server's line (/statz), `timeout` at most."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if (await asyncio.to_thread(statz, server.port))["batching"]["waiting_their_turn"] == 0:
+            break
+        await asyncio.sleep(0.5)
+    return round(time.monotonic() - start, 1)
 
 
 async def phase_capacity(server, seconds, concurrency=2 * SERVER["max_batch_size"]):
@@ -252,7 +298,8 @@ async def phase_sigterm(server, memory, after, concurrency=200):
     after_signal = phase_summary([o for o in outcomes if o.started >= facts["sigterm_at"]], 1.0)["statuses"]
     answered_after = [o.status for o in outcomes if o.started + o.seconds >= facts["sigterm_at"]]
     summary.update(exit_code=exit_code, exit_after_sigterm_s=round(exited_after, 2),
-                   in_flight_at_sigterm=facts["statz"]["requests"]["in_flight_requests"], statz_at_sigterm=facts["statz"],
+                   in_flight_at_sigterm=facts["statz"]["requests"]["in_flight_requests"],
+                   statz_at_sigterm=facts["statz"],
                    statuses_sent_after_sigterm=after_signal, answered_200_after_sigterm=answered_after.count("200"),
                    refused_503_draining=sum(1 for o in outcomes if o.status == "503" and SHUTTING_DOWN in o.error),
                    refused_503_queue_full=sum(1 for o in outcomes if o.status == "503" and "max_queue" in o.error))
@@ -296,6 +343,10 @@ async def measure(export, args, work):
         if args.soak_seconds > 0:
             load.phase("soak")
             phases["soak"] = await phase_soak(server, args.soak_seconds)
+        for concurrency in args.concurrency:
+            load.phase(f"retrying_{concurrency}")
+            phases[f"retrying_{concurrency}"] = await phase_retrying(
+                server, concurrency, max(args.retrying_requests, 3 * concurrency), args.max_attempts)
         load.phase("capacity")
         phases["capacity"] = await phase_capacity(server, args.capacity_seconds)
         load.phase("overload")
@@ -336,7 +387,8 @@ def machine():
 
 
 def commit():
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def report(results):
@@ -353,17 +405,19 @@ def report(results):
         lines.append(f"| {name} | {phase['requests']:,} | {phase['requests_per_s']:,} | {s.get('200', 0):,} | "
                      f"{s.get('400', 0):,} | {s.get('503', 0):,} | {phase['failures']} | {phase['p50_ms']} | "
                      f"{phase['p99_ms']} | {load.get('min')}-{load.get('max')} |")
+    lines += retrying_table(phases)
     server, memory, overload, sigterm = results["server"], results["memory_mb"], phases["overload"], phases["sigterm"]
-    lines += ["", f"Server: batches of {server['max_batch_size']} sentences, a queue of {server['max_queue']}, "
-              f"a drain of {server['drain_seconds']:g} s; listening {server['listening_s']} s after the start, "
+    lines += ["", f"Server: batches of {server['max_batch_size']} sentences, a queue of "
+              f"{server['max_queue_seconds']:g} s of work, a deadline of {server['deadline_seconds']:g} s, a drain of "
+              f"{server['drain_seconds']:g} s; listening {server['listening_s']} s after the start, "
               f"ready {server['ready_s']} s after it (/healthz meanwhile: {server['healthz_while_loading']}).",
-              f"Capacity: {phases['capacity']['capacity_per_s']} single-sentence requests/s. Overload: offered "
-              f"{overload['offered_per_s']}/s; p50/p99 of its 200s {overload['p50_ms_200']}/{overload['p99_ms_200']} ms, "
-              f"of its 503s {overload['p50_ms_503']}/{overload['p99_ms_503']} ms.",
+              f"Capacity: {phases['capacity']['capacity_per_s']} single-sentence requests/s. Overload (open loop, no "
+              f"retries): offered {overload['offered_per_s']}/s; p50/p99 of its 200s {overload['p50_ms_200']}/"
+              f"{overload['p99_ms_200']} ms, of its 503s {overload['p50_ms_503']}/{overload['p99_ms_503']} ms.",
               f"SIGTERM: {sigterm['in_flight_at_sigterm']} requests accepted and unanswered, "
               f"{sigterm['answered_200_after_sigterm']} answers 200 after it; {sigterm['refused_503_draining']} "
-              f"answered 503 while draining, {sigterm['refused_503_queue_full']} 503 for a full queue (before it); exit "
-              f"code {sigterm['exit_code']} after {sigterm['exit_after_sigterm_s']} s.",
+              f"answered 503 while draining, {sigterm['refused_503_queue_full']} 503 for a full queue (before it); "
+              f"exit code {sigterm['exit_code']} after {sigterm['exit_after_sigterm_s']} s.",
               "Server memory (MB, VmRSS / VmHWM): " + ", ".join(
                   f"{name} {value['VmRSS']} / {value['VmHWM']}" for name, value in memory.items()) + "."]
     if "soak" in phases:
@@ -373,11 +427,38 @@ def report(results):
     return "\n".join(lines)
 
 
+def retrying_table(phases):
+    """The honest retrying crowds: latency of the valid requests from their first attempt, retries, drain time."""
+    crowds = [phase for name, phase in phases.items() if name.startswith("retrying_")]
+    if not crowds:
+        return []
+    lines = ["", "Honest clients, each sending a 503 again after its Retry-After (valid requests; latency from the "
+             "first attempt, retries included; the queue's drain time is its bound over the measured throughput; "
+             "clients / answers a second is the mean latency Little's law sets when every client always waits on "
+             "a request):", "",
+             "| clients | valid | answered | gave up | p50 ms | p99 ms | most retries | p99 retries | queue drain ms | "
+             "clients / answers a second, ms |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for phase in crowds:
+        valid = phase["by_kind"].get("valid", {})
+        lines.append(f"| {phase['concurrency']:,} | {sum(valid.values()):,} | {valid.get('200', 0):,} | "
+                     f"{phase['gave_up']} | {phase['p50_ms_200']} | {phase['p99_ms_200']} | {phase['max_retries']} | "
+                     f"{phase['p99_retries']} | {phase['queue_drain_ms']} | {phase['little_mean_ms']} |")
+    return lines
+
+
+def headline(results):
+    """The figures merged into summary.json."""
+    phases = results["phases"]
+    crowds = [phase for name, phase in phases.items() if name.startswith("retrying_")]
+    return {"serving_10k_failures": phases["malformed_10k"]["failures"],
+            "serving_overload_p99_ms": phases["retrying_200"]["p99_ms_200"] if "retrying_200" in phases else None,
+            "serving_max_retries": max(phase["max_retries"] for phase in crowds) if crowds else None}
+
+
 def update_summary(path, results):
-    """Merges the two headline figures into summary.json, keeping its other keys; written atomically."""
+    """Merges the headline figures into summary.json, keeping its other keys; written atomically."""
     summary = json.loads(path.read_text()) if path.exists() else {}
-    summary.update(serving_10k_failures=results["phases"]["malformed_10k"]["failures"],
-                   serving_overload_p99_ms=results["phases"]["overload"]["p99_ms"])
+    summary.update(results["summary"])
     summary.setdefault("detail", {})["serving_load"] = (
         f"bench/results/serving_load.md: {results['machine']['cpu']}, {results['date']}")
     write_text_atomic(path, json.dumps(summary, indent=1) + "\n")
@@ -391,6 +472,11 @@ def main(argv=None):
     parser.add_argument("--soak-seconds", type=float, default=0.0,
                         help="after phase 1, translate this long within the queue's bound, reading the server's "
                              "memory every 20 s (e.g. 300; default: no soak)")
+    parser.add_argument("--concurrency", type=lambda text: [int(n) for n in text.split(",")], default=[50, 200, 1000],
+                        help="honest retrying clients at once, one phase each (default 50,200,1000)")
+    parser.add_argument("--retrying-requests", type=int, default=10_000,
+                        help="requests in each retrying phase (at least 3 a client; default 10,000, as phase 1)")
+    parser.add_argument("--max-attempts", type=int, default=30, help="an honest client gives up after this many 503s")
     parser.add_argument("--capacity-seconds", type=float, default=10.0)
     parser.add_argument("--overload", type=float, default=4.0, help="the overload's rate, in times the capacity")
     parser.add_argument("--overload-seconds", type=float, default=15.0)
@@ -406,14 +492,14 @@ def main(argv=None):
     results = {"date": datetime.date.today().isoformat(), "commit": commit(), "machine": machine(),
                "export": str(export), "trained_minutes": None if args.saved_model else args.train_minutes,
                "load_average_at_start": os.getloadavg(), **asyncio.run(measure(export, args, work))}
-    results["summary"] = {"serving_10k_failures": results["phases"]["malformed_10k"]["failures"],
-                          "serving_overload_p99_ms": results["phases"]["overload"]["p99_ms"]}
+    results["summary"] = headline(results)
     write_text_atomic(args.out + ".json", json.dumps(results, indent=1) + "\n")
     write_text_atomic(args.out + ".md", report(results))
     if args.summary:
         update_summary(pathlib.Path(args.summary), results)
     print(report(results))
-    return 0 if results["summary"]["serving_10k_failures"] == 0 and results["phases"]["sigterm"]["failures"] == 0 else 1
+    failures = [phase["failures"] for name, phase in results["phases"].items() if name != "overload"]
+    return 0 if not any(failures) else 1
 
 
 if __name__ == "__main__":

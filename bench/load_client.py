@@ -2,6 +2,7 @@
 
     client = LoadClient("127.0.0.1", 8501)
     outcomes = await closed_loop(client, requests, concurrency=200)          # each worker: send, wait, send
+    outcomes = await closed_loop(client, requests, 200, max_attempts=30)     # ... a 503 again after its Retry-After
     outcomes = await open_loop(client, make_request, rate=400, seconds=15)   # arrivals on a clock
 
 A `Request` is a kind (e.g. "valid", "bad json"), a path and a body; an `Outcome` names what came back:
@@ -10,8 +11,11 @@ an HTTP status ("200", "503", ...), or `REFUSED` (the connection was refused: no
 reused, unless the server answers `Connection: close`; one idle longer than `MAX_IDLE_SECONDS` is closed
 rather than reused, since uvicorn closes idle connections after 5 s. A request sent on a reused connection
 that the server had closed all the same (nothing came back) is sent again once on a new connection, as HTTP
-clients do, and counted in `LoadClient.retried`. Raw streams rather than httpx: the client shares the two
-cores with the server, and httpx costs several times the CPU per request.
+clients do, and counted in `LoadClient.retried`. An honest client (`send_retrying`) sends a request refused
+with 503 again after the Retry-After it names, the same body, until it is answered otherwise or has been
+refused `max_attempts` times; its outcome counts from the first attempt and says how many retries it took.
+Raw streams rather than httpx: the client shares the two cores with the server, and httpx costs several times
+the CPU per request.
 """
 
 import asyncio
@@ -36,6 +40,8 @@ class Outcome(typing.NamedTuple):
     seconds: float  # from the request's start (open loop: its planned arrival) to the end of its answer
     error: str  # the JSON answer's "error", or ""
     started: float  # time.monotonic() at the start
+    retry_after: int = None  # a 503's Retry-After (seconds)
+    retries: int = 0  # how many times it was sent again after a 503 (`send_retrying`)
 
 
 class _NoAnswer(Exception):
@@ -89,13 +95,24 @@ class LoadClient:
             except OSError as error:  # refused, or no port left to connect from
                 return Outcome(request.kind, REFUSED, time.monotonic() - started, str(error), started)
             status = await self._exchange(connection, request)
-            if status == (NO_ANSWER, 0) and reused:
+            if status == (NO_ANSWER, 0, None) and reused:
                 self.retried += 1  # closed while idle, before this request reached it
                 continue
             break
-        code, text = status
+        code, text, retry_after = status
         return Outcome(request.kind, str(code), time.monotonic() - started, text if code != NO_ANSWER else "",
-                       started)
+                       started, retry_after)
+
+    async def send_retrying(self, request, max_attempts):
+        """The `Outcome` of `request` sent again after each 503's Retry-After, `max_attempts` times at most; its
+        time counts from the first attempt."""
+        started = time.monotonic()
+        for retries in range(max_attempts):
+            outcome = await self.send(request, started)
+            if outcome.status != "503" or retries == max_attempts - 1:
+                break
+            await asyncio.sleep(outcome.retry_after or 1)
+        return outcome._replace(retries=retries)
 
     def _idle_connection(self):
         """The most recently used idle connection, or None; those idle too long are closed."""
@@ -107,8 +124,8 @@ class LoadClient:
         return None
 
     async def _exchange(self, connection, request):
-        """`(status, error text)`, or `(NO_ANSWER, bytes received)` / `(TIMEOUT, "")`; keeps the connection if it
-        may be reused."""
+        """`(status, error text, Retry-After or None)`, or `(NO_ANSWER, bytes received, None)` / `(TIMEOUT, "",
+        None)`; keeps the connection if it may be reused."""
         method = "POST" if request.body else "GET"
         head = (f"{method} {request.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(request.body)}\r\n\r\n").encode()
@@ -116,19 +133,20 @@ class LoadClient:
             code, headers, data = await asyncio.wait_for(connection.exchange(head, request.body), self.timeout)
         except asyncio.TimeoutError:
             connection.close()
-            return TIMEOUT, ""
+            return TIMEOUT, "", None
         except _NoAnswer as error:
             connection.close()
-            return NO_ANSWER, error.received
+            return NO_ANSWER, error.received, None
         except ConnectionError:
             connection.close()
-            return NO_ANSWER, 1
+            return NO_ANSWER, 1, None
         if headers.get("connection", "").lower() == "close":
             connection.close()
         else:
             connection.idle_since = time.monotonic()
             self._idle.append(connection)
-        return code, _error_text(data)
+        retry_after = headers.get("retry-after", "")
+        return code, _error_text(data), int(retry_after) if retry_after.isdigit() else None
 
     def close(self):
         for connection in self._idle:
@@ -144,10 +162,11 @@ def _error_text(data):
     return answer.get("error", "") if isinstance(answer, dict) else ""
 
 
-async def closed_loop(client, requests, concurrency, stop=None, on_outcome=None):
+async def closed_loop(client, requests, concurrency, stop=None, on_outcome=None, max_attempts=None):
     """Sends `requests` (an iterable, possibly endless) from `concurrency` workers, each waiting for its answer
     before its next request, until the requests run out or `stop()` is true; returns the outcomes in order of
-    completion. `on_outcome(outcomes)` is called after each one."""
+    completion. `on_outcome(outcomes)` is called after each one. `max_attempts`: each worker is an honest client
+    that sends a refused request again after its Retry-After (`LoadClient.send_retrying`)."""
     outcomes, source = [], iter(requests)
     stop = stop or (lambda: False)
 
@@ -155,7 +174,10 @@ async def closed_loop(client, requests, concurrency, stop=None, on_outcome=None)
         for request in source:
             if stop():
                 return
-            outcomes.append(await client.send(request))
+            if max_attempts is None:
+                outcomes.append(await client.send(request))
+            else:
+                outcomes.append(await client.send_retrying(request, max_attempts))
             if on_outcome is not None:
                 on_outcome(outcomes)
 

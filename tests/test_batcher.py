@@ -6,8 +6,10 @@ meanwhile is decided by the test, not by a wall-clock window.
 
 import asyncio
 import threading
+import time
 import unittest
 
+from t2t_keras.serving.admission import Arrival, DeadlineExceeded
 from t2t_keras.serving.batcher import SHUTTING_DOWN, Overloaded, RequestBatcher
 
 
@@ -163,8 +165,46 @@ class RequestBatcherTest(unittest.TestCase):
 
         self.assertEqual(self.run_with(model, scenario, max_queue=2)["translations"], list("ABC"))
 
-    def test_the_default_queue_holds_four_batches(self):
-        self.assertEqual(RequestBatcher(FakeModel().run_batch, max_batch_size=8).max_queue, 32)
+    def test_the_default_queue_holds_two_seconds_of_the_measured_work(self):
+        batcher = RequestBatcher(FakeModel().run_batch, max_batch_size=8)
+        self.assertEqual(batcher.max_queue, 32)  # four batches until a batch is measured
+        batcher.admission.measured(50, 1.0)
+        self.assertEqual(batcher.max_queue, 100)
+        self.assertEqual(RequestBatcher(FakeModel().run_batch, max_batch_size=8, max_queue_seconds=0.5).max_queue, 32)
+
+    def test_batches_measure_the_throughput(self):
+        model = FakeModel()
+
+        async def scenario(batcher):
+            tasks = await queue_behind_a_running_batch(batcher, model, [(["b", "c"], "p")])
+            model.release.set()
+            await asyncio.gather(*tasks)
+            return batcher.stats()
+
+        stats = self.run_with(model, scenario, max_wait_ms=0)
+        self.assertGreater(stats["sentences_per_second"], 0)
+
+    def test_a_request_whose_deadline_passes_while_queued_is_answered_and_never_translated(self):
+        model = FakeModel()
+
+        async def scenario(batcher):
+            tasks = await queue_behind_a_running_batch(batcher, model, [])
+            late = Arrival(deadline=time.monotonic() + 0.05)
+            expired = await asyncio.gather(batcher.submit(["b"], "p", late), return_exceptions=True)
+            on_time = Arrival()
+            queued = asyncio.create_task(batcher.submit(["c"], "p", on_time))
+            await wait_until(lambda: batcher._queue.qsize() == 1)
+            model.release.set()  # the model was held all along: "b" expired while queued
+            return expired[0], await asyncio.gather(*tasks, queued), on_time, batcher.stats()
+
+        expired, answers, on_time, stats = self.run_with(model, scenario, max_wait_ms=0)
+        self.assertIsInstance(expired, DeadlineExceeded)
+        self.assertRegex(str(expired), "past its deadline, and was not translated")
+        self.assertGreaterEqual(expired.retry_after, 1)
+        self.assertEqual([sentences for sentences, _ in model.calls], [["a"], ["c"]])
+        self.assertEqual([a["translations"] for a in answers], [["A"], ["C"]])
+        self.assertGreaterEqual(on_time.queued_seconds, 0.0)
+        self.assertEqual((stats["expired_requests"], stats["queued_sentences"]), (1, 0))
 
     def test_submit_before_start_is_an_error(self):
         async def scenario():

@@ -136,6 +136,14 @@ def port_from_log(process):
     raise AssertionError("the server did not start:\n" + "".join(lines[-30:]))
 
 
+def end_process(process):
+    """A served process's end in a test's `finally`: killed if it still runs, waited for, its stderr pipe closed."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    process.stderr.close()
+
+
 def start_server(app):
     """Serves `app` on a free loopback port in a thread; returns `(server, thread, base_url)`."""
     sock = free_socket()
@@ -244,10 +252,7 @@ class ServeProcessTest(TestCase):
                 process.send_signal(signal.SIGINT)
                 self.assertEqual(process.wait(timeout=TIMEOUT), 0)
             finally:
-                if process.poll() is None:
-                    process.kill()
-                process.wait()
-                process.stderr.close()
+                end_process(process)
 
 
 class RestFormatTest(TestCase):

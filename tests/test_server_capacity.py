@@ -23,7 +23,7 @@ from t2t_keras.errors import T2TError
 from t2t_keras.serving.lifecycle import DrainingServer
 from t2t_keras.serving.server import create_app, serve
 from tests.serving_stub import StubTranslator
-from tests.test_server import HOST, TIMEOUT, port_from_log, start_server, wait_until, wait_until_ready
+from tests.test_server import HOST, TIMEOUT, end_process, port_from_log, start_server, wait_until, wait_until_ready
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PREDICT = "/v1/models/{}:predict"
@@ -47,7 +47,10 @@ def assert_refused(test, response, message, retry_after=None):
         test.assertEqual(seconds, retry_after)
 
 
-class CapacityTest(unittest.TestCase):
+class StubServerTestCase(unittest.TestCase):
+    """A test of a server of `StubTranslator`s: `self.hold` (held while the file exists, never past the test), a pool
+    of client threads, and `serve_in_thread(app)`, stopped when the test ends."""
+
     def setUp(self):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
@@ -56,7 +59,8 @@ class CapacityTest(unittest.TestCase):
         self.addCleanup(self.pool.shutdown)
         self.addCleanup(self.hold.unlink, missing_ok=True)  # runs first: nothing stays held
 
-    def serve_in_thread(self, app):
+    def serve_in_thread(self, app, ready=False):
+        """The base URL of `app` served in a thread; `ready`: once GET /healthz answers 200."""
         server, thread, base_url = start_server(app)
 
         def stop():
@@ -64,7 +68,12 @@ class CapacityTest(unittest.TestCase):
             thread.join(TIMEOUT)
 
         self.addCleanup(stop)
+        if ready:
+            wait_until_ready(base_url)
         return base_url
+
+
+class CapacityTest(StubServerTestCase):
 
     def test_requests_past_the_queue_get_503_at_once_and_those_within_it_their_answers(self):
         app = create_app(StubTranslator(self.hold), model_name="toy", max_batch_size=1, max_wait_ms=0, max_queue=2)
@@ -81,7 +90,8 @@ class CapacityTest(unittest.TestCase):
         self.assertEqual([a.json()["predictions"][0]["translations"] for a in answers], ["A", "B"])
         stats = get_json(base_url, "/statz")["batching"]
         self.assertEqual((stats["rejected_requests"], stats["rejected_sentences"], stats["requests"]), (3, 4, 2))
-        self.assertEqual(post(base_url, ["g"]).status_code, 200)  # room again
+        for sentences in (["c"], ["d", "e"], ["f"], ["g"]):  # the refused ones sent again in turn, then a new one
+            self.assertEqual(post(base_url, sentences).status_code, 200)
 
     def test_the_server_listens_while_the_model_loads(self):
         loaded = threading.Event()
@@ -156,10 +166,7 @@ class SigtermTest(unittest.TestCase):
                 answers, refused, state = self.stop_while_held(process, base_url, hold)
                 self.assertEqual(process.wait(timeout=TIMEOUT), 0)
             finally:
-                if process.poll() is None:
-                    process.kill()
-                process.wait()
-                process.stderr.close()
+                end_process(process)
         for response, sentence in zip(answers, ("a", "b c", "d", "e")):
             self.assertEqual(response.status_code, 200, response.text)
             self.assertEqual(response.json()["predictions"][0]["translations"], sentence.upper())

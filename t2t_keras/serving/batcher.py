@@ -6,24 +6,15 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import logging
-import math
 import time
 
 from t2t_keras.errors import T2TError
+from t2t_keras.serving.admission import Admission, Arrival, DeadlineExceeded, Overloaded  # noqa: F401 -- raised here
+from t2t_keras.serving.metrics import ServingMetrics
 
 logger = logging.getLogger(__name__)
 
 SHUTTING_DOWN = "The server is shutting down: send the request again later."
-QUEUED_BATCHES = 4  # the default max_queue: four full batches, one running and three waiting
-RECENT_WEIGHT = 0.2  # weight of the newest batch in the running mean of batch times (Retry-After)
-
-
-class Overloaded(Exception):
-    """The server holds `max_queue` sentences already; `retry_after`: seconds until it has room, estimated."""
-
-    def __init__(self, message, retry_after):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class ShuttingDown(RuntimeError):
@@ -35,6 +26,9 @@ class _Job:
     sentences: list
     params: object  # hashable; only jobs with equal params share a batch
     future: asyncio.Future
+    arrival: Arrival
+    queued_at: float  # time.monotonic() when it was queued
+    started: bool = False  # its batch is running: the deadline no longer applies
 
 
 class RequestBatcher:
@@ -48,36 +42,45 @@ class RequestBatcher:
     thread, so the event loop keeps accepting requests meanwhile; those that
     arrive during a run make up the next batch.
 
-    The queue is bounded: the server holds at most `max_queue` sentences at
-    once, waiting or being translated. A request that would pass the bound is
-    refused at once with `Overloaded`, whose `retry_after` is the time the
-    batches held take at the recent batch time; a request larger than the
-    bound is taken when nothing else is held.
+    The queue is bounded in seconds of work (see `admission.Admission`): a
+    request that would pass the bound is refused at once with `Overloaded`,
+    whose `retry_after` is the measured drain time of the work ahead of it plus
+    jitter; the refused request keeps its place in a line for its retry. A
+    request larger than the bound is taken when nothing else is held. A
+    request whose deadline (`Arrival.deadline`) passes while it is queued is
+    answered `DeadlineExceeded` at once and never translated.
 
     Args:
         run_batch: `run_batch(sentences, params) -> dict` of per-sentence
             lists (or None), e.g. an artifact's `generate(...)._asdict()`.
         max_batch_size: most sentences per model call.
         max_wait_ms: how long the first request of a batch waits for company.
-        max_queue: most sentences held at once; None: `QUEUED_BATCHES` full batches.
+        max_queue: most sentences held at once; None: `max_queue_seconds` of work.
+        max_queue_seconds, deadline_seconds: see `admission.Admission`.
+        metrics: the `metrics.ServingMetrics` to report to (None: its own).
     """
 
-    def __init__(self, run_batch, max_batch_size=32, max_wait_ms=10, max_queue=None):
-        max_queue = QUEUED_BATCHES * max_batch_size if max_queue is None else max_queue
-        if max_batch_size < 1 or max_wait_ms < 0 or max_queue < 1:
-            raise T2TError("max_batch_size and max_queue (sentences) must be >= 1 and max_wait_ms >= 0. Received: "
-                           f"max_batch_size={max_batch_size}, max_wait_ms={max_wait_ms}, max_queue={max_queue}")
+    def __init__(self, run_batch, max_batch_size=32, max_wait_ms=10, max_queue=None, max_queue_seconds=None,
+                 deadline_seconds=None, metrics=None):
+        if max_batch_size < 1 or max_wait_ms < 0:
+            raise T2TError("max_batch_size must be >= 1 and max_wait_ms >= 0. Received: "
+                           f"max_batch_size={max_batch_size}, max_wait_ms={max_wait_ms}")
         self.run_batch = run_batch
         self.max_batch_size = max_batch_size
         self.max_wait = max_wait_ms / 1000.0
-        self.max_queue = max_queue
+        self.admission = Admission(max_batch_size, max_queue, max_queue_seconds, deadline_seconds)
+        self.metrics = ServingMetrics() if metrics is None else metrics
+        self.metrics.track_queue(self.admission)
         self._queue = None
         self._waiting = collections.deque()  # jobs taken from the queue that did not fit a batch
         self._worker = None
         self._executor = None
         self._counts = collections.Counter()
-        self._held = 0  # sentences of the requests accepted and not yet answered
-        self._batch_seconds = None  # running mean of the model calls' times
+
+    @property
+    def max_queue(self):
+        """The most sentences held at once, now (measured throughput times `max_queue_seconds`, or `max_queue`)."""
+        return self.admission.limit()
 
     @property
     def running(self):
@@ -105,47 +108,51 @@ class RequestBatcher:
         """Runs `function(*args)` in the model thread (e.g. a warm-up call), between batches."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
-    async def submit(self, sentences, params):
-        """The model's per-sentence results for `sentences`, computed in some batch; `Overloaded` past `max_queue`."""
+    async def submit(self, sentences, params, arrival=None):
+        """The model's per-sentence results for `sentences`, computed in some batch.
+
+        `arrival`: the request's key and deadline (`admission.Arrival`); its
+        `queued_seconds` is set when its batch starts. Raises `Overloaded` when
+        the queue has no room for it, `DeadlineExceeded` when its deadline
+        passes before its batch starts.
+        """
         if self._worker is None:
             raise RuntimeError("The batcher is not running: start() it first.")
         if not self.running:
             raise ShuttingDown(SHUTTING_DOWN)
-        with self.holding(len(sentences)):
-            future = asyncio.get_running_loop().create_future()
-            self._queue.put_nowait(_Job(list(sentences), params, future))
-            return await future
+        arrival = arrival or Arrival()
+        with self.holding(len(sentences), arrival):
+            loop = asyncio.get_running_loop()
+            job = _Job(list(sentences), params, loop.create_future(), arrival, time.monotonic())
+            timer = None
+            if arrival.deadline is not None:
+                timer = loop.call_later(max(0.0, arrival.deadline - time.monotonic()), self._expire, job)
+            self._queue.put_nowait(job)
+            try:
+                return await job.future
+            finally:
+                if timer is not None:
+                    timer.cancel()
 
     @contextlib.contextmanager
-    def holding(self, num_sentences):
-        """Counts `num_sentences` against `max_queue` while the block runs; raises `Overloaded` past it.
+    def holding(self, num_sentences, arrival=None):
+        """Counts `num_sentences` against the queue's bound while the block runs; raises `Overloaded` past it.
 
         `submit` holds its sentences so; a request that runs in the model
         thread by itself (`run_in_thread`) holds its own around that call.
         """
-        if self._held > 0 and self._held + num_sentences > self.max_queue:
-            self._counts["rejected_requests"] += 1
-            self._counts["rejected_sentences"] += num_sentences
-            retry_after = self.retry_after()
-            raise Overloaded(f"The server is busy: {self._held} sentences are waiting or being translated, and it "
-                             f"holds at most {self.max_queue} (max_queue): send the request again in {retry_after} s.",
-                             retry_after)
-        self._held += num_sentences
+        self.admission.admit(num_sentences, arrival)
         try:
             yield
         finally:
-            self._held -= num_sentences
-
-    def retry_after(self):
-        """Whole seconds until the sentences held now are translated, at the recent batch time (at least 1)."""
-        if self._batch_seconds is None:
-            return 1
-        return max(1, math.ceil(math.ceil(self._held / self.max_batch_size) * self._batch_seconds))
+            self.admission.release(num_sentences)
 
     def stats(self):
         """Counters: requests, sentences, batches, batched_requests (shared a batch), largest batch, rejected
-        requests and sentences (the queue was full); gauges: queued_sentences (held now), max_queue."""
-        return dict(self._counts, queued_sentences=self._held, max_queue=self.max_queue)
+        requests and sentences (refused at once), rejected_deadline, expired_requests (their deadline passed while
+        queued); gauges: queued_sentences (held now), max_queue (the bound now), waiting_their_turn (refused
+        requests keeping a place), sentences_per_second (measured)."""
+        return dict(self._counts, **self.admission.stats())
 
     async def _work(self):
         while True:
@@ -158,7 +165,9 @@ class RequestBatcher:
         Jobs already waiting (those that arrived during the previous batch)
         join at once; then the batch waits up to `max_wait` for more.
         """
-        first = self._waiting.popleft() if self._waiting else await self._queue.get()
+        first = None
+        while first is None or first.future.done():  # answered meanwhile: its deadline passed
+            first = self._waiting.popleft() if self._waiting else await self._queue.get()
         batch = [first]
         for job in list(self._waiting):
             if self._fits(batch, job):
@@ -181,6 +190,8 @@ class RequestBatcher:
 
     def _offer(self, batch, job):
         """Adds `job` to `batch` if it fits, else keeps it, in order, for a later batch."""
+        if job.future.done():
+            return
         if self._fits(batch, job):
             batch.append(job)
         else:
@@ -192,12 +203,19 @@ class RequestBatcher:
 
     async def _run(self, batch):
         """One model call for the whole batch; each job gets its slice of the results (or the error)."""
-        batch = [job for job in batch if not job.future.done()]  # cancelled: the client went away
+        start = time.monotonic()
+        for job in batch:
+            if job.arrival.deadline is not None and job.arrival.deadline <= start:
+                self._expire(job)
+        batch = [job for job in batch if not job.future.done()]  # cancelled (the client went away) or expired
         if not batch:
             return
+        for job in batch:
+            job.started = True
+            job.arrival.queued_seconds = start - job.queued_at
+            self.metrics.queued(job.arrival.queued_seconds)
         sentences = [s for job in batch for s in job.sentences]
         self._count(batch, len(sentences))
-        start = time.monotonic()
         try:
             results = await self.run_in_thread(self.run_batch, sentences, batch[0].params)
         except asyncio.CancelledError:
@@ -207,7 +225,9 @@ class RequestBatcher:
             logger.exception("A batch of %d sentences failed.", len(sentences))
             _fail(batch, error)
             return
-        self._time(time.monotonic() - start)
+        seconds = time.monotonic() - start
+        self.admission.measured(len(sentences), seconds)
+        self.metrics.batch_translated(len(sentences), seconds)
         start = 0
         for job in batch:
             end = start + len(job.sentences)
@@ -216,9 +236,15 @@ class RequestBatcher:
                                        for name, values in results.items()})
             start = end
 
-    def _time(self, seconds):
-        mean = self._batch_seconds
-        self._batch_seconds = seconds if mean is None else (1 - RECENT_WEIGHT) * mean + RECENT_WEIGHT * seconds
+    def _expire(self, job):
+        """Answers a job whose deadline passed before its batch started with `DeadlineExceeded`."""
+        if job.started or job.future.done():
+            return
+        self._counts["expired_requests"] += 1
+        retry_after = self.admission.retry_after(self.admission.drain_seconds(self.admission.held))
+        job.future.set_exception(DeadlineExceeded(
+            f"The request waited {time.monotonic() - job.queued_at:.1f} s in the queue, past its deadline, and was "
+            f"not translated: send it again in {retry_after} s, or with a longer timeout.", retry_after))
 
     def _count(self, batch, num_sentences):
         counts = self._counts

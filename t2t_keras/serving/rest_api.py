@@ -65,6 +65,7 @@ class PredictRequest:
     params: dict  # decoding parameters by name, unchecked
     columnar: bool
     constraints: list = None  # None, or per sentence its target terms (`serving.constraints`)
+    signature_name: str = "serving_default"
 
 
 def parse_json_body(body, limits=Limits()):
@@ -89,7 +90,8 @@ def parse_predict_request(body, limits=Limits(), parameter_names=PARAMETER_NAMES
         if field not in TOP_LEVEL_FIELDS:
             raise BadRequest(f'Unknown field "{field}": expected "instances" or "inputs", '
                              'and optionally "params", "signature_name" and "constraints".')
-    _check_signature_name(request.get("signature_name", "serving_default"), signature_names)
+    signature_name = request.get("signature_name", "serving_default")
+    _check_signature_name(signature_name, signature_names)
     if ("instances" in request) == ("inputs" in request):
         raise BadRequest('The request needs exactly one of "instances" (row format) or "inputs" (columnar format).')
     params = _params(request.get("params", {}), parameter_names)
@@ -100,7 +102,8 @@ def parse_predict_request(body, limits=Limits(), parameter_names=PARAMETER_NAMES
         _merge_params(params, named)
         columnar = True
     _check_sentences(sentences, limits)
-    return PredictRequest(sentences, params, columnar, _constraints(request.get("constraints"), sentences))
+    return PredictRequest(sentences, params, columnar, _constraints(request.get("constraints"), sentences),
+                          signature_name)
 
 
 def parameter_names(artifact):
