@@ -7,12 +7,11 @@ format accepts. A command here only hands its flags on, by their one name.
 
 import json
 import logging
-import os
 import sys
 
 from t2t_keras.backends import requested_backend, require_tensorflow_backend
 from t2t_keras.cli_arguments import STUDENT_PRESET, build_parser
-from t2t_keras.errors import T2TError
+from t2t_keras.errors import MissingPathError, T2TError
 
 # The flags that set a field of a `decoding.request.GenerationRequest`, by the field's name.
 REQUEST_FLAGS = ("beam_size", "alpha", "length_penalty", "stopping", "max_extra_length", "max_output_length",
@@ -40,10 +39,19 @@ def _open(args, **options):
 def _read_input(path):
     from t2t_keras.data.text_files import decode_text
 
+    return decode_text(*_read_bytes(path))
+
+
+def _read_bytes(path):
+    """The bytes of `path`, or of stdin when it is None, and the name errors give them."""
     if path:
-        with open(path, "rb") as handle:
-            return decode_text(handle.read(), path)
-    return decode_text(sys.stdin.buffer.read(), "<stdin>")
+        try:
+            with open(path, "rb") as handle:
+                return handle.read(), path
+        except (FileNotFoundError, IsADirectoryError):
+            raise MissingPathError(f"{path} does not exist or is not a file: give the input file's path, or no "
+                                   "--input to read standard input.") from None
+    return sys.stdin.buffer.read(), "<stdin>"
 
 
 def cmd_describe(args):
@@ -118,11 +126,21 @@ def cmd_translate(args):
 
 
 def cmd_score(args):
-    from t2t_keras.evaluation.scoring import format_score, read_score_pairs
+    from t2t_keras.evaluation.scoring import format_score, read_score_pairs, read_tab_separated_pairs
 
+    if (args.source is None) != (args.target is None):
+        raise T2TError("--source and --target go together (two aligned files); without both, score reads "
+                       "SOURCE<TAB>TARGET lines from --input or stdin.")
+    if args.source is not None and args.input is not None:
+        raise T2TError("Give the pairs either as --source and --target files or as SOURCE<TAB>TARGET lines "
+                       "(--input or stdin), not both.")
+    data, origin = (None, None) if args.source is not None else _read_bytes(args.input)  # before the model opens
     artifact = _open(args)
     artifact.require("score")
-    pairs = read_score_pairs(args.source, args.target, artifact.max_length, artifact.piece_lengths)
+    if args.source is not None:
+        pairs = read_score_pairs(args.source, args.target, artifact.max_length, artifact.piece_lengths)
+    else:
+        pairs = read_tab_separated_pairs(data, origin, artifact.max_length, artifact.piece_lengths)
     for score in artifact.score(pairs, batch_tokens=args.batch_tokens):
         print(format_score(score, args.token_level, args.json))
     return 0
@@ -155,14 +173,21 @@ def cmd_serve(args):
     from t2t_keras.artifacts import open_artifact
     from t2t_keras.serving.served_model import check_servable_path
     from t2t_keras.serving.server import serve
+    from t2t_keras.serving.version_source import VersionDirectory, check_base_path
 
-    check_servable_path(args.path)  # before the port opens
+    if args.model_base_path is not None:  # numbered versions, polled and opened by the server once it listens
+        check_base_path(args.model_base_path)
+        export = VersionDirectory(args.model_base_path, args.file_system_poll_wait_seconds)
+    else:
+        check_servable_path(args.path)  # before the port opens
 
-    def opened():  # called by the server once it listens: it answers "loading" meanwhile
-        return open_artifact(args.path, batch_size=args.max_batch_size)
+        def export():  # called by the server once it listens: it answers "loading" meanwhile
+            return open_artifact(args.path, batch_size=args.max_batch_size)
 
-    serve(opened, host=args.host, port=args.port, model_name=args.model_name, max_batch_size=args.max_batch_size,
-          max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, drain_seconds=args.drain_seconds)
+    serve(export, host=args.host, port=args.port, model_name=args.model_name, max_batch_size=args.max_batch_size,
+          max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, drain_seconds=args.drain_seconds,
+          max_queue_seconds=args.max_queue_seconds, deadline_seconds=args.deadline_seconds, access_log=args.access_log,
+          access_log_text=args.access_log_text)
     return 0
 
 
@@ -205,9 +230,9 @@ COMMANDS = {name[4:]: function for name, function in globals().items() if name.s
 
 
 def main(argv=None):
+    from t2t_keras.quiet_start import import_tensorflow_quietly
     from t2t_keras.switches import command_switches
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter off the terminal
     args = build_parser().parse_args(argv)
     try:  # the commands (data, training, the searches, export, serving) run on TensorFlow
         require_tensorflow_backend(f"t2t-keras {args.command}", requested_backend())
@@ -219,8 +244,9 @@ def main(argv=None):
     logging.getLogger("t2t_keras").setLevel(logging.INFO)
     try:
         with command_switches(args.command, vars(args)):  # before TensorFlow loads; restored when it ends
+            import_tensorflow_quietly(args.verbose)  # its start-up lines kept off the command's output
             return COMMANDS[args.command](args)
-    except (T2TError, FileNotFoundError, FileExistsError) as error:
+    except T2TError as error:  # raised for what the user gave: one line; any other error is a bug, with its traceback
         print(f"t2t-keras {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -207,8 +207,11 @@ def build_parser():
     p = commands.add_parser("score", help="forced decoding: negative log-likelihood of given translations")
     _add_model_choice(p, saved_model="an exported SavedModel directory (its 'score' signature)",
                       ctranslate2="a CTranslate2 export (its score_batch)")
-    p.add_argument("--source", required=True, help="source sentences, one per line")
-    p.add_argument("--target", required=True, help="their translations, line by line")
+    p.add_argument("--source", help="source sentences, one per line (with --target; without both, SOURCE<TAB>TARGET "
+                                     "lines from --input or stdin)")
+    p.add_argument("--target", help="their translations, line by line")
+    p.add_argument("--input", help="a file of SOURCE<TAB>TARGET lines (default: stdin, when --source and --target "
+                                   "are not given)")
     p.add_argument("--token-level", action="store_true", help="also print the negative log-likelihood of each token")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch")
@@ -269,6 +272,13 @@ def build_parser():
     where.add_argument("--saved-model", dest="path", metavar="DIR", help="an exported SavedModel directory")
     where.add_argument("--ctranslate2", dest="path", metavar="DIR",
                        help="a CTranslate2 export (same API, batching and limits)")
+    where.add_argument("--model-base-path", metavar="DIR",
+                       help="TF Serving's layout: numbered version subdirectories (1, 2, ...), each a SavedModel or "
+                            "CTranslate2 export; the newest is served, and a newer one is loaded, checked and "
+                            "swapped in without dropping a request")
+    p.add_argument("--file-system-poll-wait-seconds", type=float, default=1.0, metavar="S",
+                   help="with --model-base-path: how often it is looked at for new versions (default 1, as TF "
+                        "Serving's)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--model-name", default="default",
@@ -276,7 +286,18 @@ def build_parser():
     p.add_argument("--max-batch-size", type=int, default=32, help="sentences batched together at most")
     p.add_argument("--max-wait-ms", type=float, default=10, help="how long a request may wait for others")
     p.add_argument("--max-queue", type=int, help="sentences held, waiting or translated; past it 503 with Retry-After "
-                                                 "at once (default: 4 x --max-batch-size)")
+                                                 "at once (default: as many as --max-queue-seconds of work)")
+    p.add_argument("--max-queue-seconds", type=float, metavar="S",
+                   help="the queue holds as many sentences as the server translates in S seconds, at its measured "
+                        "throughput (default 2; see docs/serving.md to size it for a latency target)")
+    p.add_argument("--deadline-seconds", type=float, metavar="S",
+                   help="a request still queued S seconds after its arrival gets 503 and is not translated; a "
+                        "request's grpc-timeout or x-envoy-expected-rq-timeout-ms header may ask for less (default 30)")
+    p.add_argument("--access-log", nargs="?", const="-", metavar="PATH",
+                   help="one JSON line per request (time, status, sentences, latency, queued time), appended to PATH "
+                        "(without PATH: standard error)")
+    p.add_argument("--access-log-text", action="store_true",
+                   help="with --access-log: also write each request's sentences (off by default: they are the users')")
     p.add_argument("--drain-seconds", type=float, help="after SIGTERM or SIGINT, how long accepted requests may "
                                                        "take while new ones get 503 (default 20)")
 
@@ -322,4 +343,8 @@ def build_parser():
     p.set_defaults(config="mini")
     p.add_argument("--run-dir", default="runs/main")
     p.add_argument("--minutes", type=float, default=30.0, help="training time budget of this invocation")
+    for command in commands.choices.values():
+        command.add_argument("--verbose", action="store_true",
+                             help="also show TensorFlow's own start-up and C++ log lines (hidden by default, and "
+                                  "shown when TF_CPP_MIN_LOG_LEVEL is set)")
     return parser

@@ -35,6 +35,16 @@ class DiskFullError(T2TError):
     """A file could not be written for lack of space (ENOSPC, EDQUOT): the path, the space needed and free named."""
 
 
+class MissingPathError(T2TError, FileNotFoundError):
+    """A path the user gave, or a file a run must hold, does not exist: the path and the fix named. Also a
+    `FileNotFoundError`, so that code catching that still does."""
+
+
+class PathExistsError(T2TError, FileExistsError):
+    """An output the user named exists and may not be replaced: the path and the fix named. Also a
+    `FileExistsError`."""
+
+
 class CorruptFileError(T2TError):
     """A file no longer holds what was recorded when it was written (checksum): the file and both checksums named."""
 

@@ -11,7 +11,7 @@ import pathlib
 import shutil
 import tempfile
 
-from t2t_keras.errors import DiskFullError
+from t2t_keras.errors import DiskFullError, PathExistsError
 
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
@@ -75,9 +75,9 @@ def staged_directory(out_dir, overwrite=False, needed=None, estimate=""):
 
 
 def check_can_write(out_dir, overwrite):
-    """Raises FileExistsError when `out_dir` exists and may not be replaced."""
+    """Raises `PathExistsError` (a FileExistsError) when `out_dir` exists and may not be replaced."""
     if pathlib.Path(out_dir).exists() and not overwrite:
-        raise FileExistsError(
+        raise PathExistsError(
             f"{out_dir} already exists: choose another output directory, or pass overwrite=True "
             "(--overwrite) to replace it."
         )

@@ -77,7 +77,7 @@ from t2t_keras.config import MODEL_SOURCES, load_config, with_overrides
 from t2t_keras.data.shortlist import learn_shortlist, load_shortlist, save_shortlist
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
-from t2t_keras.errors import ConfigError, T2TError, check_applicable, check_task
+from t2t_keras.errors import ConfigError, MissingPathError, T2TError, check_applicable, check_task
 from t2t_keras.files import staged_directory, write_text_atomic
 from t2t_keras.run_lock import RunLock
 
@@ -437,7 +437,7 @@ def run_weights(run, source="auto"):
             raise T2TError(f"{run.path} has no averaged checkpoints: run t2t-keras average --run-dir {run.path}.")
         return Weights("averaged", str(run.averaged_dir / MODEL_CHECKPOINT), tuple(averaged["steps"]))
     if not paths:
-        raise FileNotFoundError(f"{run.checkpoint_dir} holds no checkpoint: train the run first.")
+        raise MissingPathError(f"{run.checkpoint_dir} holds no checkpoint: train the run first.")
     return Weights("latest", paths[-1], (checkpoint_step(paths[-1]),))
 
 
@@ -500,7 +500,7 @@ def _average_run(run, last, checkpoint):
     last = last or config.training.average_last
     paths, steps = _checkpoints_to_average(run, last, checkpoint)
     if not paths:
-        raise FileNotFoundError(f"{run.checkpoint_dir} holds no checkpoint: train the run first.")
+        raise MissingPathError(f"{run.checkpoint_dir} holds no checkpoint: train the run first.")
     if len(paths) < last:
         logger.warning("Averaging %d checkpoints: only that many are kept (training.keep_checkpoints).", len(paths))
     model = average_checkpoints(_new_model(config), paths)

@@ -7,6 +7,10 @@
     python -m tests.runner --profile DIR        # also DIR/<module>.prof (cProfile) and DIR/seconds.json per test
     python -m tests.runner --long               # the long checks instead (`bash bench/checks/run`)
 
+Before the first module starts, a process of its own builds the tiny run and exports that the suite's road tests
+share (`tests.roads`, when a module given imports it), into a directory named in `T2T_TEST_ROADS` for the
+workers and removed at the end.
+
 A test class or test marked `tests.helpers.long_check` (what trains, exports or serves for minutes on 2 cores)
 is a long check: left out of the suite, counted on the line before the final one, and run with `--long`, with
 the modules under bench/checks/.
@@ -188,6 +192,47 @@ def longest_first(names, durations):
     return sorted(names, key=lambda n: -durations.get(n, default))
 
 
+def uses_roads(names):
+    """Whether a module of `names` (dotted, possibly of a class or test) reads the shared roads (`tests.roads`)."""
+    here = pathlib.Path(__file__).parent.parent
+    for name in names:
+        parts = name.split(".")
+        for end in range(len(parts), 0, -1):
+            path = here.joinpath(*parts[:end]).with_suffix(".py")
+            if path.is_file():
+                if "from tests.roads import" in path.read_text(encoding="utf-8"):
+                    return True
+                break
+    return False
+
+
+class RoadsBuild:
+    """The build of the shared roads (`python -m tests.roads DIR`) in a process of its own, started at once; the
+    workers wait for it on the cache's lock only when a test needs it. `T2T_TEST_ROADS` names its directory."""
+
+    def __init__(self):
+        import subprocess
+        import tempfile
+
+        self.directory = tempfile.mkdtemp(prefix="t2t-test-roads-")
+        os.environ["T2T_TEST_ROADS"] = self.directory
+        self.log = open(pathlib.Path(self.directory) / "build.log", "w+")
+        self.process = subprocess.Popen([sys.executable, "-m", "tests.roads", self.directory], stdout=self.log,
+                                        stderr=subprocess.STDOUT, cwd=pathlib.Path(__file__).parent.parent,
+                                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+    def close(self):
+        """Waits for the build, prints its end if it failed (the tests that needed it failed too), removes it."""
+        import shutil
+
+        if self.process.wait() != 0:
+            self.log.seek(0)
+            print("building the shared roads (tests.roads) failed:\n" + "".join(self.log.readlines()[-30:]))
+        self.log.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        os.environ.pop("T2T_TEST_ROADS", None)
+
+
 def _initialize_worker(threads):
     """Before TensorFlow loads: quiet logs, and `threads` compute threads for this worker and the processes its
     tests start, so that the workers share the cores instead of each spreading over all of them."""
@@ -367,12 +412,17 @@ def main(argv):
 
     workers = min(args.workers, len(names))
     print(f"running {len(names)} test module(s) in {workers} process(es)", flush=True)
-    if workers <= 1:
-        collect_rarely()
-        for name in names:
-            on_report(run_module(name, args.profile, args.long))
-    else:
-        run_parallel(longest_first(names, durations), workers, on_report, on_death, args.profile, args.long)
+    roads = RoadsBuild() if not args.long and "T2T_TEST_ROADS" not in os.environ and uses_roads(names) else None
+    try:
+        if workers <= 1:
+            collect_rarely()
+            for name in names:
+                on_report(run_module(name, args.profile, args.long))
+        else:
+            run_parallel(longest_first(names, durations), workers, on_report, on_death, args.profile, args.long)
+    finally:
+        if roads is not None:
+            roads.close()
     failed = sum(r.failed for r in reports)
     skipped = sum(r.skipped for r in reports)
     # Per module: a failed setUpClass, or a worker's death, is a failure but no test run.

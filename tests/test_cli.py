@@ -82,3 +82,34 @@ class DescribeTest(TestCase):
 
 if __name__ == "__main__":
     tf.test.main()
+
+
+class ErrorLinesTest(TestCase):
+    """An error raised for what the user gave is one line and exit status 2; any other error, even a
+    FileNotFoundError from inside the package, keeps its traceback (a bug must not pass for a user's mistake)."""
+
+    def test_a_missing_input_file_is_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            missing = os.path.join(tmp, "nowhere.txt")
+            done = cli_in_process("score", "--saved-model", tmp, "--input", missing)
+        self.assertEqual(done.returncode, 2)
+        self.assertEqual(done.stderr.decode().strip().splitlines(),
+                         [f"t2t-keras score: error: {missing} does not exist or is not a file: give the input file's "
+                          "path, or no --input to read standard input."])
+
+    def test_an_internal_file_error_keeps_its_traceback(self):
+        from unittest import mock
+
+        from t2t_keras import cli
+
+        for error in (FileNotFoundError("/internal/cache/file"), FileExistsError("/internal/tmp")):
+            with self.subTest(type(error).__name__):
+                with mock.patch.dict(cli.COMMANDS, describe=mock.Mock(side_effect=error)):
+                    with self.assertRaises(type(error)):
+                        cli.main(["describe", "--config", "tiny"])
+
+    def test_the_users_path_errors_are_also_file_errors(self):
+        from t2t_keras.errors import MissingPathError, PathExistsError, T2TError
+
+        self.assertTrue(issubclass(MissingPathError, FileNotFoundError) and issubclass(MissingPathError, T2TError))
+        self.assertTrue(issubclass(PathExistsError, FileExistsError) and issubclass(PathExistsError, T2TError))

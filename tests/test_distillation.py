@@ -41,7 +41,7 @@ STUDENT = ["model.hidden_dim=16", "model.num_heads=4", "model.intermediate_dim=3
            "training.train_steps=2", "training.steps_per_epoch=2", "training.checkpoint_every_steps=2",
            "training.warmup_steps=10", "training.jit_compile=False", "training.checkpoint_every_minutes=600",
            "decoding.beam_size=1", "decoding.max_extra_length=6", "decoding.shards=1"]
-# The student presets: (encoder layers, decoder layers, parameters) as docs/commands.md lists them.
+# The student presets: (encoder layers, decoder layers, parameters) as docs/commands/distill-and-import.md lists them.
 PRESETS = {"student-mini": (6, 1, 1966720), "student-mini-6-2": (6, 2, 2231296), "student-small": (6, 2, 8894464),
            "student-base": (12, 1, 60976640)}
 

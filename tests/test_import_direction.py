@@ -4,8 +4,10 @@ Every `import` in `t2t_keras/` (also those inside functions) is read with `ast`
 and mapped to the part it comes from and the part it reaches. A part may
 import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
 
-    foundation (errors, special_ids, files, checksums, run_lock, architecture, config_paths, config, fast_path,
-                keras_compat, backends; switches, the process-wide choices a command makes before TensorFlow loads)
+    foundation (errors, special_ids, files, checksums, run_lock, architecture, config_paths, config, hardware,
+                fast_path, keras_compat, backends; switches, the process-wide choices a command makes before
+                TensorFlow loads, and the table of every choice made from the hardware; quiet_start, TensorFlow's
+                start-up lines kept off a command's output)
       -> layers -> model, language_models -> build; layers -> adapters (LoRA on the projections)
       -> data, decoding                        shared by the parts above them
       params -> memory                         a training step's memory, estimated from the config (no TensorFlow)
@@ -28,7 +30,7 @@ import unittest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 
 FOUNDATION = {"errors", "special_ids", "files", "checksums", "run_lock", "architecture", "config_paths", "config",
-              "families", "fast_path", "keras_compat", "backends", "switches"}
+              "families", "hardware", "fast_path", "keras_compat", "backends", "switches", "quiet_start"}
 MODELS = {"layers", "model", "language_models", "build", "adapters"}
 SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks", "memory"}
 ALLOWED = {
@@ -38,10 +40,12 @@ ALLOWED = {
     "files": {"errors"},
     "checksums": {"errors", "files"},
     "run_lock": {"errors", "files"},
-    "switches": {"config", "config_paths"},
-    "fast_path": set(),
+    "switches": {"config", "config_paths", "hardware"},
+    "hardware": set(),
+    "fast_path": {"hardware", "switches"},
     "keras_compat": set(),
     "backends": {"errors"},
+    "quiet_start": set(),
     "architecture": {"errors"},
     "config_paths": set(),
     "config": {"errors", "architecture", "config_paths", "special_ids"},
@@ -69,7 +73,7 @@ ALLOWED = {
     "main_job": SHARED | {"training", "evaluation", "export", "inspect", "pipeline", "artifacts"},
     "distillation": SHARED | {"pipeline"},
     "cli": SHARED | {"training", "evaluation", "export", "inspect", "serving", "main_job", "describe", "pipeline",
-                     "artifacts", "distillation", "switches", "cli_arguments", "pretrained"},
+                     "artifacts", "distillation", "switches", "cli_arguments", "pretrained", "quiet_start"},
     "cli_arguments": {"config"},
     "__main__": {"cli"},
 }

@@ -20,7 +20,7 @@ from matplotlib.colors import to_rgba
 
 from t2t_keras.inspect.heads import head_entropy
 from t2t_keras.notebook_support import attention_lines_figure
-from tests.helpers import long_check, write_toy_corpus
+from tests.helpers import write_toy_corpus
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -85,9 +85,10 @@ def stdout_of(notebook):
     return "".join(o.text for o in outputs_of(notebook, "stream") if o.name == "stdout")
 
 
-@long_check
 class NotebookTest(unittest.TestCase):
-    """01 → 02 → 03 in one run directory, in one test: each notebook reads what the one before wrote."""
+    """01 → 02 → 03 in one run directory, in one test: each notebook reads what the one before wrote. In the
+    quick suite (about 70 CPU seconds on 2 cores), with notebook 04 beside it: the notebooks are the road a new
+    user takes first."""
 
     @classmethod
     def setUpClass(cls):

@@ -10,7 +10,7 @@ from t2t_keras.decoding import beam_search, length_penalty
 from t2t_keras.decoding.forced import token_nll
 from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import DataError
-from t2t_keras.evaluation.scoring import ScorePair, format_score, read_score_pairs
+from t2t_keras.evaluation.scoring import ScorePair, format_score, read_score_pairs, read_tab_separated_pairs
 from t2t_keras.export.saved_model import export_translator
 from tests.helpers import TestCase, padded_ids, toy_pairs, toy_translation
 
@@ -125,6 +125,30 @@ class ReadPairsTest(TestCase):
             with self.subTest(pattern):
                 with self.assertRaisesRegex(DataError, pattern):
                     self.read(*args)
+
+
+class ReadTabSeparatedPairsTest(TestCase):
+    """SOURCE<TAB>TARGET lines (stdin) give the pairs two files give, with the same errors naming the line."""
+
+    @staticmethod
+    def read(data, max_length=10):
+        return read_tab_separated_pairs(data, "<stdin>", max_length, lambda lines: [len(x.split()) for x in lines])
+
+    def test_the_pairs_of_two_files(self):
+        self.assertEqual(self.read(b"a b\tx\nc\ty z\n"),
+                         [ScorePair(1, "a b", "x", 2, 1), ScorePair(2, "c", "y z", 1, 2)])
+
+    def test_errors(self):
+        cases = ((b"", "<stdin> is empty: expected one SOURCE<TAB>TARGET pair"),
+                 (b"a\tx\nb x\n", r"<stdin>:2 has 1 tab-separated fields; expected two"),
+                 (b"a\tx\tz\n", r"<stdin>:1 has 3 tab-separated fields"),
+                 (b"a\tx\n\ty\n", r"<stdin>:2 is empty: every pair needs a source and a translation"),
+                 (b"a\t\xff\n", r"<stdin>:1 is not valid UTF-8"),
+                 (b"a\t" + b"w " * 10 + b"\n", r"<stdin>:1 has 10 pieces; the model accepts at most 9"))
+        for data, pattern in cases:
+            with self.subTest(pattern):
+                with self.assertRaisesRegex(DataError, pattern):
+                    self.read(data)
 
 
 if __name__ == "__main__":

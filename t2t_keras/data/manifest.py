@@ -9,17 +9,16 @@ preparation resumes from it. A corpus file whose size or checksum differs
 from the manifest's is refused, never mixed with shards of the old one.
 """
 
-import hashlib
 import json
 import pathlib
 
+from t2t_keras.checksums import file_sha256
 from t2t_keras.errors import DataError
 from t2t_keras.files import write_text_atomic
 
 MANIFEST_FILE = "manifest.json"
 FORMAT = "t2t_keras prepared corpus"
 VERSION = 1
-_CHUNK = 1 << 20
 
 
 def file_fingerprint(path) -> dict:
@@ -27,11 +26,7 @@ def file_fingerprint(path) -> dict:
     path = pathlib.Path(path)
     if not path.is_file():
         raise DataError(f"{path} does not exist: check data.train_files.")
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
-    return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": digest.hexdigest()}
+    return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": file_sha256(path)}
 
 
 def read_manifest(directory):

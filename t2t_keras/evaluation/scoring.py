@@ -6,6 +6,7 @@ signature or CTranslate2's `score_batch`, behind the artifacts' `score`.
 
     artifact = open_artifact("runs/base")                 # or "exports/base", "exports/base-ct2"
     pairs = read_score_pairs("test.en", "test.de", artifact.max_length, artifact.piece_lengths)
+    pairs = read_tab_separated_pairs(sys.stdin.buffer.read(), "<stdin>", ...)   # SOURCE<TAB>TARGET lines
     results = artifact.score(pairs)                       # input order; results[i].nll, .token_nll
 """
 
@@ -13,7 +14,7 @@ import dataclasses
 import json
 
 from t2t_keras.data.text_files import decode_text
-from t2t_keras.errors import DataError
+from t2t_keras.errors import DataError, MissingPathError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,19 +49,42 @@ def read_score_pairs(source_path, target_path, max_length, piece_lengths):
         raise DataError(f"{source_path} has {len(sources)} lines but {target_path} has {len(targets)}: "
                         "parallel files must be aligned line by line. Fix the files so that line i of one "
                         "translates line i of the other.")
-    for path, lines in ((source_path, sources), (target_path, targets)):
+    return checked_pairs(sources, targets, (source_path, target_path), max_length, piece_lengths,
+                         "Remove the pair from both files.")
+
+
+def read_tab_separated_pairs(data, origin, max_length, piece_lengths):
+    """`read_score_pairs` of `SOURCE<TAB>TARGET` lines (bytes, e.g. stdin; `origin` names them in errors)."""
+    lines = decode_text(data, origin)
+    if not lines:
+        raise DataError(f"{origin} is empty: expected one SOURCE<TAB>TARGET pair per line.")
+    sources, targets = [], []
+    for number, line in enumerate(lines, start=1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise DataError(f"{origin}:{number} has {len(fields)} tab-separated fields; expected two, "
+                            "SOURCE<TAB>TARGET (or give the sides as files with --source and --target).")
+        sources.append(fields[0])
+        targets.append(fields[1])
+    return checked_pairs(sources, targets, (origin, origin), max_length, piece_lengths, "Remove that line.")
+
+
+def checked_pairs(sources, targets, origins, max_length, piece_lengths, fix):
+    """`ScorePair`s of aligned `sources` and `targets`, each side non-empty and within `max_length` tokens;
+    `origins`: what names each side in an error, `fix`: how to drop a pair there."""
+    for origin, lines in zip(origins, (sources, targets)):
         for number, line in enumerate(lines, start=1):
             if not line.strip():
-                raise DataError(f"{path}:{number} is empty: every pair needs a source and a translation to "
-                                "score. Remove the pair from both files.")
+                raise DataError(f"{origin}:{number} is empty: every pair needs a source and a translation to "
+                                f"score. {fix}")
     source_lengths, target_lengths = piece_lengths(sources), piece_lengths(targets)
     pairs = []
     for number, (source, target, n_source, n_target) in enumerate(
             zip(sources, targets, source_lengths, target_lengths), start=1):
-        for path, count in ((source_path, n_source), (target_path, n_target)):
+        for origin, count in zip(origins, (n_source, n_target)):
             if count + 1 > max_length:
-                raise DataError(f"{path}:{number} has {count} pieces; the model accepts at most {max_length - 1} "
-                                "(plus EOS): shorten or split that pair, or remove it from both files.")
+                raise DataError(f"{origin}:{number} has {count} pieces; the model accepts at most {max_length - 1} "
+                                f"(plus EOS): shorten or split that pair. {fix}")
         pairs.append(ScorePair(number, source, target, int(n_source), int(n_target)))
     return pairs
 
@@ -79,8 +103,12 @@ def format_score(score, token_level=False, as_json=False):
 
 
 def _read(path):
-    with open(path, "rb") as handle:
-        lines = decode_text(handle.read(), path)
+    try:
+        with open(path, "rb") as handle:
+            lines = decode_text(handle.read(), path)
+    except (FileNotFoundError, IsADirectoryError):
+        raise MissingPathError(f"{path} does not exist or is not a file: give the file of one sentence per "
+                               "line.") from None
     if not lines:
         raise DataError(f"{path} is empty: expected one sentence per line.")
     return lines
