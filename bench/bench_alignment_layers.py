@@ -33,7 +33,7 @@ from help_test_pairs import add_arguments, load_pairs, write_json  # noqa: E402
 from t2t_keras.decoding.aligner import Aligner, aligned_pair  # noqa: E402
 from t2t_keras.decoding.alignment import ROWS, parse_pharaoh  # noqa: E402
 from t2t_keras.evaluation.evaluate_run import load_eval_pairs  # noqa: E402
-from t2t_keras.evaluation.tag_agreement import summarize, transfer_scores  # noqa: E402
+from tag_agreement import summarize, transfer_scores  # noqa: E402
 from t2t_keras.runs import load_run  # noqa: E402
 
 

@@ -28,6 +28,8 @@ records the cores other processes used meanwhile, and measures again (up to
 
 import argparse
 import os
+import pathlib
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -38,8 +40,11 @@ import tensorflow as tf  # noqa: E402
 import timing  # noqa: E402
 from timing import machine_description, measure_quietly  # noqa: E402
 
-from t2t_keras.decoding import beam_search, greedy_decode, reference_beam_search, reference_greedy  # noqa: E402
+from t2t_keras.decoding import beam_search, greedy_decode  # noqa: E402
 from t2t_keras.decoding.common import write_at  # noqa: E402
+
+sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))  # the repository root, for the tests' oracle
+from tests.reference_search import reference_beam_search, reference_greedy  # noqa: E402
 from t2t_keras.model import StepOutput, Transformer  # noqa: E402
 from t2t_keras.special_ids import EOS_ID  # noqa: E402
 

@@ -8,7 +8,7 @@ tags (emphasis, UI items, links, ahelp spans, line breaks, icons; see
 German translation from the word alignment of the two (one forced-decoding
 pass of the run's model over the reference, `decoding.aligner`, layer and
 heads from `--layer` / `--heads` / `--rows` or the run's `decoding.alignment_*`), and
-compared with where the translators put them (`evaluation.tag_agreement`:
+compared with where the translators put them (`bench/tag_agreement.py`:
 word F1 of each paired tag, exact matches, self-closing tags after the same
 word). A baseline that knows no words aligns by relative position.
 `--translate` also translates the sources with markup, as `translate --markup`
@@ -31,7 +31,7 @@ from t2t_keras.decoding.aligner import Aligner  # noqa: E402
 from t2t_keras.decoding.alignment import links_from_scores, positional_scores  # noqa: E402
 from t2t_keras.decoding.markup import parse_markup  # noqa: E402
 from t2t_keras.decoding.tag_placement import place_tags  # noqa: E402
-from t2t_keras.evaluation.tag_agreement import summarize, transfer_scores  # noqa: E402
+from tag_agreement import summarize, transfer_scores  # noqa: E402
 
 
 def positional_links(sources, references):

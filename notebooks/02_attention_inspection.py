@@ -116,7 +116,7 @@ display({"text/html": iframe}, raw=True)
 # %%
 from t2t_keras.inspect.heads import head_entropy
 from t2t_keras.inspect.heatmaps import figure_png
-from t2t_keras.notebook_support import attention_lines_figure
+from t2t_keras.inspect.attention_lines import attention_lines_figure
 
 encoder = maps.encoder[last]  # (heads, S, S)
 positions = np.arange(len(maps.source_tokens))

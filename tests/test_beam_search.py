@@ -3,7 +3,8 @@
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding import beam_search, greedy_decode, length_penalty, reference_beam_search
+from t2t_keras.decoding import beam_search, greedy_decode, length_penalty
+from tests.reference_search import reference_beam_search
 from t2t_keras.special_ids import EOS_ID
 from tests.helpers import long_check
 from tests.test_greedy import (

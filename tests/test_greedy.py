@@ -6,7 +6,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.decoding import greedy_decode, reference_greedy
+from t2t_keras.decoding import greedy_decode
+from tests.reference_search import reference_greedy
 from t2t_keras.decoding.sampling import top_k_filter
 from t2t_keras.model import Transformer
 from t2t_keras.special_ids import EOS_ID

@@ -19,7 +19,7 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
       -> artifacts                             any run or export opened, one interface: generate, score
       -> evaluation, serving, pipeline         scoring and serving what artifacts generate; the commands' steps
       -> distillation                          a teacher's translations, then a student trained on them
-      -> cli, main_job, notebook_support
+      -> cli, main_job
 """
 
 import ast
@@ -67,7 +67,6 @@ ALLOWED = {
     "inspect": SHARED,
     "pretrained": SHARED,
     "serving": SHARED | {"artifacts", "inspect"},
-    "notebook_support": {"inspect"},
     "artifacts": SHARED | {"export"},
     "pipeline": SHARED | {"training", "evaluation", "export", "inspect"},
     "main_job": SHARED | {"training", "evaluation", "export", "inspect", "pipeline", "artifacts"},

@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.colors import to_rgba
 
 from t2t_keras.inspect.heads import head_entropy
-from t2t_keras.notebook_support import attention_lines_figure
+from t2t_keras.inspect.attention_lines import attention_lines_figure
 from tests.helpers import write_toy_corpus
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -1,7 +1,7 @@
 """What every view of attention heads shares: one colour per head, and the entropy of a head's attention.
 
 The TensorBoard statistics (`summary`), the HTML page (`html_view`) and the
-notebooks' figures (`notebook_support`) all use these, so a head has the same
+lines of the paper's figures (`attention_lines`) all use these, so a head has the same
 colour and the same entropy everywhere.
 """
 

@@ -1,4 +1,4 @@
-"""A helper of the notebooks: attention drawn as lines, as in the paper's Figures 3-5.
+"""Attention drawn as lines, as in the paper's Figures 3-5 (notebook 02 draws them).
 
 The figures use matplotlib's object API on the Agg canvas, like `inspect.heatmaps`,
 so they can be saved without a display; in Jupyter, `display(figure)` shows them.
