@@ -60,12 +60,7 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", request=None,
     """
     run = open_run(run_dir)
     config = run.load_config()
-    if config.task == "mlm":
-        raise T2TError(f"{run_dir} trains task 'mlm': a masked language model has nothing to generate, so there "
-                       "is nothing to export. Export a translation or lm run; score the mlm with t2t-keras evaluate.")
-    if config.task == "lm":
-        check_applicable(sorted(name for name, value in dict(max_beam_size=max_beam_size, **options).items()
-                                if value is not None and name != "overwrite"), "the export of an lm run")
+    _check_exportable(config.task, run_dir, dict(max_beam_size=max_beam_size, **options))
     request = task_of(config).default_request(config.decoding) if request is None else request
     if options.pop("shortlist", None):
         options["shortlist"] = run.load_shortlist()  # before the weights: a bad file fails before any work
@@ -79,6 +74,16 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", request=None,
     options = {"shards": config.decoding.shards, **options}
     return export_translator(model, tokenizer, out_dir, config.decoding.max_beam_size if max_beam_size is None
                              else max_beam_size, request, **options)
+
+
+def _check_exportable(task, run_dir, options):
+    """Refuses an mlm run (nothing to generate), and for an lm run the options only a translation export takes."""
+    if task == "mlm":
+        raise T2TError(f"{run_dir} trains task 'mlm': a masked language model has nothing to generate, so there "
+                       "is nothing to export. Export a translation or lm run; score the mlm with t2t-keras evaluate.")
+    if task == "lm":
+        check_applicable(sorted(name for name, value in options.items() if value is not None and name != "overwrite"),
+                         "the export of an lm run")
 
 
 def _auto_quantization(model, options):

@@ -78,9 +78,15 @@ def inspect_run(path=None, text=None, out=None, reference=None, checkpoint="auto
     maps = extract_attention(model, tokenizer, text, reference, max_extra_length)
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    images = _write_heatmaps(maps, out, dpi)
+    html = write_html(maps, out / HTML_NAME, title=f"Attention of {pathlib.Path(path).name}")
+    return InspectResult(html=html, images=images, maps=maps)
+
+
+def _write_heatmaps(maps, out, dpi):
+    """One PNG of per-head heatmaps per attention kind and layer in `out`: `{(kind, layer): path}`."""
     images = {}
     for (kind, layer), png in all_layer_pngs(maps, dpi).items():
         images[(kind, layer)] = out / image_name(kind, layer)
         images[(kind, layer)].write_bytes(png)
-    html = write_html(maps, out / HTML_NAME, title=f"Attention of {pathlib.Path(path).name}")
-    return InspectResult(html=html, images=images, maps=maps)
+    return images
