@@ -134,11 +134,7 @@ def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTra
     data = config.data
     tokenizer = load_tokenizer(run.checked_tokenizer_file(data.tokenizer), data.tokenizer)
     check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
-    options = dict(seed=config.training.seed, batch_tokens=data.batch_tokens, max_length=data.max_length,
-                   num_replicas=num_replicas)
-    if data.sources:  # a weighted mixture: each epoch draws from each corpus by its weight
-        options["shares"] = [weight for _, weight in sources.components(data)]
-
+    options = _stream_options(config, num_replicas)
     ids = config.model.special_ids  # frame and pad the pieces (data/framing.py)
 
     def seek(position, input_context=None):
@@ -153,13 +149,28 @@ def prepared_training(run, config, num_replicas=1, num_workers=1) -> PreparedTra
         # every step for the workers to agree that each still has a batch.
         return dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
 
-    provenance = dict(source=manifest["settings"]["source"], prepared=str(run.prepared_dir),
-                      files=[entry["path"] for entry in manifest["corpus"]], pairs=manifest["pairs"]["kept"],
-                      shards=len(manifest["shards"]))
     split = dict(num_workers=num_workers)
     if num_workers > 1:  # absent on one worker, as in the records of runs from before file-level sharding
         split["sharding"] = FILE_SHARDING
-    return PreparedTraining(tokenizer, seek, stream_record(manifest, dict(options, **split)), provenance)
+    return PreparedTraining(tokenizer, seek, stream_record(manifest, dict(options, **split)),
+                            _provenance(run, manifest))
+
+
+def _stream_options(config, num_replicas):
+    """The prepared stream's settings: seed, tokens a batch, length limit, replicas, and a mixture's shares."""
+    data = config.data
+    options = dict(seed=config.training.seed, batch_tokens=data.batch_tokens, max_length=data.max_length,
+                   num_replicas=num_replicas)
+    if data.sources:  # a weighted mixture: each epoch draws from each corpus by its weight
+        options["shares"] = [weight for _, weight in sources.components(data)]
+    return options
+
+
+def _provenance(run, manifest):
+    """What the run records of the corpus it trains on: its source, directory, files, pairs kept and shards."""
+    return dict(source=manifest["settings"]["source"], prepared=str(run.prepared_dir),
+                files=[entry["path"] for entry in manifest["corpus"]], pairs=manifest["pairs"]["kept"],
+                shards=len(manifest["shards"]))
 
 
 def _worker_stream(prepared_dir, options, position, input_context):
