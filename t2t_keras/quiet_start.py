@@ -7,12 +7,15 @@ library that loads it: twice), "Could not find cuda drivers on your machine" on 
 
     import_tensorflow_quietly(verbose=args.verbose)   # once the command's switches are set, before its work
 
-`import_tensorflow_quietly` imports TensorFlow, and lets it look for GPUs, with file descriptor 2 sent to a temporary file and writes back
-every line that is not one of the known start-up lines (`STARTUP_LINES`), so a real warning or error still
-shows; if the import fails, everything it wrote is written back before the error. Nothing is hidden when the
+`import_tensorflow_quietly` imports TensorFlow, and lets it look for GPUs, with file descriptor 2 sent to a
+temporary file (`native_lines_dropped`), and writes back every line that is not one of the known start-up lines
+(`STARTUP_LINES`), so a real warning or error still shows; if the import fails, everything it wrote is written back
+before the error. LiteRT's first call logs one INFO line the same way; `artifacts.litert` drops it while
+TensorFlow's INFO lines are hidden. Nothing is hidden when the
 user asked to see it: `--verbose`, or a `TF_CPP_MIN_LOG_LEVEL` of their own in the environment.
 """
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -45,23 +48,37 @@ def import_tensorflow_quietly(verbose=False, environ=None):
 
         return
     environ[LOG_LEVEL] = QUIET_LOG_LEVEL
-    with tempfile.TemporaryFile() as captured:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(captured.fileno(), 2)
-        try:
-            import tensorflow as tf
+    with native_lines_dropped(STARTUP_LINES):
+        import tensorflow as tf
 
-            tf.config.list_physical_devices("GPU")  # where "failed call to cuInit" comes, on a machine without one
-        except BaseException:
-            _restore(saved, captured, keep=lambda line: True)
-            raise
-        _restore(saved, captured, keep=lambda line: not is_startup_line(line))
+        tf.config.list_physical_devices("GPU")  # where "failed call to cuInit" comes, on a machine without one
 
 
 def is_startup_line(line):
     """Whether `line` (text) is one of TensorFlow's known start-up lines."""
     return any(known in line for known in STARTUP_LINES)
+
+
+def info_hidden(environ=None):
+    """Whether TensorFlow's INFO lines are hidden (`TF_CPP_MIN_LOG_LEVEL` 1 or more), as after a quiet start."""
+    level = (os.environ if environ is None else environ).get(LOG_LEVEL, "")
+    return level.isdigit() and int(level) >= 1
+
+
+@contextlib.contextmanager
+def native_lines_dropped(known):
+    """Runs the block with file descriptor 2 sent to a temporary file, then writes back every line that holds none
+    of the strings `known`; if the block raises, everything it wrote first."""
+    with tempfile.TemporaryFile() as captured:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            _restore(saved, captured, keep=lambda line: True)
+            raise
+        _restore(saved, captured, keep=lambda line: not any(text in line for text in known))
 
 
 def _restore(saved, captured, keep):

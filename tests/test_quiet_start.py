@@ -9,7 +9,7 @@ import tempfile
 import textwrap
 import unittest
 
-from t2t_keras.quiet_start import STARTUP_LINES, is_startup_line, wants_quiet
+from t2t_keras.quiet_start import STARTUP_LINES, info_hidden, is_startup_line, native_lines_dropped, wants_quiet
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REAL_WARNING = "W0000 00:00:1.0 1 some_op.cc:1] a warning of TensorFlow's own that a user must see"
@@ -50,6 +50,47 @@ class StartupLinesTest(unittest.TestCase):
         self.assertTrue(wants_quiet(False, {}))
         self.assertFalse(wants_quiet(True, {}))
         self.assertFalse(wants_quiet(False, {"TF_CPP_MIN_LOG_LEVEL": "0"}))
+
+
+class NativeLinesDroppedTest(unittest.TestCase):
+    """What native code writes to file descriptor 2 in the block: the known lines dropped, the others written back
+    (LiteRT's first call logs "Created TensorFlow Lite XNNPACK delegate" so)."""
+
+    def written_to_fd2(self, block):
+        with tempfile.TemporaryFile() as outer:
+            sys.stderr.flush()
+            saved = os.dup(2)
+            os.dup2(outer.fileno(), 2)
+            try:
+                block()
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+            outer.seek(0)
+            return outer.read().decode()
+
+    def test_known_lines_are_dropped_and_the_others_written_back(self):
+        def block():
+            with native_lines_dropped(("XNNPACK delegate",)):
+                os.write(2, b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n")
+                os.write(2, REAL_WARNING.encode() + b"\n")
+
+        self.assertEqual(self.written_to_fd2(block), REAL_WARNING + "\n")
+
+    def test_a_failing_block_writes_back_everything_and_raises(self):
+        def block():
+            with self.assertRaises(RuntimeError):
+                with native_lines_dropped(("XNNPACK delegate",)):
+                    os.write(2, b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n")
+                    raise RuntimeError("the interpreter failed")
+
+        self.assertIn("XNNPACK delegate", self.written_to_fd2(block))
+
+    def test_info_is_hidden_from_log_level_1(self):
+        self.assertEqual([info_hidden({"TF_CPP_MIN_LOG_LEVEL": v}) for v in ("0", "1", "2", "x")],
+                         [False, True, True, False])
+        self.assertFalse(info_hidden({}))
 
 
 class QuietImportTest(unittest.TestCase):

@@ -12,6 +12,7 @@ since the graph can only clamp its values. The file returns the best translation
 and holds no forced decoding: it generates, and does not score.
 """
 
+import contextlib
 import json
 import mmap
 import pathlib
@@ -24,11 +25,13 @@ from t2t_keras.decoding.request import Generation, GenerationRequest, check_line
 from t2t_keras.errors import T2TError
 from t2t_keras.export.litert_export import CUSTOM_OPS, METADATA_NAME
 from t2t_keras.hardware import Hardware
+from t2t_keras.quiet_start import info_hidden, native_lines_dropped
 
 LITERT_VERSION = "2.3.0"  # the ai-edge-litert the package pins (setup.cfg)
 REGISTRARS = {"TFText>FastSentencepieceTokenize": "AddFastSentencepieceTokenize",
               "TFText>FastSentencepieceDetokenize": "AddFastSentencepieceDetokenize"}
 ACCEPTS = frozenset({"beam_size", "alpha", "max_extra_length"})
+LITERT_INFO_LINES = ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.",)  # the first call's
 
 
 class LiteRTArtifact(Artifact):
@@ -52,6 +55,7 @@ class LiteRTArtifact(Artifact):
         self.metadata = read_metadata(self.path)
         self.interpreter = load_interpreter(self.path, threads)
         self._translate = self.interpreter.get_signature_runner("translate")
+        self._called = False
         self.max_beam_size, self.max_length = int(self.metadata["max_beam_size"]), int(self.metadata["max_length"])
         defaults = self.metadata["defaults"]
         self.defaults = GenerationRequest(int(defaults["beam_size"]), float(defaults["alpha"]),
@@ -66,11 +70,20 @@ class LiteRTArtifact(Artifact):
         return in_chunks(lines, 1, 1, lambda chunk: self._one(chunk[0], request))
 
     def _one(self, sentence, request):
-        out = self._translate(sentence=np.array([sentence.encode("utf-8")], dtype=object),
-                              beam_size=np.int32(request.beam_size), alpha=np.float32(request.alpha),
-                              max_extra_length=np.int32(request.max_extra_length))
+        with self._first_call():
+            out = self._translate(sentence=np.array([sentence.encode("utf-8")], dtype=object),
+                                  beam_size=np.int32(request.beam_size), alpha=np.float32(request.alpha),
+                                  max_extra_length=np.int32(request.max_extra_length))
         return Generation([[out["translation"][0].decode("utf-8", errors="replace")]], [[float(out["score"][0])]],
                           [bool(out["truncated"][0])], None, [None])
+
+    def _first_call(self):
+        """Around the interpreter's first call, which logs its INFO line on the XNNPACK delegate: dropped while
+        TensorFlow's INFO lines are hidden (`quiet_start`), kept with `--verbose`."""
+        if self._called or not info_hidden():
+            return contextlib.nullcontext()
+        self._called = True
+        return native_lines_dropped(LITERT_INFO_LINES)
 
     def signature_defs(self):
         """The file's signature in TF Serving's metadata format."""
