@@ -11,7 +11,7 @@ import sys
 
 from t2t_keras.backends import requested_backend, require_tensorflow_backend
 from t2t_keras.cli_arguments import STUDENT_PRESET, build_parser
-from t2t_keras.errors import MissingPathError, T2TError
+from t2t_keras.errors import T2TError
 
 # The flags that set a field of a `decoding.request.GenerationRequest`, by the field's name.
 REQUEST_FLAGS = ("beam_size", "alpha", "length_penalty", "stopping", "max_extra_length", "max_output_length",
@@ -44,13 +44,10 @@ def _read_input(path):
 
 def _read_bytes(path):
     """The bytes of `path`, or of stdin when it is None, and the name errors give them."""
+    from t2t_keras.data.text_files import read_user_file
+
     if path:
-        try:
-            with open(path, "rb") as handle:
-                return handle.read(), path
-        except (FileNotFoundError, IsADirectoryError):
-            raise MissingPathError(f"{path} does not exist or is not a file: give the input file's path, or no "
-                                   "--input to read standard input.") from None
+        return read_user_file(path, "give the input file's path, or no --input to read standard input."), path
     return sys.stdin.buffer.read(), "<stdin>"
 
 
@@ -134,12 +131,13 @@ def cmd_score(args):
     if args.source is not None and args.input is not None:
         raise T2TError("Give the pairs either as --source and --target files or as SOURCE<TAB>TARGET lines "
                        "(--input or stdin), not both.")
-    data, origin = (None, None) if args.source is not None else _read_bytes(args.input)  # before the model opens
+    given = _read_bytes(args.input) if args.input is not None else None  # a missing file fails before the model
     artifact = _open(args)
-    artifact.require("score")
+    artifact.require("score")  # before stdin is read: a model that cannot score is refused at once
     if args.source is not None:
         pairs = read_score_pairs(args.source, args.target, artifact.max_length, artifact.piece_lengths)
     else:
+        data, origin = given or _read_bytes(None)
         pairs = read_tab_separated_pairs(data, origin, artifact.max_length, artifact.piece_lengths)
     for score in artifact.score(pairs, batch_tokens=args.batch_tokens):
         print(format_score(score, args.token_level, args.json))

@@ -104,8 +104,11 @@ class LineTest(unittest.TestCase):
         self.admission.admit(2, Arrival(key=b"newer"), now=0.5)  # took the room before the place was due
         again = refusal(self.admission, 2, self.first, now=self.told)
         self.admission.release(2)
-        refusal(self.admission, 2, Arrival(key=b"later"), now=self.told + again.retry_after)
-        self.admission.admit(2, self.first, now=self.told + again.retry_after)
+        later = refusal(self.admission, 2, Arrival(key=b"later"), now=self.told + again.retry_after)
+        self.assertGreaterEqual(later.retry_after, 1)  # "later" is told to come back: the due place goes first
+        held = self.admission.held
+        self.admission.admit(2, self.first, now=self.told + again.retry_after)  # raises Overloaded if refused
+        self.assertEqual(self.admission.held, held + 2)
 
     def test_a_place_not_claimed_in_time_is_given_up(self):
         refusal(self.admission, 2, Arrival(key=b"newer"), now=self.told)
@@ -136,9 +139,12 @@ class AbandonedPlacesTest(unittest.TestCase):
         told = refusal(admission, 6, Arrival(key=b"a"), now=0.0).retry_after
         admission.release(7)  # 1 sentence queued and "a" due with 6: no room for 2 more, but the model needs work
         admission.admit(2, Arrival(key=b"b"), now=told)
-        refusal(admission, 2, Arrival(key=b"c"), now=told)  # past a batch: "a" goes first
+        self.assertEqual(admission.held, 3)  # "b" queued although "a" is due: the batch is not full
+        refused = refusal(admission, 2, Arrival(key=b"c"), now=told)  # past a batch: "a" goes first
+        self.assertGreaterEqual(refused.retry_after, 1)
         admission.release(1)
         admission.admit(6, Arrival(key=b"a"), now=told)
+        self.assertEqual(admission.held, 8)
 
 
 class DeadlineTest(unittest.TestCase):

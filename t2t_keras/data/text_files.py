@@ -8,7 +8,7 @@ logged.
 import logging
 from typing import Iterable, Iterator
 
-from t2t_keras.errors import DataError
+from t2t_keras.errors import DataError, MissingPathError
 from t2t_keras.files import write_bytes_atomic
 
 logger = logging.getLogger(__name__)
@@ -107,6 +107,15 @@ def decode_text(data: bytes, origin) -> list[str]:
     if decoded and decoded[0].startswith(_BOM):
         decoded[0] = decoded[0][len(_BOM):]
     return decoded
+
+
+def read_user_file(path, fix) -> bytes:
+    """The bytes of a file the user named; a `MissingPathError` naming it and `fix` when it is missing or a folder."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (FileNotFoundError, IsADirectoryError):
+        raise MissingPathError(f"{path} does not exist or is not a file: {fix}") from None
 
 
 def iter_lines(path) -> Iterator[str]:

@@ -13,8 +13,8 @@ signature or CTranslate2's `score_batch`, behind the artifacts' `score`.
 import dataclasses
 import json
 
-from t2t_keras.data.text_files import decode_text
-from t2t_keras.errors import DataError, MissingPathError
+from t2t_keras.data.text_files import decode_text, read_user_file
+from t2t_keras.errors import DataError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,12 +103,7 @@ def format_score(score, token_level=False, as_json=False):
 
 
 def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            lines = decode_text(handle.read(), path)
-    except (FileNotFoundError, IsADirectoryError):
-        raise MissingPathError(f"{path} does not exist or is not a file: give the file of one sentence per "
-                               "line.") from None
+    lines = decode_text(read_user_file(path, "give the file of one sentence per line."), path)
     if not lines:
         raise DataError(f"{path} is empty: expected one sentence per line.")
     return lines
