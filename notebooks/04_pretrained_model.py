@@ -28,6 +28,7 @@
 # | variable | default | meaning |
 # |---|---|---|
 # | `T2T_NOTEBOOK_CHECKPOINT` | (none) | a downloaded OPUS-MT directory; none: a tiny one made here with transformers |
+# | `T2T_NOTEBOOK_T5_CHECKPOINT` | (none) | a downloaded MADLAD-400 directory; none: a tiny MADLAD-shaped one made here |
 # | `T2T_NOTEBOOK_WORK_DIR` | `runs/pretrained-notebook` | the runs and exports (replaced) |
 # | `T2T_NOTEBOOK_TRAIN_FILES` | (none) | `source;target` files to fine-tune on; none: a toy corpus written here |
 # | `T2T_NOTEBOOK_STEPS` | `20` | fine-tuning updates |
@@ -161,6 +162,73 @@ from t2t_keras.artifacts import open_artifact
 imported = open_artifact(run)
 for source_text, translation in zip(sentences, imported.generate(sentences, imported.request(beam_size=1)).best):
     print(f"{source_text}\n  → {translation}")
+
+# %% [markdown]
+# ## A T5-family checkpoint beside it
+#
+# `import --from t5` takes T5, Flan-T5, mT5 and MADLAD-400 (`T5ForConditionalGeneration`,
+# `MT5ForConditionalGeneration`). T5 throws more switches than Marian: a learned relative position bias in
+# the self-attention instead of added sinusoids, RMS normalisation before each sublayer, a gated feed-forward,
+# no biases, no 1/√d_k. MADLAD-400 translates into the language whose tag starts the source: `target_lang="de"`
+# (`--target-lang de`) writes `<2de>` first. Set `T2T_NOTEBOOK_T5_CHECKPOINT` to a downloaded directory
+# (`huggingface-cli download google/madlad400-3b-mt --local-dir ckpt/madlad-3b`: 12 GB in float32); without it a
+# MADLAD-shaped stand-in is made here with transformers, d_model 32.
+
+# %%
+T5_CHECKPOINT = os.environ.get("T2T_NOTEBOOK_T5_CHECKPOINT")
+
+
+def tiny_madlad(directory, lines):
+    """A MADLAD-400-shaped checkpoint: gated GELU, target tags <2xx> as SentencePiece user symbols, spiece.model
+    beside the tokenizer.json transformers writes, saved by transformers 5 (which writes the projection tied to
+    the embedding, with `scale_decoder_outputs: false`)."""
+    import sentencepiece as spm
+    from transformers import GenerationConfig, T5Config, T5ForConditionalGeneration, T5Tokenizer
+
+    directory.mkdir(parents=True)
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=str(directory / "spiece"),
+                                   vocab_size=60, minloglevel=2, pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+                                   user_defined_symbols="<2de>,<2en>")
+    (directory / "spiece.vocab").unlink()
+    T5Tokenizer.from_pretrained(str(directory), extra_ids=4).save_pretrained(directory)
+    config = T5Config(vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                      feed_forward_proj="gated-gelu", tie_word_embeddings=False, decoder_start_token_id=0)
+    model, generator = T5ForConditionalGeneration(config), torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.2 + ("layer_norm" in name))
+    model.save_pretrained(directory)
+    GenerationConfig(decoder_start_token_id=0, pad_token_id=0, eos_token_id=1).save_pretrained(directory)
+    return directory
+
+
+if T5_CHECKPOINT is None:
+    T5_CHECKPOINT = tiny_madlad(WORK_DIR / "checkpoint" / "madlad-tiny", [line for pair in pairs for line in pair])
+t5_run = import_checkpoint("t5", T5_CHECKPOINT, WORK_DIR / "imported-t5", target_lang="de")
+t5_config = t5_run.load_config()
+for key in ("position_encoding", "relative_buckets", "normalization", "gated_feed_forward", "activation",
+            "use_bias", "scale_attention", "tie_embeddings", "special_ids"):
+    print(f"{key:>20}: {getattr(t5_config.model, key)}")
+
+# %% [markdown]
+# Its logits are transformers' on the same ids (the source starts with `<2de>`), and the run translates as any
+# other.
+
+# %%
+from transformers import AutoModelForSeq2SeqLM
+
+t5_ids = t5_config.model.special_ids
+t5_source = t5_run.load_tokenizer().tokenize(sentences).to_tensor(default_value=t5_ids.pad).numpy()
+t5_target_in = np.concatenate([np.full((len(t5_source), 1), t5_ids.decoder_start), t5_source[:, 1:-1]], axis=1)
+with torch.no_grad():
+    t5_theirs = AutoModelForSeq2SeqLM.from_pretrained(T5_CHECKPOINT).eval()(
+        input_ids=torch.tensor(t5_source, dtype=torch.long), attention_mask=torch.tensor(t5_source != t5_ids.pad),
+        decoder_input_ids=torch.tensor(t5_target_in, dtype=torch.long)).logits.numpy()
+t5_logits_difference = float(np.max(np.abs(np.asarray(load_run_model(t5_run)((t5_source, t5_target_in)))
+                                            - t5_theirs)))
+print(f"max |logit difference| {t5_logits_difference:.2e}")
+t5_imported = open_artifact(t5_run)
+print(t5_imported.generate(sentences, t5_imported.request(beam_size=1)).best)
 
 # %% [markdown]
 # ## The heads, for TensorBoard

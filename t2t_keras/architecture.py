@@ -12,11 +12,15 @@ from t2t_keras.errors import ConfigError
 ARCHITECTURE_CHOICES = ("encoder_decoder", "decoder_only", "encoder_only")
 TIE_CHOICES = ("all", "target", "none")  # §3.4 shares one matrix between both embeddings and the projection
 SOFTMAX_CHOICES = ("full", "adaptive")  # adaptive: Grave et al., 2017 (layers.AdaptiveSoftmax)
-POSITION_CHOICES = ("sinusoidal", "learned")  # §3.5, and Table 3 row (E)
+# §3.5, Table 3 row (E), and T5's learned bias of bucketed relative positions (Raffel et al., 2020), which adds
+# nothing to the embeddings (layers.RelativePositionBias)
+POSITION_CHOICES = ("sinusoidal", "learned", "relative")
+NORMALIZATION_CHOICES = ("layer", "rms")  # LayerNorm (§3.1), or T5's RMS normalisation (layers.RMSNormalization)
 # The sinusoid's layout (layers.SinusoidalPositionEncoding): §3.5's interleaved sin/cos; Marian's [sin..., cos...]
 # with the same frequencies; fairseq's [sin..., cos...] with frequencies 10000^(-i / (d/2 - 1)).
 SINUSOID_CHOICES = ("interleaved", "split", "fairseq")
-ACTIVATION_CHOICES = ("relu", "gelu", "swish")  # the feed-forward nonlinearity (§3.3: relu); Keras' names
+# the feed-forward nonlinearity (§3.3: relu); Keras' names, and "gelu_tanh", GELU's tanh approximation (T5's gelu_new)
+ACTIVATION_CHOICES = ("relu", "gelu", "swish", "gelu_tanh")
 
 
 def check_choice(name, value, choices, prefix=""):
@@ -71,3 +75,13 @@ def check_position_switches(position_encoding, position_sinusoid, position_offse
     if position_sinusoid == "fairseq" and hidden_dim < 4:
         raise ConfigError(f"{prefix}position_sinusoid='fairseq' divides by d_model / 2 - 1, so it needs "
                           f"{prefix}hidden_dim >= 4. Received: hidden_dim={hidden_dim}")
+
+
+def check_relative_switches(relative_buckets, relative_max_distance, prefix=""):
+    """T5's bucketed relative positions: half the buckets exact, the rest logarithmic up to the largest distance."""
+    for name, value in (("relative_buckets", relative_buckets), ("relative_max_distance", relative_max_distance)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 4:
+            raise ConfigError(f"{prefix}{name} must be an integer >= 4 (T5: 32 and 128). Received: {name}={value!r}")
+    if relative_max_distance <= relative_buckets // 2:
+        raise ConfigError(f"{prefix}relative_max_distance ({relative_max_distance}) must exceed the exact buckets, "
+                          f"relative_buckets / 2 ({relative_buckets // 2}): raise relative_max_distance.")

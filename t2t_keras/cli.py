@@ -15,8 +15,9 @@ from t2t_keras.errors import T2TError
 
 # The flags that set a field of a `decoding.request.GenerationRequest`, by the field's name.
 REQUEST_FLAGS = ("beam_size", "alpha", "length_penalty", "stopping", "max_extra_length", "max_output_length",
-                 "end_at_limit", "temperature", "top_k", "seed", "alignments", "alignment_layer", "alignment_heads",
-                 "alignment_rows", "src_lang", "tgt_lang")
+                 "end_at_limit", "temperature", "top_k", "top_p", "epsilon", "seed", "num_return", "alignments",
+                 "alignment_layer", "alignment_heads", "alignment_rows", "src_lang", "tgt_lang", "mbr", "candidates",
+                 "candidates_from", "mbr_aggregate", "quality", "min_quality")
 # The flags that choose how a run's own model decodes (`artifacts.open_artifact`).
 OPEN_FLAGS = ("model", "precision", "shards", "shortlist")
 
@@ -76,7 +77,14 @@ def cmd_prepare(args):
     from t2t_keras.config import load_config
     from t2t_keras.tasks.data_route import format_preparation, prepare_run
 
-    manifest = prepare_run(load_config(args.config, args.overrides), args.run_dir, where=f"--config {args.config}")
+    config = load_config(args.config, args.overrides)
+    if args.runner:  # the corpus pipeline on Apache Beam (`beam.corpus_command`)
+        from t2t_keras.beam.corpus_command import prepare_command
+
+        manifest = prepare_command(config, args.run_dir, args.runner, args.workers, args.pipeline_flags,
+                                   max_ratio=args.max_length_ratio)
+    else:
+        manifest = prepare_run(config, args.run_dir, where=f"--config {args.config}")
     print(format_preparation(manifest, args.run_dir))
     return 0
 
@@ -105,9 +113,13 @@ def cmd_translate(args):
     from t2t_keras.evaluation.aligned import aligned_translations
     from t2t_keras.evaluation.terminology import print_terminology_translations
 
+    if args.runner:
+        return _on_runner(args)
     if args.terminology and args.shortlist:
         raise T2TError(SHORTLIST_WITH_TERMS)  # the flags clash before any file is read
     given = _given(args, REQUEST_FLAGS)
+    if given.get("quality") or args.min_quality is not None:
+        return _translate_with_quality(args, given)
     check_alignment_details(given, args.alignments or args.markup)
     artifact = _open(args)
     request, lines = artifact.request(**given), _read_input(args.input)
@@ -115,16 +127,60 @@ def cmd_translate(args):
         return print_terminology_translations(artifact, lines, args.terminology, request)
     if args.alignments or args.markup:
         outputs = aligned_translations(artifact, lines, request, args.markup, args.input or "<stdin>")
-    else:
-        outputs = artifact.generate(lines, request).best
+    else:  # with --num-return N, a line's N translations (samples, or an n-best list) tab-separated, best first
+        outputs = ["\t".join(texts) for texts in artifact.generate(lines, request).texts]
     for line in outputs:
         print(line)
     return 0
 
 
+def _translate_with_quality(args, given):
+    """translate --with-quality / --min-quality: TRANSLATION<TAB>QUALITY lines, or an empty line (listed in the
+    side file) below --min-quality."""
+    from t2t_keras.evaluation.quality_estimate import low_quality_path, quality_outputs, write_withheld
+
+    clashing = [flag for flag, value in (("--terminology", args.terminology), ("--alignments", args.alignments),
+                                         ("--markup", args.markup)) if value]
+    if clashing:
+        raise T2TError(f"--with-quality and --min-quality go with plain translations: leave out {', '.join(clashing)}.")
+    side_file = low_quality_path(args.input, args.low_quality_file) if args.min_quality is not None else None
+    artifact = _open(args)
+    request, lines = artifact.request(**given), _read_input(args.input)
+    outputs, withheld = quality_outputs(lines, artifact.generate(lines, request), request.quality,
+                                        request.min_quality)
+    if side_file is not None:
+        write_withheld(side_file, withheld)
+    for line in outputs:
+        print(line)
+    return 0
+
+
+def cmd_qe_train(args):
+    from t2t_keras.evaluation.quality_estimate import format_training, train_quality_estimate
+
+    result = train_quality_estimate(args.run_dir, args.split, args.source, args.reference, args.limit,
+                                    **_given(args, REQUEST_FLAGS))
+    print(json.dumps(result) if args.json else format_training(result))
+    return 0
+
+
+def _on_runner(args):
+    """translate / score --runner: the corpus as an Apache Beam pipeline (`beam.commands`)."""
+    from t2t_keras.beam import commands
+
+    runs = args.run_dirs or []
+    options = dict(_given(args, OPEN_FLAGS), **({"ensemble": runs[1:]} if runs[1:] else {}))
+    if args.command == "score":
+        return commands.score_command(args, args.path or runs[0], options, args.pipeline_flags)
+    return commands.translate_command(args, args.path or runs[0], options, _given(args, REQUEST_FLAGS),
+                                      args.pipeline_flags)
+
+
 def cmd_score(args):
     from t2t_keras.evaluation.scoring import format_score, read_score_pairs, read_tab_separated_pairs
 
+    if args.runner:
+        return _on_runner(args)
     if (args.source is None) != (args.target is None):
         raise T2TError("--source and --target go together (two aligned files); without both, score reads "
                        "SOURCE<TAB>TARGET lines from --input or stdin.")
@@ -205,15 +261,25 @@ def cmd_distill(args):
                                                   STUDENT_PRESET)
     result = distill(args.teacher, args.run_dir, config, minutes=args.minutes, overrides=tuple(args.overrides),
                      beam_size=args.beam_size, original_weight=weight, teacher_weights=args.teacher_weights,
-                     shard_sentences=args.shard_sentences, where=where)
+                     shard_sentences=args.shard_sentences, where=where, runner=_runner_choice(args))
     print(format_distillation(result))
     return 0
+
+
+def _runner_choice(args):
+    """distill --runner: the teacher's pass as a Beam pipeline; None without it."""
+    if not args.runner:
+        return None
+    from t2t_keras.beam.teacher_pass import runner_choice
+
+    return runner_choice(args.runner, args.workers, args.pipeline_flags)
 
 
 def cmd_import(args):
     from t2t_keras.pretrained.importer import import_checkpoint
 
-    print(import_checkpoint(args.family, args.checkpoint, args.run_dir, args.source_lang, args.target_lang))
+    print(import_checkpoint(args.family, args.checkpoint, args.run_dir, args.source_lang, args.target_lang,
+                            args.precision))
     return 0
 
 
@@ -224,14 +290,18 @@ def cmd_main(args):
     return 0
 
 
-COMMANDS = {name[4:]: function for name, function in globals().items() if name.startswith("cmd_")}
+COMMANDS = {name[4:].replace("_", "-"): function for name, function in globals().items() if name.startswith("cmd_")}
 
 
 def main(argv=None):
     from t2t_keras.quiet_start import import_tensorflow_quietly
     from t2t_keras.switches import command_switches
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "runner", None):  # only a pipeline takes flags of its own: Beam's options
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.pipeline_flags = extra
     try:  # the commands (data, training, the searches, export, serving) run on TensorFlow
         require_tensorflow_backend(f"t2t-keras {args.command}", requested_backend())
     except T2TError as error:

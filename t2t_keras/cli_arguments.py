@@ -101,10 +101,48 @@ def _add_language_args(parser, what):
 
 
 def _add_sampling_args(parser):
+    """--temperature, --top-k, --top-p, --epsilon, --seed, --num-return: sampling (`decoding.sampling`)."""
     parser.add_argument("--temperature", type=float,
-                        help="lm: sample the continuation at this temperature (default 0: greedy argmax)")
-    parser.add_argument("--top-k", type=int, help="lm: sample among the k most likely pieces (default 0: all)")
-    parser.add_argument("--seed", type=int, help="lm: seed of the sampler")
+                        help="sample the translation (an lm: the continuation) at this temperature, with "
+                             "--beam-size 1 (default 0: greedy argmax)")
+    parser.add_argument("--top-k", type=int, help="sample among the k most likely pieces (default 0: all)")
+    parser.add_argument("--top-p", type=float,
+                        help="nucleus sampling: among the most likely pieces whose probabilities reach this sum, in "
+                             "(0, 1] (default 1: all)")
+    parser.add_argument("--epsilon", type=float,
+                        help="epsilon sampling: among the pieces of probability at least this, in [0, 1), the most "
+                             "likely always kept (default 0: all; 0.02 is common)")
+    parser.add_argument("--seed", type=int, help="seed of the sampler, >= 0: the same samples every time")
+    parser.add_argument("--num-return", type=int,
+                        help="translations per line, tab-separated, best first: samples with --temperature, else "
+                             "the beam's n-best list (at most --beam-size)")
+
+
+def _add_mbr_args(parser):
+    """--mbr, --candidates, --candidates-from, --mbr-aggregate: minimum Bayes risk decoding (`decoding.mbr`)."""
+    parser.add_argument("--mbr", choices=("chrf", "bleu"),
+                        help="minimum Bayes risk decoding: of --candidates translations per line, output the one with "
+                             "the highest mean chrF (or sentence BLEU) against the others")
+    parser.add_argument("--candidates", type=int, metavar="N", help="--mbr: candidates per line (default 8)")
+    parser.add_argument("--candidates-from", choices=("sample", "beam"),
+                        help="--mbr: epsilon samples (temperature 1, epsilon 0.02 unless given; the default) or a "
+                             "beam search of N returning N")
+    parser.add_argument("--mbr-aggregate", action="store_true", default=None,
+                        help="--mbr: score each candidate against the candidates' aggregate (reference aggregation: "
+                             "N utilities per line instead of N^2)")
+
+
+def _add_quality_args(parser):
+    """--with-quality, --min-quality, --low-quality-file: the quality estimate (t2t-keras qe-train)."""
+    parser.add_argument("--with-quality", dest="quality", action="store_true", default=None,
+                        help="print TRANSLATION<TAB>QUALITY: each translation's quality estimate in [0, 1] (a run "
+                             "or export with one: t2t-keras qe-train)")
+    parser.add_argument("--min-quality", type=float, metavar="Q",
+                        help="a translation estimated below Q is withheld: an empty line in its place (the line "
+                             "count and order are kept), and the line listed in --low-quality-file")
+    parser.add_argument("--low-quality-file", metavar="FILE",
+                        help="--min-quality: where the withheld lines go, one JSON object each (line, source, "
+                             "translation, quality); default INPUT.low-quality.jsonl beside --input")
 
 
 def _add_model_choice(parser, saved_model, ctranslate2, ensembles=False, litert=None):
@@ -130,6 +168,22 @@ def _add_run_dirs(parser, required=False):
                              "decoding settings are the first run's)")
 
 
+def _add_runner_args(parser, lines=True):
+    """--runner (the corpus as an Apache Beam pipeline) and its flags; `lines`: --output, --max-errors,
+    --overwrite of a line-by-line command."""
+    parser.add_argument("--runner", choices=("direct", "dataflow", "flink", "spark"),
+                        help="run as an Apache Beam pipeline (pip install 't2t_keras[beam]') on this runner; "
+                             "flags this command does not know go to Beam as pipeline options (docs/scale.md)")
+    parser.add_argument("--workers", type=int, help="with --runner: worker processes of the direct runner "
+                                                    "(dataflow: --num_workers; flink, spark: --parallelism)")
+    if lines:
+        parser.add_argument("--output", help="with --runner: the output file of one input; for a glob of several, "
+                                             "a directory of one file per input (bad lines: OUTPUT.errors.jsonl)")
+        parser.add_argument("--max-errors", type=int, metavar="N",
+                            help="with --runner: fail when more than N lines are bad (default: no limit)")
+        parser.add_argument("--overwrite", action="store_true", help="with --runner: replace an existing --output")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="t2t-keras", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -146,6 +200,10 @@ def build_parser():
                                            "(translation; train then reads them)")
     _add_config_args(p)
     p.add_argument("--run-dir", required=True, help="the run directory to prepare (config.yaml is written there)")
+    _add_runner_args(p, lines=False)
+    p.add_argument("--max-length-ratio", type=float, metavar="R",
+                   help="with --runner: also drop pairs whose longer side has more than R times the characters of "
+                        "the shorter (default: no ratio filter, the pairs prepare keeps)")
 
     p = commands.add_parser("train", help="train a model, or continue the run in --run-dir")
     _add_config_args(p, default=None, help="preset name (configs/NAME.yaml) or a YAML file (default: the run's own "
@@ -200,9 +258,22 @@ def build_parser():
                    help="a target word's attention: of the steps that output it, or read it (decoding.alignment_rows)")
     _add_decoding_args(p)
     _add_sampling_args(p)
+    _add_mbr_args(p)
     p.add_argument("--terminology", metavar="FILE",
                    help="a translation run's translations hold the target term of each source term found in their "
                         "sentence: a UTF-8 file of 'source term<TAB>target term' lines (constrained beam search)")
+    _add_quality_args(p)
+    _add_runner_args(p)
+
+    p = commands.add_parser("qe-train", help="train the run's quality estimate on its dev set against sentence chrF "
+                                             "(RUN/quality_estimate.json; carried into its exports)")
+    p.add_argument("--run-dir", required=True, help="a translation run")
+    p.add_argument("--split", default="dev", choices=("dev", "test"), help="the run's split translated (default dev)")
+    p.add_argument("--source", help="source file (with --reference, instead of --split)")
+    p.add_argument("--reference", help="reference translations of --source")
+    p.add_argument("--limit", type=int, help="the first N sentence pairs only")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_mbr_args(p)  # translations chosen by MBR: their expected utility becomes a feature too
 
     p = commands.add_parser("score", help="forced decoding: negative log-likelihood of given translations")
     _add_model_choice(p, saved_model="an exported SavedModel directory (its 'score' signature)",
@@ -216,6 +287,7 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--batch-tokens", type=int, default=4096, help="padded tokens per batch")
     _add_model_arg(p)
+    _add_runner_args(p)
 
     p = commands.add_parser("baseline", help="score the retrieval baseline on a split of the run's data")
     p.add_argument("--run-dir", required=True)
@@ -328,15 +400,21 @@ def build_parser():
                         "or the best checkpoint")
     p.add_argument("--shard-sentences", type=int, default=2000,
                    help="sentences per shard of the distilled corpus: a resumed distillation skips the shards done")
+    _add_runner_args(p, lines=False)
 
     p = commands.add_parser("import", help="make a run directory of a Hugging Face translation checkpoint "
                                            "(OPUS-MT / Marian, M2M-100, NLLB) that every command takes")
-    p.add_argument("--from", dest="family", required=True, choices=("marian", "m2m100"),
-                   help="marian: MarianMTModel (OPUS-MT); m2m100: M2M100ForConditionalGeneration (M2M-100, NLLB)")
+    p.add_argument("--from", dest="family", required=True, choices=("marian", "m2m100", "t5"),
+                   help="marian: MarianMTModel (OPUS-MT); m2m100: M2M100ForConditionalGeneration (M2M-100, NLLB); "
+                        "t5: T5ForConditionalGeneration / MT5ForConditionalGeneration (T5, Flan-T5, mT5, MADLAD-400)")
     p.add_argument("checkpoint", metavar="DIR", help="the checkpoint directory: config.json, weights, tokenizer files")
     p.add_argument("--run-dir", required=True, help="the new run directory (must not exist)")
     p.add_argument("--source-lang", help="m2m100: the source language code, e.g. eng_Latn (NLLB) or en (M2M-100)")
-    p.add_argument("--target-lang", help="m2m100: the target language code, forced as the first output token")
+    p.add_argument("--target-lang", help="m2m100: the target language code, forced as the first output token; "
+                                         "t5 (MADLAD-400): de writes the tag <2de> before every source")
+    p.add_argument("--precision", choices=DECODING_PRECISIONS, default="float32",
+                   help="bfloat16: the run decodes with bfloat16 weights (decoding.precision), as a bfloat16 "
+                        "checkpoint holds them; the run's checkpoint keeps float32 (default float32)")
 
     p = commands.add_parser("main", help="the main job: train, average, evaluate, export, translate, report")
     _add_config_args(p)

@@ -21,10 +21,12 @@ from t2t_keras import config_paths
 from t2t_keras.architecture import (
     ACTIVATION_CHOICES,
     ARCHITECTURE_CHOICES,
+    NORMALIZATION_CHOICES,
     POSITION_CHOICES,
     TIE_CHOICES,
     check_choice,
     check_position_switches,
+    check_relative_switches,
     check_softmax,
     check_tied_vocabularies,
     head_dims,
@@ -94,7 +96,9 @@ class ModelConfig:
     dropout: float = 0.1  # [P_drop] residual and embedding dropout (§5.4)
     attention_dropout: float = 0.0  # dropout on attention weights (not in the paper)
     activation_dropout: float = 0.0  # dropout inside the feed-forward network (not in the paper)
-    position_encoding: str = "sinusoidal"  # "sinusoidal" (§3.5) or "learned" (Table 3 E)
+    # "sinusoidal" (§3.5), "learned" (Table 3 E), or "relative": T5's learned bias of bucketed relative positions
+    # added to every self-attention's scores (encoder-decoder only)
+    position_encoding: str = "sinusoidal"
     max_length: int = 1024  # longest sequence in tokens; sizes learned position tables
     tie_embeddings: str = "all"  # "all" (§3.4), "target" or "none"; single-stack models: tied unless "none"
     # the source vocabulary's size when it is not the target's (tie_embeddings target or none); None: vocab_size
@@ -108,6 +112,13 @@ class ModelConfig:
     position_sinusoid: str = "interleaved"  # §3.5's layout; "split" (Marian), "fairseq" (M2M-100, NLLB)
     position_offset: int = 0  # the first position's index in the sinusoid (fairseq: padding id + 1)
     final_logits_bias: bool = False  # a trained bias added to the output logits (Marian's final_logits_bias)
+    relative_buckets: int = 32  # position_encoding relative: T5's relative_attention_num_buckets
+    relative_max_distance: int = 128  # position_encoding relative: T5's relative_attention_max_distance
+    normalization: str = "layer"  # LayerNorm (§3.1), or "rms": T5's RMS normalisation (a scale, no mean, no offset)
+    gated_feed_forward: bool = False  # T5 v1.1's gated feed-forward: (act(x W1) * (x G)) W2
+    use_bias: bool = True  # biases in the attention and feed-forward projections (T5: none)
+    scale_attention: bool = True  # 1/sqrt(d_k) in attention (§3.2.1); T5 folds it into its initialisation
+    scale_decoder_output: bool = False  # decoder output times d_model^-0.5 before the tied projection (T5 v1.0)
     # pad, unk, bos, eos and decoder_start ids (special_ids.SpecialIds): what the masks and the loss read
     special_ids: SpecialIds = dataclasses.field(default_factory=SpecialIds)
 
@@ -118,6 +129,8 @@ class ModelConfig:
         _check_rate("model", self, "dropout", "attention_dropout", "activation_dropout")
         _check_choice("model", self, "activation", ACTIVATION_CHOICES)
         _check_choice("model", self, "position_encoding", POSITION_CHOICES)
+        _check_choice("model", self, "normalization", NORMALIZATION_CHOICES)
+        check_relative_switches(self.relative_buckets, self.relative_max_distance, prefix="model.")
         check_position_switches(self.position_encoding, self.position_sinusoid, self.position_offset,
                                 self.hidden_dim, prefix="model.")
         _check_model_switches(self)
@@ -151,7 +164,9 @@ class ModelConfig:
 # The switches a single-stack model does not take (build.build_model), with their defaults.
 ENCODER_DECODER_SWITCHES = {"source_vocab_size": None, "scale_embeddings": True, "position_sinusoid": "interleaved",
                             "position_offset": 0,
-                            "final_logits_bias": False}
+                            "final_logits_bias": False, "relative_buckets": 32, "relative_max_distance": 128,
+                            "normalization": "layer", "gated_feed_forward": False, "use_bias": True,
+                            "scale_attention": True, "scale_decoder_output": False}
 
 
 def _check_model_switches(model):
@@ -160,9 +175,14 @@ def _check_model_switches(model):
         object.__setattr__(model, "special_ids", SpecialIds.of(model.special_ids))
     except ValueError as error:
         raise ConfigError(f"model.{error}") from None
-    if not isinstance(model.scale_embeddings, bool) or not isinstance(model.final_logits_bias, bool):
-        raise ConfigError("model.scale_embeddings and model.final_logits_bias must be true or false. Received: "
-                          f"scale_embeddings={model.scale_embeddings!r}, final_logits_bias={model.final_logits_bias!r}")
+    flags = ("scale_embeddings", "final_logits_bias", "gated_feed_forward", "use_bias", "scale_attention",
+             "scale_decoder_output")
+    wrong = [f"{flag}={getattr(model, flag)!r}" for flag in flags if not isinstance(getattr(model, flag), bool)]
+    if wrong:
+        raise ConfigError(f"model.{', model.'.join(flags)} must each be true or false. Received: {', '.join(wrong)}")
+    if model.position_encoding == "relative" and model.architecture != "encoder_decoder":
+        raise ConfigError(f"model.position_encoding=relative is implemented for the encoder-decoder; a "
+                          f"{model.architecture} model takes sinusoidal or learned positions.")
     check_tied_vocabularies(model.tie_embeddings, model.vocab_size, model.source_vocab_size, prefix="model.")
     if model.final_logits_bias and model.softmax == "adaptive":
         raise ConfigError("model.final_logits_bias adds a bias to the full softmax's logits; the adaptive softmax "

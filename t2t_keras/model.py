@@ -51,7 +51,10 @@ class Transformer(keras.Model):
         attention_dropout: dropout on attention weights (0 in the paper).
         activation_dropout: dropout inside the feed-forward network (0 in the paper).
         activation: feed-forward nonlinearity.
-        position_encoding: "sinusoidal" (§3.5) or "learned" (Table 3 row E).
+        position_encoding: "sinusoidal" (§3.5), "learned" (Table 3 row E) or
+            "relative" (T5's relative position bias in every self-attention,
+            nothing added to the embeddings: `relative_buckets`,
+            `relative_max_distance`).
         max_length: longest sequence the model accepts (tokens, EOS included);
             sizes the learned position tables.
         tie_embeddings: "all" shares one matrix between source embedding,
@@ -70,6 +73,15 @@ class Transformer(keras.Model):
             (Marian) or "fairseq" (`SinusoidalPositionEncoding`).
         position_offset: the sinusoid's index of position 0 (fairseq: 2).
         final_logits_bias: a trained bias added to the logits (Marian).
+        relative_buckets, relative_max_distance: T5's relative position
+            buckets (`RelativePositionBias`), with `position_encoding="relative"`.
+        normalization: "layer" (LayerNorm, §3.1) or "rms" (T5's RMS
+            normalisation, `RMSNormalization`).
+        gated_feed_forward: T5 v1.1's gated feed-forward network (`FeedForward`).
+        use_bias: biases in the attention and feed-forward projections (T5: none).
+        scale_attention: 1/sqrt(d_k) in attention (§3.2.1; T5: none).
+        scale_decoder_output: multiply the decoder output by d_model^-0.5
+            before the projection (T5 v1.0, whose projection is the tied embedding).
         special_ids: `SpecialIds` (or a mapping of its fields): the padding id
             is masked everywhere (`pad_id`); the others are the model's to
             expose (the tokenizer's and the searches' ids). Default: today's.
@@ -96,13 +108,17 @@ class Transformer(keras.Model):
                  activation_dropout=0.0, activation="relu", position_encoding="sinusoidal", max_length=1024,
                  tie_embeddings="all", source_vocab_size=None, normalize_first=False, layer_norm_epsilon=1e-6,
                  softmax="full", adaptive_cutoffs=None, scale_embeddings=True, position_sinusoid="interleaved",
-                 position_offset=0, final_logits_bias=False, special_ids=None, **kwargs):
+                 position_offset=0, final_logits_bias=False, special_ids=None, relative_buckets=32,
+                 relative_max_distance=128, normalization="layer", gated_feed_forward=False, use_bias=True,
+                 scale_attention=True, scale_decoder_output=False, **kwargs):
         super().__init__(**kwargs)
         architecture.check_choice("tie_embeddings", tie_embeddings, architecture.TIE_CHOICES)
         architecture.check_choice("position_encoding", position_encoding, architecture.POSITION_CHOICES)
         architecture.check_position_switches(position_encoding, position_sinusoid, position_offset, hidden_dim)
         architecture.check_tied_vocabularies(tie_embeddings, vocab_size, source_vocab_size)
         architecture.check_softmax(softmax, tie_embeddings)
+        architecture.check_choice("normalization", normalization, architecture.NORMALIZATION_CHOICES)
+        architecture.check_relative_switches(relative_buckets, relative_max_distance)
         store_arguments(self, Transformer, locals())
         self.special_ids = SpecialIds.of(special_ids)
         self._make_embeddings()
@@ -132,6 +148,8 @@ class Transformer(keras.Model):
         if self.position_encoding == "learned":
             self.source_position = LearnedPositionEmbedding(self.max_length, dtype=policy, name="source_position")
             self.target_position = LearnedPositionEmbedding(self.max_length, dtype=policy, name="target_position")
+        elif self.position_encoding == "relative":  # in the attention (the stacks' RelativePositionBias)
+            self.source_position = self.target_position = None
         else:
             self.source_position = self.target_position = SinusoidalPositionEncoding(
                 layout=self.position_sinusoid, offset=self.position_offset, dtype=policy, name="position")
@@ -140,16 +158,18 @@ class Transformer(keras.Model):
     def _make_stacks(self):
         block_config = {name: getattr(self, name) for name in BLOCK_ARGUMENTS}  # the model's own values
         policy = self.dtype_policy
-        self.encoder = Encoder(self.num_layers, block_config, dtype=policy, name="encoder")
+        relative = {"relative_buckets": self.relative_buckets if self.position_encoding == "relative" else 0,
+                    "relative_max_distance": self.relative_max_distance}
+        self.encoder = Encoder(self.num_layers, block_config, **relative, dtype=policy, name="encoder")
         decoder_layers = self.num_decoder_layers or self.num_layers
-        self.decoder = Decoder(decoder_layers, block_config, dtype=policy, name="decoder")
+        self.decoder = Decoder(decoder_layers, block_config, **relative, dtype=policy, name="decoder")
 
     def build(self, input_shape=None):
         """Creates every weight; the shapes of the inputs do not matter."""
         shape = (None, None, self.hidden_dim)
         for layer in {id(x): x for x in (self.source_embedding, self.target_embedding)}.values():
             layer.build()
-        for layer in {id(x): x for x in (self.source_position, self.target_position)}.values():
+        for layer in {id(x): x for x in (self.source_position, self.target_position) if x is not None}.values():
             layer.build(shape)
         for layer in (self.output_projection, self.logits_bias):
             if layer is not None:
@@ -168,7 +188,9 @@ class Transformer(keras.Model):
         return masks.padding_mask(source, self.pad_id)
 
     def _embed(self, token_ids, embedding, position, start_index=0, training=None):
-        x = position(embedding(token_ids), start_index=start_index)
+        x = embedding(token_ids)
+        if position is not None:
+            x = position(x, start_index=start_index)
         return self.embedding_dropout(x, training=training)
 
     def encode_with_attention(self, source, training=None):
@@ -195,6 +217,8 @@ class Transformer(keras.Model):
         not faster.
         """
         projection = self.output_projection
+        if self.scale_decoder_output:
+            hidden = hidden * ops.cast(self.hidden_dim ** -0.5, hidden.dtype)
         if output_ids is not None and output_weights is None:
             output_weights = self.output_weights(output_ids)
         if output_ids is not None and output_weights is not None:

@@ -6,16 +6,19 @@ tables; sinusoids have no parameters.
 """
 
 
-def attention_params(model_dim, key_dim, value_dim, num_heads):
-    """Q, K (d_model x h*d_k), V (d_model x h*d_v) and output (h*d_v x d_model), with biases."""
-    query_key = 2 * (model_dim * num_heads * key_dim + num_heads * key_dim)
-    value = model_dim * num_heads * value_dim + num_heads * value_dim
-    output = num_heads * value_dim * model_dim + model_dim
+def attention_params(model_dim, key_dim, value_dim, num_heads, bias=True):
+    """Q, K (d_model x h*d_k), V (d_model x h*d_v) and output (h*d_v x d_model), with biases unless `bias` is
+    False (T5)."""
+    query_key = 2 * (model_dim * num_heads * key_dim + bias * num_heads * key_dim)
+    value = model_dim * num_heads * value_dim + bias * num_heads * value_dim
+    output = num_heads * value_dim * model_dim + bias * model_dim
     return query_key + value + output
 
 
-def feed_forward_params(model_dim, intermediate_dim):
-    return 2 * model_dim * intermediate_dim + intermediate_dim + model_dim
+def feed_forward_params(model_dim, intermediate_dim, bias=True, gated=False):
+    """W1 (and a gate of its size, `gated`) and W2, with biases unless `bias` is False."""
+    inner = (2 if gated else 1) * (model_dim * intermediate_dim + bias * intermediate_dim)
+    return inner + model_dim * intermediate_dim + bias * model_dim
 
 
 def adaptive_softmax_params(model_dim, vocab_size, cutoffs, tail_factor=4):
@@ -32,10 +35,12 @@ def count_parameters(model_config):
     """Parameter counts by part, and `total`, for a `ModelConfig` of any `architecture`."""
     c = model_config
     d = c.hidden_dim
-    attention = attention_params(d, c.head_key_dim, c.head_value_dim, c.num_heads)
-    feed_forward = feed_forward_params(d, c.intermediate_dim)
-    norm = 2 * d
-    final_norm = norm if c.normalize_first else 0
+    attention = attention_params(d, c.head_key_dim, c.head_value_dim, c.num_heads, c.use_bias)
+    feed_forward = feed_forward_params(d, c.intermediate_dim, c.use_bias, c.gated_feed_forward)
+    norm = d if c.normalization == "rms" else 2 * d  # RMS normalisation has a scale and no offset
+    # pre-LN's final norm, and T5's relative position table, once per stack
+    final_norm = (norm if c.normalize_first else 0) + \
+        (c.relative_buckets * c.num_heads if c.position_encoding == "relative" else 0)
     self_attention_stack = c.num_layers * (attention + feed_forward + 2 * norm) + final_norm
     positions = c.max_length * d if c.position_encoding == "learned" else 0
     if c.architecture == "encoder_decoder":

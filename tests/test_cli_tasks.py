@@ -19,12 +19,13 @@ from tests.helpers import TestCase, cli_in_process, long_check, write_toy_corpus
 TASKS = ("translation", "lm", "mlm")
 PRESET = {"translation": "mini", "lm": "lm-mini", "mlm": "mlm-mini"}
 # Commands in an order where each finds what it needs (serve needs export's output).
-ORDER = ("describe", "prepare", "train", "average", "evaluate", "translate", "score", "baseline", "shortlist", "export",
-         "serve", "inspect", "distill", "main")
+ORDER = ("describe", "prepare", "train", "average", "evaluate", "translate", "score", "qe-train", "baseline",
+         "shortlist", "export", "serve", "inspect", "distill", "main")
 # The tasks each command takes (what the library refuses is the rest).
 TAKES = {
     "describe": TASKS, "prepare": ("translation",), "train": TASKS, "average": TASKS, "evaluate": TASKS,
-    "translate": ("translation", "lm"), "score": ("translation",), "baseline": ("translation",),
+    "translate": ("translation", "lm"), "score": ("translation",), "qe-train": ("translation",),
+    "baseline": ("translation",),
     "shortlist": ("translation",), "export": ("translation", "lm"), "serve": ("translation", "lm"),
     "inspect": ("translation",), "distill": ("translation",), "main": ("translation",),
 }
@@ -92,6 +93,7 @@ class EveryCommandOnEveryTaskTest(TestCase):
             "evaluate": ["--run-dir", run, "--split", "dev"],
             "translate": ["--run-dir", run, "--input", dev_source],
             "score": ["--run-dir", run, "--source", dev_source, "--target", dev_target],
+            "qe-train": ["--run-dir", run, "--split", "dev"],
             "baseline": ["--run-dir", run, "--split", "dev"],
             "shortlist": ["--run-dir", run],
             "export": ["--run-dir", run, "--out", export],

@@ -44,6 +44,10 @@ VARIANTS = {
     "pre-LN, untied, learned positions": dict(normalize_first=True, tie_embeddings="none",
                                               position_encoding="learned"),
     "post-LN, target tied": dict(tie_embeddings="target"),
+    "post-LN, relative positions": dict(position_encoding="relative"),
+    "pre-LN, T5's switches": dict(position_encoding="relative", normalize_first=True, normalization="rms",
+                                  gated_feed_forward=True, activation="gelu_tanh", use_bias=False,
+                                  scale_attention=False, scale_embeddings=False),
 }
 _SHARED = {}
 

@@ -57,7 +57,7 @@ class GenerationRequestTest(TestCase):
         self.assertEqual(hash(first), hash(second))
 
     def test_a_field_an_artifact_does_not_take_is_one_refusal_naming_what_it_takes(self):
-        request = DEFAULTS.updated(temperature=0.7, beam_size=2)
+        request = DEFAULTS.updated(temperature=0.7, beam_size=1)
         with self.assertRaisesRegex(T2TError, r"temperature \(--temperature\) does not apply to exports/x, a "
                                               r"translation SavedModel, "
                                               r"which takes alpha, beam_size"):

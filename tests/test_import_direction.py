@@ -18,6 +18,7 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
       -> training, export, inspect             none of them imports another; export writes through pretrained
       -> artifacts                             any run or export opened, one interface: generate, score
       -> evaluation, serving, pipeline         scoring and serving what artifacts generate; the commands' steps
+      -> beam                                  translate, score and prepare a corpus as Apache Beam pipelines
       -> distillation                          a teacher's translations, then a student trained on them
       -> cli, main_job
 """
@@ -70,9 +71,11 @@ ALLOWED = {
     "artifacts": SHARED | {"export"},
     "pipeline": SHARED | {"training", "evaluation", "export", "inspect"},
     "main_job": SHARED | {"training", "evaluation", "export", "inspect", "pipeline", "artifacts"},
-    "distillation": SHARED | {"pipeline"},
+    "distillation": SHARED | {"pipeline", "beam"},  # distill --runner: the teacher's pass as a Beam pipeline
+    # Corpus-scale translate, score and prepare as Apache Beam pipelines, over any artifact
+    "beam": SHARED | {"artifacts", "evaluation"},
     "cli": SHARED | {"training", "evaluation", "export", "inspect", "serving", "main_job", "describe", "pipeline",
-                     "artifacts", "distillation", "switches", "cli_arguments", "pretrained", "quiet_start"},
+                     "artifacts", "distillation", "switches", "cli_arguments", "pretrained", "quiet_start", "beam"},
     "cli_arguments": {"config"},
     "__main__": {"cli"},
 }

@@ -15,7 +15,8 @@ from tests.test_notebooks import NOTEBOOKS, execute_notebook, outputs_of
 
 PROBE = ('{"logits": logits_difference, "same_ids": same_ids, "events": attention_events, "losses": losses, '
          '"steps": [result.start_step, result.final_step], "status": status, "rest": rest, "in_process": in_process, '
-         '"server_alive": server.poll() is None, "round_trip": round_trip_difference}')
+         '"server_alive": server.poll() is None, "round_trip": round_trip_difference, '
+         '"t5_logits": t5_logits_difference}')
 
 
 class PretrainedNotebookTest(unittest.TestCase):
@@ -34,6 +35,7 @@ class PretrainedNotebookTest(unittest.TestCase):
         self.assertEqual(outputs_of(notebook, "error"), [])
         self.assertTrue(all(cell.execution_count for cell in notebook.cells if cell.cell_type == "code"))
         self.assertLessEqual(values["logits"], 1e-4)
+        self.assertLessEqual(values["t5_logits"], 1e-4)
         self.assertTrue(values["same_ids"])
         self.assertEqual(len(values["events"]), 1)
         self.assertTrue(values["events"][0].startswith("events.out.tfevents."))

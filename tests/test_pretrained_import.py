@@ -276,18 +276,19 @@ class RefusalTest(ImportTestBase):
         self.refused("interleaved", "model.encoder.embed_positions.weight differs from the sinusoid t2t_keras "
                                     "computes", store(interleaved))
 
-    def test_bfloat16_weights(self):
+    def test_bfloat16_weights_are_read_as_float32(self):
         import torch
         from safetensors.numpy import load_file
         from safetensors.torch import save_file
 
-        def to_bfloat16(directory):
-            tensors = load_file(directory / "model.safetensors")
-            save_file({name: torch.from_numpy(value).to(torch.bfloat16) for name, value in tensors.items()},
-                      directory / "model.safetensors")
-
-        self.refused("bfloat16", "model.safetensors could not be read as safetensors .*BF16.*bfloat16 checkpoint "
-                                 "needs converting", to_bfloat16)
+        directory = self.root / "bfloat16"
+        shutil.copytree(self.good, directory)
+        tensors = {name: torch.from_numpy(value).to(torch.bfloat16)
+                   for name, value in load_file(directory / "model.safetensors").items()}
+        save_file(tensors, directory / "model.safetensors")
+        model = load_run_model(import_checkpoint("marian", directory, self.root / "run-bfloat16"))
+        self.assertAllClose(model.target_embedding.embeddings.numpy(),
+                            tensors["model.shared.weight"].float().numpy(), atol=0)
 
     def test_a_run_directory_that_exists(self):
         (self.root / "taken").mkdir()

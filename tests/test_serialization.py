@@ -34,6 +34,13 @@ CASES = [
     (layers.DecoderBlock(**BLOCK), (_x(2, 3, 8), _x(2, 4, 8, seed=1)), {}),
     (layers.Encoder(num_layers=2, block_config=dict(BLOCK, normalize_first=True)), (_x(2, 3, 8),), {}),
     (layers.Decoder(num_layers=2, block_config=BLOCK), (_x(2, 3, 8), _x(2, 4, 8, seed=1)), {}),
+    (layers.RMSNormalization(epsilon=1e-6), (_x(2, 3, 8),), {}),
+    (layers.RelativePositionBias(num_heads=2, num_buckets=8, max_distance=20), (),
+     {"query_length": 3, "key_length": 5}),
+    (layers.Decoder(num_layers=2, block_config=dict(BLOCK, normalize_first=True, normalization="rms", use_bias=False,
+                                                    gated_feed_forward=True, activation="gelu_tanh",
+                                                    scale_attention=False),
+                    relative_buckets=8, relative_max_distance=20), (_x(2, 3, 8), _x(2, 4, 8, seed=1)), {}),
 ]
 
 

@@ -182,7 +182,7 @@ class ServerTest(TestCase):
         self.assertEqual((status["version"], status["state"]), ("1", "AVAILABLE"))
         metadata = self.get("/v1/models/toy/metadata").json()
         signatures = metadata["metadata"]["signature_def"]["signature_def"]
-        self.assertEqual(sorted(signatures), ["score", "serving_default", "translate", "translate_ids"])
+        self.assertEqual(sorted(signatures), ["sample", "score", "serving_default", "translate", "translate_ids"])
         self.assertEqual(signatures["serving_default"]["inputs"]["inputs"]["dtype"], "DT_STRING")
         self.assertEqual(metadata["metadata"]["decoding"]["defaults"]["beam_size"], 2)
         missing = self.get("/v1/models/other")

@@ -136,8 +136,9 @@ class OpenArtifactTest(TestCase):
             self.assertEqual(open_artifact(pathlib.Path(tmp) / "lm-mini").defaults.beam_size, 1)  # greedy
             with self.assertRaisesRegex(T2TError, "an mlm run does not generate: it does neither"):
                 open_artifact(pathlib.Path(tmp) / "mlm-mini").request()
-            with self.assertRaisesRegex(T2TError, "temperature .* does not apply to .*, a translation run"):
+            with self.assertRaisesRegex(T2TError, "Sampling .* takes beam_size 1, not 4"):  # mini's beam is 4
                 open_artifact(pathlib.Path(tmp) / "mini").request(temperature=1.0)
+            self.assertTrue(open_artifact(pathlib.Path(tmp) / "mini").request(temperature=1.0, beam_size=1).sampling)
             with self.assertRaisesRegex(T2TError, "neither a run directory .* a SavedModel .* nor a LiteRT file"):
                 open_artifact(pathlib.Path(tmp) / "nothing")
 

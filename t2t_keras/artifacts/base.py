@@ -12,8 +12,13 @@ A kind (`run`, `saved_model`, `ctranslate2`, `litert`) sets what it is and decla
     max_beam_size the largest beam it searches with
 
 and implements `generate(lines, request) -> Generation` and, where it scores, `_score_batch(sources, targets)`.
+A kind with a quality estimate (`t2t-keras qe-train`; `decoding.quality_model`) accepts the request's `quality` and
+`min_quality` and either returns the estimates with its generation or computes them after it, `_quality_batch(sources,
+targets) -> feature rows` under its `quality_models`; one without refuses them in one line naming qe-train.
 Everything a caller needs beyond that is here: `request(**given)` resolves a request (its defaults, then the given
 fields) and refuses, in one message, a field it does not honour; `require(operation)` refuses what it does not do.
+A request with `mbr` set (minimum Bayes risk decoding) is answered here for every kind: its candidates' request is
+the one checked and generated, in one call of the kind's `generate`, then `decoding.mbr` chooses per line.
 """
 
 import numpy as np
@@ -21,8 +26,11 @@ import tqdm
 
 from t2t_keras.decoding.batch_shapes import plan_batches
 from t2t_keras.decoding.forced import Score
+from t2t_keras.decoding.mbr import check_candidates, with_mbr
 from t2t_keras.decoding.parameters import check_beam_size
-from t2t_keras.decoding.request import check_accepted, joined
+from t2t_keras.decoding.quality_features import EXPECTED_UTILITY
+from t2t_keras.decoding.quality_model import choose_model, no_quality_estimate
+from t2t_keras.decoding.request import QUALITY, check_accepted, joined, wants_quality
 from t2t_keras.errors import T2TError, check_applicable
 
 # How the kinds' `describe` names them.
@@ -34,6 +42,14 @@ class Artifact:
 
     operations = frozenset({"generate"})
     signature_names = ()  # the REST API's "signature_name" values it answers to
+    quality_models = ()  # the `QualityModel`s of its quality estimate (none: it has no estimate)
+    quality_features = ()  # the features it computes for them (`decoding.quality_features`)
+
+    def __init_subclass__(cls, **kwargs):
+        """A kind's own `generate` also answers MBR requests (`decoding.mbr.with_mbr`): written once, every kind."""
+        super().__init_subclass__(**kwargs)
+        if "generate" in vars(cls):
+            cls.generate = with_mbr(cls.generate)
 
     def describe(self):
         """E.g. "exports/base, a translation SavedModel"."""
@@ -47,6 +63,11 @@ class Artifact:
     def check_request(self, request):
         """`request` if it sets only fields the artifact honours, within its beam sizes; else a T2TError."""
         self.require("generate")
+        if wants_quality(request) and not set(QUALITY) <= set(self.accepts):
+            raise T2TError(no_quality_estimate(self.describe()))
+        if request.mbr is not None:  # MBR: the request of its candidates is the one checked (decoding.mbr)
+            self.check_request(check_candidates(request, self))
+            return request
         check_accepted(request, self.defaults, self.accepts, self.describe())
         check_beam_size(request.beam_size, self.max_beam_size)
         return request
@@ -83,6 +104,33 @@ class Artifact:
                     scores[index] = Score(float(total), [float(v) for v in values])
                 bar.update(len(batch))
         return scores
+
+    def with_quality(self, lines, generation, request, batch_size=32):
+        """`generation` with the estimate of each line's best text when `request` asks for it (and the generation
+        does not hold it already), from `_quality_batch` on `batch_size` lines at a time."""
+        if not wants_quality(request) or generation.quality is not None:
+            return generation
+        mbr = bool(getattr(request, "mbr", None))  # MBR decoding: a translation's score is its expected utility
+        model = choose_model(self.quality_models, self.quality_features + ((EXPECTED_UTILITY,) if mbr else ()),
+                             self.describe())
+        rows = self.quality_rows(lines, generation.best, batch_size)
+        if mbr:
+            for row, scores in zip(rows, generation.scores):
+                row[EXPECTED_UTILITY] = float(scores[0])
+        return generation._replace(quality=[float(value) for value in model.predict(rows)])
+
+    def quality_rows(self, sources, translations, batch_size=32):
+        """The quality-estimate features of each translation of `sources`, as dicts (`decoding.quality_features`),
+        `batch_size` pairs at a time."""
+        rows = []
+        for start in range(0, len(sources), batch_size):
+            rows += self._quality_batch(sources[start:start + batch_size], translations[start:start + batch_size])
+        return rows
+
+    def _quality_batch(self, sources, targets):
+        """The quality-estimate features of `n` translations, as dicts (`decoding.quality_features`)."""
+        raise T2TError(f"{self.describe()} cannot compute the quality estimate's features: use --with-quality and "
+                       "--min-quality with a run, a SavedModel or a CTranslate2 export.")
 
 
 def in_chunks(lines, size, num_return, generate_chunk):

@@ -24,6 +24,11 @@ Decoding follows the SavedModel's conventions (see `export.translator_module`):
   `src_lang` and `tgt_lang` (the target language's code is the `target_prefix` of every translation). It does not
   score, and CTranslate2's beam search stops by its own rule (`end_at_limit` and the `"transformers"` stopping
   rules are the SavedModel's);
+* sampling (`beam_size=1`, `temperature` > 0) is CTranslate2's: `sampling_temperature`, `sampling_topk` (0: the
+  whole vocabulary), `sampling_topp`, `num_hypotheses` samples per sentence (sorted most likely first here), and
+  a `seed` set with `ctranslate2.set_random_seed` for a Translator opened for the call (`_translator`: the same
+  lines and seed give the same samples here, not the run's);
+  `epsilon` is refused (`NO_EPSILON`);
 * `beam_size=1` is greedy search scored by the plain log-probability;
   above 1, beam search ranks finished hypotheses by log P(Y) / |Y|^alpha
   (CTranslate2's length penalty; the SavedModel uses ((5 + |Y|) / 6)^alpha,
@@ -39,11 +44,17 @@ from t2t_keras.artifacts.base import Artifact
 from t2t_keras.artifacts.ctranslate2_tokens import PretrainedTokens, SentencePieceTokens
 from t2t_keras.artifacts.signatures import described
 from t2t_keras.config import DecodingConfig
-from t2t_keras.decoding.request import LANGUAGES, Generation, GenerationRequest, check_lines
+from t2t_keras.decoding.quality_features import WITHOUT_DISTRIBUTIONS, features_from_token_log_probs
+from t2t_keras.decoding.quality_model import QUALITY_ESTIMATE_FILE, read_quality_models
+from t2t_keras.decoding.request import LANGUAGES, QUALITY, Generation, GenerationRequest, check_lines
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_export import METADATA_FILE, PRETRAINED_TOKENIZER_FILE, TOKENIZER_FILE
 
-ACCEPTS = frozenset({"beam_size", "alpha", "max_extra_length", "num_return"})
+ACCEPTS = frozenset({"beam_size", "alpha", "max_extra_length", "num_return", "temperature", "top_k", "top_p", "seed"})
+UNSEEDED = 2**32 - 1  # CTranslate2's "no seed": each new thread seeds its generator at random
+NO_EPSILON = ("CTranslate2 4.8.5 has no epsilon sampling, and its Translator takes no logits processor to add it "
+              "(OpenNMT/CTranslate2 issue #1681): sample with --top-p or --top-k here, or use the run directory or "
+              "its SavedModel for epsilon")
 
 
 class CTranslate2Artifact(Artifact):
@@ -70,6 +81,8 @@ class CTranslate2Artifact(Artifact):
         ctranslate2 = _import_runtime()
         self.translator = ctranslate2.Translator(str(self.path), device="cpu", compute_type=compute_type,
                                                  intra_threads=threads)
+        self._runtime, self._options = ctranslate2, dict(device="cpu", compute_type=compute_type,
+                                                         intra_threads=threads)
         self.max_length, self.max_beam_size = int(metadata["max_length"]), DecodingConfig.max_beam_size
         pretrained = metadata.get("tokenizer") == "pretrained"
         self.tokens = (PretrainedTokens(self.path / PRETRAINED_TOKENIZER_FILE, self.max_length) if pretrained else
@@ -81,7 +94,16 @@ class CTranslate2Artifact(Artifact):
                                           max_output_length=defaults.get("max_output_length"))
         self.accepts = ACCEPTS | (set(LANGUAGES) if self.tokens.languages else set())
         self.operations = frozenset({"generate"} if pretrained else {"generate", "score"})
+        if not pretrained and (self.path / QUALITY_ESTIMATE_FILE).exists():  # the run's, copied by export
+            self.quality_models = read_quality_models(self.path / QUALITY_ESTIMATE_FILE)[0]
+            self.quality_features, self.accepts = WITHOUT_DISTRIBUTIONS, self.accepts | set(QUALITY)
         self.use_vmap = bool(metadata.get("shortlist", False))  # vmap.txt, the export's vocabulary shortlist
+
+    def check_request(self, request):
+        """`Artifact.check_request`, and epsilon refused with the reason."""
+        if request.epsilon != self.defaults.epsilon:
+            raise T2TError(f"epsilon (--epsilon) does not apply to {self.describe()}: {NO_EPSILON}.")
+        return super().check_request(request)
 
     def generate(self, lines, request):
         """The `Generation` of `lines` under `request` (`self.request(...)`)."""
@@ -90,13 +112,19 @@ class CTranslate2Artifact(Artifact):
         # Output limit: input length (EOS included) + max_extra_length, within the model's max_length.
         longest = min(self.max_length, request.max_output_length or self.max_length)
         limits = [min(length + request.max_extra_length, longest) for length in sources.lengths]
-        hypotheses = {}
-        self._search([i for i, p in enumerate(sources.tokens) if p], sources, limits, request, hypotheses)
+        hypotheses, translator = {}, self._translator(request)
+        try:
+            self._search([i for i, p in enumerate(sources.tokens) if p], sources, limits, request, hypotheses,
+                         translator)
+        finally:
+            if translator is not self.translator:
+                self._runtime.set_random_seed(UNSEEDED)
         empty = ([""] * request.num_return, [0.0] * request.num_return)
         nbest = [self._nbest(hypotheses[i], request.num_return) if i in hypotheses else empty
                  for i in range(len(lines))]
-        return Generation([n[0] for n in nbest], [n[1] for n in nbest], sources.truncated, None,
-                          [None] * len(lines))
+        generation = Generation([n[0] for n in nbest], [n[1] for n in nbest], sources.truncated, None,
+                                [None] * len(lines))
+        return self.with_quality(lines, generation, request, self.batch_size)
 
     def piece_lengths(self, sentences):
         """Piece counts of `sentences` (no EOS), for `evaluation.scoring`."""
@@ -109,6 +137,19 @@ class CTranslate2Artifact(Artifact):
         token_nll = [-np.asarray(r.log_probs, np.float32) for r in results]
         return np.array([t.sum() for t in token_nll]), token_nll
 
+    def _quality_batch(self, sources, targets):
+        """The features CTranslate2 gives (`quality_features.WITHOUT_DISTRIBUTIONS`) of `n` translations: token
+        log-probabilities from `score_batch`, piece counts and unknown pieces from the export's SentencePiece model."""
+        source_tokens, target_tokens = self.tokens.encode(sources), self.tokens.encode(targets)
+        results = self.translator.score_batch(source_tokens, target_tokens, max_batch_size=self.batch_size,
+                                              max_input_length=0)
+        unknown = self.pieces.unk_id()
+        rows = []
+        for source, target, result in zip(source_tokens, target_tokens, results):
+            unknowns = [sum(self.pieces.piece_to_id(piece) == unknown for piece in side) for side in (source, target)]
+            rows.append(features_from_token_log_probs(result.log_probs, len(source), len(target), *unknowns))
+        return rows
+
     def signature_defs(self):
         """Its inputs and outputs in TF Serving's metadata format (no SavedModel here)."""
         return described("translate", {"inputs": ("DT_STRING", [None]), "beam_size": ("DT_INT32", []),
@@ -117,32 +158,47 @@ class CTranslate2Artifact(Artifact):
                          {"translations": ("DT_STRING", [None, None]), "scores": ("DT_FLOAT", [None, None]),
                           "truncated": ("DT_BOOL", [None])})
 
-    def _search(self, indices, sources, limits, request, hypotheses):
+    def _translator(self, request):
+        """The export's `Translator`, or for a request that samples with a seed a new one, its worker threads
+        started after `set_random_seed(seed)`: CTranslate2 seeds a thread's generator once, at the thread's first
+        draw (OpenNMT/CTranslate2 issue #1757), so a seed takes hold in new threads only. It loads the model again:
+        a seeded call costs a model load."""
+        if not request.sampling or request.seed is None:
+            return self.translator
+        self._runtime.set_random_seed(request.seed)
+        return self._runtime.Translator(str(self.path), **self._options)
+
+    def _search(self, indices, sources, limits, request, hypotheses, translator):
         """Fills `hypotheses[i]` (CTranslate2 results) for `indices`, each within its own output limit."""
         if not indices:
             return
         if self.exact_limits and request.beam_size > 1:
             again = indices
         else:
-            results = self._translate(sources, indices, max(limits[i] for i in indices), request)
+            results = self._translate(translator, sources, indices, max(limits[i] for i in indices), request)
             hypotheses.update(zip(indices, results))
             again = [i for i, r in zip(indices, results) if any(len(h) > limits[i] for h in r.hypotheses)]
         for limit in sorted({limits[i] for i in again}):
             group = [i for i in again if limits[i] == limit]
-            hypotheses.update(zip(group, self._translate(sources, group, limit, request)))
+            hypotheses.update(zip(group, self._translate(translator, sources, group, limit, request)))
 
-    def _translate(self, sources, indices, max_length, request):
+    def _translate(self, translator, sources, indices, max_length, request):
         greedy = request.beam_size == 1
         prefix = {"target_prefix": [sources.target_prefix] * len(indices)} if sources.target_prefix else {}
-        return self.translator.translate_batch(
+        if request.sampling:  # CTranslate2's sampler: its top-k 0 is the whole vocabulary
+            prefix.update(sampling_temperature=request.temperature, sampling_topk=request.top_k,
+                          sampling_topp=request.top_p)
+        return translator.translate_batch(
             [sources.tokens[i] for i in indices], max_batch_size=self.batch_size, beam_size=request.beam_size,
             num_hypotheses=request.num_return, length_penalty=0.0 if greedy else request.alpha,
             max_decoding_length=max_length, min_decoding_length=0, max_input_length=0, return_scores=True,
             return_end_token=True, suppress_sequences=self.tokens.never_generated, use_vmap=self.use_vmap, **prefix)
 
     def _nbest(self, result, num_return):
-        texts = self.tokens.texts(result.hypotheses)
-        scores = [float(s) for s in result.scores]
+        """Texts and scores, best first (samples come in the order drawn), padded to `num_return`."""
+        order = sorted(range(len(result.scores)), key=lambda i: -float(result.scores[i]))
+        texts = self.tokens.texts([result.hypotheses[i] for i in order])
+        scores = [float(result.scores[i]) for i in order]
         missing = num_return - len(texts)
         return texts + [""] * missing, scores + [float("-inf")] * missing
 

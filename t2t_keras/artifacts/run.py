@@ -17,7 +17,10 @@ from t2t_keras.decoding.ensemble import Ensemble
 from t2t_keras.decoding.forced import teacher_forcing_rows, token_nll
 from t2t_keras.decoding.layout import is_multilingual, language_id, layout_of, source_pieces, target_pieces
 from t2t_keras.decoding.parameters import INT32_MAX
+from t2t_keras.decoding.quality_features import FEATURES, feature_rows, forced_features
+from t2t_keras.decoding.quality_model import QUALITY_ESTIMATE_FILE, read_quality_models
 from t2t_keras.decoding.request import LANGUAGES as LANGUAGE_FIELDS
+from t2t_keras.decoding.request import QUALITY
 from t2t_keras.runs import ensemble_runs, load_run, load_run_model, open_run
 from t2t_keras.tasks import task_of
 
@@ -52,7 +55,10 @@ class RunArtifact(Artifact):
                                     ("generate",) if generates else ())
         self.defaults = self._task.default_request(decoding)
         self.max_length, self.max_beam_size = self.config.model.max_length, INT32_MAX
-        self._generator = self._loaded = self._nll = self._languages = None
+        self._generator = self._loaded = self._nll = self._languages = self._features = None
+        estimate = self.run.path / QUALITY_ESTIMATE_FILE  # t2t-keras qe-train; an ensemble has none of its own
+        if "score" in self.operations and estimate.exists():
+            self.quality_models, self.quality_features = read_quality_models(estimate)[0], FEATURES
 
     @property
     def accepts(self):
@@ -65,6 +71,7 @@ class RunArtifact(Artifact):
         fields = ACCEPTS[SOURCE if self.task == "translation" else PROMPT]
         if self._multilingual():
             fields = fields - ALIGNMENT | set(LANGUAGE_FIELDS)
+        fields = fields | (set(QUALITY) if self.quality_models else set())
         return fields - ALIGNMENT if self.ensemble else fields
 
     def _multilingual(self):
@@ -109,7 +116,8 @@ class RunArtifact(Artifact):
 
     def generate(self, lines, request):
         """The `Generation` of `lines` under `request` (`self.request(...)`)."""
-        return self.generator.generate(lines, self.check_request(request))
+        request = self.check_request(request)
+        return self.with_quality(lines, self.generator.generate(lines, request), request)
 
     def piece_lengths(self, sentences):
         """Piece counts of `sentences` (no end id), under the run's tokenizer."""
@@ -125,12 +133,33 @@ class RunArtifact(Artifact):
             spec = tf.TensorSpec([None, None], tf.int32)
             self._nll = tf.function(lambda s, ti, to: token_nll(model, s, ti, to), input_signature=[spec] * 3,
                                     autograph=False)
+        rows, ragged, layout = self._forced_rows(sources, targets)
+        nll = self._nll(*rows).numpy()
+        lengths = [len(p) + 1 + len(layout.target_prefix) for p in ragged[1]]
+        return nll.sum(axis=1), [row[:n] for row, n in zip(nll, lengths)]
+
+    def _forced_rows(self, sources, targets):
+        """`(source, target_in, target_out)` int32 tensors of `n` pairs for a teacher-forced pass, the pairs'
+        pieces and the model's layout."""
+        model, tokenizer = self.loaded()
         ragged = [pieces(tokenizer, tf.constant(side)).to_list()
                   for pieces, side in ((source_pieces, sources), (target_pieces, targets))]
         layout = layout_of(tokenizer, model.special_ids)
         # Exact widths: a width rounded up could pass a learned position table's max_length.
-        source, target_in, target_out = (pad_batch(rows, 1, pad=model.special_ids.pad)
-                                         for rows in teacher_forcing_rows(*ragged, model.special_ids, layout))
-        nll = self._nll(tf.constant(source), tf.constant(target_in), tf.constant(target_out)).numpy()
-        lengths = [len(p) + 1 + len(layout.target_prefix) for p in ragged[1]]
-        return nll.sum(axis=1), [row[:n] for row, n in zip(nll, lengths)]
+        rows = (pad_batch(rows, 1, pad=model.special_ids.pad)
+                for rows in teacher_forcing_rows(*ragged, model.special_ids, layout))
+        return [tf.constant(row) for row in rows], ragged, layout
+
+    def _quality_batch(self, sources, targets):
+        """The quality-estimate features (`decoding.quality_features`) of `n` translations, as dicts; each side
+        cut to the model's length."""
+        model = self.loaded()[0]
+        longest = self.max_length - 1
+        (source, target_in, target_out), _, layout = self._forced_rows(sources, targets)
+        source, target_in, target_out = source[:, :self.max_length], target_in[:, :longest], target_out[:, :longest]
+        if self._features is None:
+            extra = (len(layout.source_prefix) + len(layout.source_suffix), 1 + len(layout.target_prefix))
+            spec = tf.TensorSpec([None, None], tf.int32)
+            self._features = tf.function(lambda s, ti, to: forced_features(model, s, ti, to, *extra),
+                                         input_signature=[spec] * 3, autograph=False)
+        return feature_rows(self._features(source, target_in, target_out).numpy())

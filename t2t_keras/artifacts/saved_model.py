@@ -3,8 +3,9 @@
     artifact = SavedModelArtifact("exports/base")
     artifact.generate(["A sentence."], artifact.request(beam_size=2, num_return=2))
 
-A translation export answers through `translate` (n-best lists), `translate_constrained` (a request with
-constraints, where the export has the signature: `export --constraints`) and `score`; an lm export through
+A translation export answers through `translate` (n-best lists), `sample` (a request that samples, `temperature`
+> 0: where the export has the signature, every export since sampling existed), `translate_constrained` (a request
+with constraints, where the export has the signature: `export --constraints`) and `score`; an lm export through
 `continue`. A multilingual export (NLLB, M2M-100) also takes the request's `src_lang` and `tgt_lang`, checked here
 against the export's `language_codes` before the call. The export is loaded with `tf.saved_model.load` after
 importing `tensorflow_text`, which registers the tokenizer's ops, and called `batch_size` lines at a time. An
@@ -13,6 +14,7 @@ compiles for few shapes. Alignments read the
 cross-attention of the Keras model a text export keeps in `assets.extra/` (`runs.load_export`).
 """
 
+import json
 import pathlib
 
 import tensorflow as tf
@@ -22,13 +24,17 @@ from t2t_keras.artifacts.signatures import signature_defs
 from t2t_keras.decoding.aligner import Aligner
 from t2t_keras.decoding.batch_shapes import pad_rows_to_power_of_two
 from t2t_keras.decoding.constraint_rows import UNSATISFIED_IN_EXPORT
-from t2t_keras.decoding.generator import ALIGNMENT
+from t2t_keras.decoding.generator import ALIGNMENT, SAMPLING
 from t2t_keras.decoding.layout import unknown_language
-from t2t_keras.decoding.request import LANGUAGES, Generation, GenerationRequest, check_lines
+from t2t_keras.decoding.quality_features import WITHOUT_DISTRIBUTIONS, features_from_token_log_probs
+from t2t_keras.decoding.quality_model import QualityModel
+from t2t_keras.decoding.request import LANGUAGES, QUALITY, Generation, GenerationRequest, check_lines, wants_quality
 from t2t_keras.errors import T2TError
 from t2t_keras.export.constrained_module import TERM_SEPARATOR
 from t2t_keras.export.integrity import verify_export
+from t2t_keras.export.sample_signature import SAMPLE
 from t2t_keras.runs import INSPECTION_DIR, load_export
+from t2t_keras.special_ids import UNK_ID
 
 TRANSLATION = frozenset({"beam_size", "alpha", "max_extra_length", "num_return"})
 CONTINUATION = frozenset({"max_extra_length", "temperature", "top_k", "seed"})
@@ -80,12 +86,23 @@ class SavedModelArtifact(Artifact):
         self.language_codes = [code.decode("utf-8") for code in module.language_codes.numpy()] \
             if hasattr(module, "language_codes") else None
         accepts = TRANSLATION | (ALIGNMENT if (self.path / INSPECTION_DIR / "model.keras").exists() else set())
+        if SAMPLE in self.saved_model.signatures:  # an export written before sampling existed has no `sample`
+            accepts = accepts | SAMPLING
+        if "quality" in self.saved_model.signatures["translate"].structured_outputs:  # a run's qe-train estimate
+            accepts = accepts | set(QUALITY)
+            record = json.loads(module.quality_estimate.numpy().decode("utf-8"))
+            self.quality_models = [QualityModel.from_dict(model) for model in record["models"]]
+            self.quality_features = WITHOUT_DISTRIBUTIONS  # what `score` gives, where `translate` does not estimate
         if self.language_codes is not None:  # a language code among the pieces: no alignments
             accepts = accepts - ALIGNMENT | set(LANGUAGES)
         return defaults, accepts | ({"constraints"} if CONSTRAINED in self.saved_model.signatures else set())
 
     def check_request(self, request):
         """`Artifact.check_request`, and a multilingual export's languages among its codes."""
+        sampled = sorted(set(request.given(self.defaults)) & SAMPLING)
+        if sampled and self.task == "translation" and SAMPLE not in self.saved_model.signatures:
+            raise T2TError(f"{self.describe()} has no '{SAMPLE}' signature (exported before sampling existed), so it "
+                           f"does not take {', '.join(sampled)}: export the run again to sample with it.")
         request = super().check_request(request)
         for field in LANGUAGES:
             code = getattr(request, field)
@@ -114,6 +131,7 @@ class SavedModelArtifact(Artifact):
         else:
             generation = in_chunks(lines, self.batch_size, request.num_return,
                                    lambda chunk: self._translate(chunk, request))
+        generation = self.with_quality(lines, generation, request)  # translate's, else from the score signature
         return self._aligned(lines, generation, request) if request.alignments else generation
 
     def signature_defs(self):
@@ -141,12 +159,25 @@ class SavedModelArtifact(Artifact):
         nll, lengths = out["token_nll"].numpy(), out["target_length"].numpy()
         return out["nll"].numpy(), [row[:n] for row, n in zip(nll, lengths)]
 
+    def _quality_batch(self, sources, targets):
+        """The features `score` gives (`quality_features.WITHOUT_DISTRIBUTIONS`) of `n` translations (MBR's chosen
+        candidates, constrained translations), piece counts and unknown pieces from the tokenizer beside the export."""
+        out = self.saved_model.signatures["score"](inputs=tf.constant(sources, tf.string),
+                                                   targets=tf.constant(targets, tf.string))
+        nll, lengths = out["token_nll"].numpy(), out["target_length"].numpy()
+        sides = [self.tokenizer.tokenize(tf.constant(side)).to_list() for side in (sources, targets)]
+        return [features_from_token_log_probs(-row[:n], len(source), len(target), source.count(UNK_ID),
+                                              target.count(UNK_ID))
+                for row, n, source, target in zip(nll, lengths, *sides)]
+
     def _rows(self, items):
         """`items` padded to a power-of-two count for an XLA-compiled export (few shapes), else as they are."""
         return pad_rows_to_power_of_two(items) if self.jit_compiled else items
 
     def _translate(self, lines, request):
-        """One call of the `translate` signature on `lines`."""
+        """One call of the `translate` signature on `lines` (of `sample`, sampling)."""
+        if request.sampling:
+            return self._sample(lines, request)
         languages = {} if self.language_codes is None else {
             field: tf.constant(getattr(request, field) or "", tf.string) for field in LANGUAGES}
         out = self.saved_model.signatures["translate"](
@@ -156,8 +187,23 @@ class SavedModelArtifact(Artifact):
             num_return=tf.constant(request.num_return, tf.int32), **languages)
         count = len(lines)
         texts = [[t.decode("utf-8", errors="replace") for t in row] for row in out["translations"].numpy()[:count]]
+        quality = out["quality"].numpy()[:count].tolist() if wants_quality(request) else None
         return Generation(texts, out["scores"].numpy()[:count].tolist(), out["truncated"].numpy()[:count].tolist(),
-                          None, [None] * count)
+                          None, [None] * count, quality)
+
+    def _sample(self, lines, request):
+        """One call of the `sample` signature on `lines`: `num_return` samples of each, most likely first."""
+        languages = {} if self.language_codes is None else {
+            field: tf.constant(getattr(request, field) or "", tf.string) for field in LANGUAGES}
+        number = {name: tf.constant(getattr(request, name), dtype) for name, dtype in (
+            ("num_return", tf.int32), ("max_extra_length", tf.int32), ("temperature", tf.float32),
+            ("top_k", tf.int32), ("top_p", tf.float32), ("epsilon", tf.float32))}
+        seed = tf.constant(-1 if request.seed is None else request.seed, tf.int32)  # -1: a fresh seed per call
+        out = self.saved_model.signatures[SAMPLE](inputs=tf.constant(lines, tf.string), seed=seed, **number,
+                                                  **languages)
+        texts = [[t.decode("utf-8", errors="replace") for t in row] for row in out["translations"].numpy()]
+        return Generation(texts, out["scores"].numpy().tolist(), out["truncated"].numpy().tolist(), None,
+                          [None] * len(lines))
 
     def _constrained(self, lines, request):
         """The `translate_constrained` signature on `lines` and their terms, in chunks; the best translation only."""

@@ -14,7 +14,8 @@ searched-vocabulary size, a multiple of `decoding.shortlist.SIZE_MULTIPLE`). A m
 start with the request's target language (`tgt_lang`, forced), its sources with its source language
 (`src_lang`). A request's constraints
 (`constraint_rows`) search with the constraint rule, unsharded; its alignments read the model's
-cross-attention once the lines are translated (`aligner`).
+cross-attention once the lines are translated (`aligner`). A request that samples (`request.sampling`) searches
+`num_return` copies of each line (`searches.samples`), its batches holding that share of `batch_tokens`.
 
 Continuation (`inputs="prompt"`, a causal language model): prompts, `prompts_per_batch` at a time in input
 order, keep their last pieces (room for the start id and the continuation) and are fed as forced prefixes
@@ -46,8 +47,9 @@ SEARCH = frozenset({"beam_size", "alpha", "length_penalty", "max_extra_length", 
                     "end_at_limit"})
 ALIGNMENT = frozenset({"alignments", "alignment_layer", "alignment_heads", "alignment_rows"})
 # The request fields each kind of line takes (`GenerationRequest`).
-ACCEPTS = {SOURCE: SEARCH | ALIGNMENT | {"num_return", "constraints"},
-           PROMPT: SEARCH | {"temperature", "top_k", "seed"}}
+SAMPLING = frozenset({"temperature", "top_k", "top_p", "epsilon", "seed"})  # `decoding.sampling`
+ACCEPTS = {SOURCE: SEARCH | ALIGNMENT | SAMPLING | {"num_return", "constraints"},
+           PROMPT: SEARCH | SAMPLING}
 
 SHORTLIST_WITH_TERMS = "A vocabulary shortlist does not apply to a search with terms: translate without it."
 
@@ -116,7 +118,7 @@ class Generator:
         sources, truncated, empty = self.source_rows(lines, layout)
         constraints, errors = self._constraints(request, sources, empty)
         parts = [(batch, self._translate_batch(batch, source, request, constraints, errors, layout))
-                 for batch, source in self.batches(sources, empty)]
+                 for batch, source in self.batches(sources, empty, request.num_return if request.sampling else 1)]
         generation = joined(parts, len(lines), request.num_return)._replace(truncated=truncated)
         generation = _with_errors(generation, errors)
         if request.alignments:
@@ -147,7 +149,8 @@ class Generator:
         if target_prefix:
             arguments.append(tf.constant(target_prefix, tf.int32))
         # a constrained search keeps its rows together (no compaction): XLA's shapes at any batch size
-        jit = self.uses_xla(1 if constraints is not None else int(source.shape[0]), request.beam_size)
+        jit = self.uses_xla(1 if constraints is not None else int(source.shape[0]),
+                            request.num_return if request.sampling else request.beam_size)
         return self._compiled(request, jit, constraints is not None, bool(target_prefix))(*arguments)
 
     def _compiled(self, request, jit, constrained, prefixed):
@@ -172,18 +175,20 @@ class Generator:
             self._searches[key] = compiled_search(decode, jit, 1 if constrained else self.shards, signature)
         return self._searches[key]
 
-    def batches(self, sources, empty=None):
+    def batches(self, sources, empty=None, copies=1):
         """Yields `(indices, source)` for the batches of `sources` (id arrays, end id included) that hold pieces
         (`empty`: per source, whether it holds none; None: those of one id), longest first: their positions and
         their padded ids (`batch_shapes.pad_batch`, extra rows after `len(indices)`), with the progress bar. Lines
-        without pieces are in no batch."""
+        without pieces are in no batch. A line searched as `copies` rows (its samples) takes that share of the
+        budget."""
         empty = [len(ids) <= 1 for ids in sources] if empty is None else empty
+        budget = max(self.length_multiple, self.batch_tokens // copies)
         lengths = np.array([0 if none else len(ids) for ids, none in zip(sources, empty)])
         show = self.progress if self.progress is not None else len(sources) > self.progress_threshold
         with tqdm.tqdm(total=len(sources), unit="sentence", disable=not show) as bar:
             bar.update(int(np.sum(lengths == 0)))
-            for batch in plan_batches(lengths, self.batch_tokens, self.length_multiple):
-                yield batch, pad_batch([sources[i] for i in batch], self.length_multiple, self.batch_tokens,
+            for batch in plan_batches(lengths, budget, self.length_multiple):
+                yield batch, pad_batch([sources[i] for i in batch], self.length_multiple, budget,
                                        self.special_ids.pad)
                 bar.update(len(batch))
 

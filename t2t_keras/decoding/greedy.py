@@ -18,7 +18,7 @@ from t2t_keras.decoding.request import DEFAULTS
 
 def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max_length=None, min_length=0,
                   temperature=0.0, top_k=0, seed=None, forced_prefix=None, output_ids=None, growing_cache=False,
-                  max_output_length=None, end_at_limit=False):
+                  max_output_length=None, end_at_limit=False, top_p=1.0, epsilon=0.0, sample_keys=None):
     """Decodes `source` one token at a time, choosing the argmax (or a sample) at each step.
 
     Args:
@@ -30,8 +30,9 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
         min_length: the end id is forbidden until this many tokens exist (benchmarks use it to force a length).
             May be a tensor.
         temperature: 0 (a Python number) means argmax. Otherwise tokens are sampled from softmax(log p /
-            temperature) (TensorFlow); a tensor value <= 0 still means argmax.
-        top_k, seed: the sampler's k most likely tokens (0: all); its int seed (None draws one).
+            temperature) (TensorFlow, `sampling`); a tensor value <= 0 still means argmax.
+        top_k, top_p, epsilon, seed, sample_keys: the sampler's cuts (`sampling`: 0, 1.0, 0.0 keep every piece); its
+            seed >= 0 (None draws one); int64 `(batch,)` keys of the rows' draws (None: `sampling.row_keys`).
         forced_prefix, output_ids: optional int `(batch, width)` ids, padded, emitted first (a language model's
             prompt, a multilingual model's target language; `common.force_prefix`); optional int32 `(S,)`
             searched vocabulary of a shortlist (`decoding.shortlist`).
@@ -47,12 +48,11 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
     bound, limits = common.output_lengths(model, source, max_extra_length, max_length, max_output_length)
     source_mask, cache = common.encoded(model, source, bound, growing=growing_cache)
     argmax = _is_argmax(temperature)
-    choose = _argmax if argmax else _sampler(temperature, top_k, seed)
+    choose = _argmax if argmax else _sampler(temperature, top_k, top_p, epsilon, seed, sample_keys, source, ids.pad)
     state = _initial_state(common.dim(source, 0), bound, cache, ids)
     step = functools.partial(greedy_step, model, min_length=min_length, choose=choose, ids=ids,
                              vocabulary=common.searched_vocabulary(model, output_ids), growing=growing_cache,
                              end_at_limit=end_at_limit)
-    # a sampler keeps every row in the batch: a row's random draws depend on its place in the batch
     state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), growing_cache and argmax,
                  growing_cache)
     return {"tokens": state["tokens"], "scores": state["scores"]}
@@ -60,7 +60,7 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
 
 def _run(step, state, bound, limits, row_inputs, compact, growing):
     """The search loop: one that drops finished sentences (`compact`, graph mode), or a plain one (over a growing
-    cache if `growing`)."""
+    cache if `growing`). A sampler keeps every row in the batch: its draw keys follow the rows' places."""
     if compact:
         from t2t_keras.decoding.compaction import compacting_loop  # graph mode
 
@@ -90,14 +90,16 @@ def _argmax(log_probs, step):
     return common.argmax_ids(log_probs)
 
 
-def _sampler(temperature, top_k, seed):
-    """`choose(log_probs, step) -> tokens`: a seeded sampler (`sampling`, TensorFlow's stateless draws)."""
+def _sampler(temperature, top_k, top_p, epsilon, seed, keys, source, pad):
+    """`choose(log_probs, step) -> tokens`: a seeded sampler (`sampling`: draws repeatable per row key; `keys`
+    None: a hash of each row of `source`, `sampling.row_keys`)."""
     from t2t_keras.decoding import sampling
 
     base_seed = sampling.random_seed() if seed is None else seed
+    keys = sampling.row_keys(source, pad) if keys is None else keys
 
     def choose(log_probs, step):
-        return sampling.sample_tokens(log_probs, sampling.step_seed(base_seed, step), temperature, top_k)
+        return sampling.sample_tokens(log_probs, base_seed, step, keys, temperature, top_k, top_p, epsilon)
 
     return choose
 

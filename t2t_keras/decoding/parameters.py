@@ -12,6 +12,7 @@ import numbers
 from t2t_keras.errors import T2TError
 
 INT32_MAX = 2**31 - 1
+MAX_SAMPLES = 256  # samples per line of one request (num_return when sampling)
 
 
 class DecodingParameterError(T2TError):
@@ -32,6 +33,26 @@ def check_beam_size(beam_size, max_beam_size=INT32_MAX):
 
 def check_num_return(num_return, beam_size):
     return check_integer("num_return", num_return, 1, beam_size, "beam_size")
+
+
+def check_samples(num_return):
+    """The samples drawn per line (`num_return` when sampling), at most `MAX_SAMPLES`."""
+    if isinstance(num_return, bool) or not isinstance(num_return, numbers.Integral) or not 1 <= num_return <= \
+            MAX_SAMPLES:
+        raise DecodingParameterError(f"num_return must be an integer in [1, {MAX_SAMPLES}] when sampling (the samples "
+                                     f"drawn per line). Received: num_return={num_return!r}")
+    return int(num_return)
+
+
+def check_fraction(name, value, low, high, low_open, high_open, off):
+    """`value` as a float in the interval from `low` to `high` (each end open or closed); `off` says which value
+    turns the setting off, for the message."""
+    inside = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and (
+        low < value if low_open else low <= value) and (value < high if high_open else value <= high)
+    if not inside:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise DecodingParameterError(f"{name} must be a number in {interval} ({off}). Received: {name}={value!r}")
+    return float(value)
 
 
 def check_max_extra_length(max_extra_length):

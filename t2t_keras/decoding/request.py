@@ -12,7 +12,7 @@ setting, from the config key (`decoding.max_extra_length`) to the CLI flag (`--m
 field and the REST "params" key.
 
 An artifact declares the fields it honours (`accepts`); giving another is one refusal, `check_accepted`, with
-the same words for every kind (e.g. `temperature` for a translation model, `constraints` for a CTranslate2
+the same words for every kind (e.g. `temperature` for a LiteRT file, `constraints` for a CTranslate2
 export). Equal requests compare equal, so a server batches requests that share one.
 """
 
@@ -22,20 +22,24 @@ from typing import NamedTuple, Optional
 
 from t2t_keras.config import ALIGNMENT_ROWS, DecodingConfig
 from t2t_keras.decoding.length_penalty import LENGTH_PENALTIES
+from t2t_keras.decoding.mbr import DEFAULT_CANDIDATES, DEFAULT_SOURCE, check_mbr_fields
 from t2t_keras.decoding.parameters import (
     DecodingParameterError,
     check_alpha,
     check_beam_size,
+    check_fraction,
     check_integer,
     check_max_extra_length,
     check_num_return,
+    check_samples,
 )
 from t2t_keras.decoding.stopping import check_stopping
 from t2t_keras.errors import T2TError, check_applicable
 
 # The fields a search's shape depends on (the others choose numbers inside one search, or what is read after).
 SEARCH_FIELDS = ("beam_size", "alpha", "length_penalty", "max_extra_length", "stopping", "max_output_length",
-                 "end_at_limit", "num_return", "temperature", "top_k", "seed")
+                 "end_at_limit", "num_return", "temperature", "top_k", "top_p", "epsilon", "seed")
+SAMPLING = ("temperature", "top_k", "top_p", "epsilon", "seed")  # the sampler's fields (`decoding.sampling`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,10 +56,12 @@ class GenerationRequest:
     stopping: str = DecodingConfig.stopping  # when a beam search is done with a sentence (decoding.stopping)
     max_output_length: Optional[int] = DecodingConfig.max_output_length  # output limit whatever the input (None: none)
     end_at_limit: bool = DecodingConfig.end_at_limit  # a hypothesis at its limit ends with the end id
-    num_return: int = 1  # best hypotheses returned per line, best first
-    temperature: float = 0.0  # an lm's sampler (greedy search only): 0 is argmax
-    top_k: int = 0  # an lm's sampler: the k most likely pieces (0: all)
-    seed: Optional[int] = None  # an lm's sampler: repeatable draws (None: a fresh seed per call)
+    num_return: int = 1  # hypotheses returned per line, best first (sampling: the samples drawn per line)
+    temperature: float = 0.0  # sampling (beam_size 1 only): softmax(log p / temperature); 0 is argmax
+    top_k: int = 0  # sampling: among the k most likely pieces (0: all)
+    top_p: float = 1.0  # sampling: among the most likely pieces whose probabilities sum to top_p (nucleus; 1: off)
+    epsilon: float = 0.0  # sampling: among the pieces of probability >= epsilon, the most likely kept (0: off)
+    seed: Optional[int] = None  # sampling: repeatable draws, >= 0 (None: a fresh seed per call)
     constraints: Optional[tuple] = None  # per line, a tuple of target terms its translation must hold
     alignments: bool = False  # also the word alignments of each line's best translation (decoding.alignment)
     alignment_layer: int = DecodingConfig.alignment_layer  # the decoder layer read for alignments
@@ -63,6 +69,12 @@ class GenerationRequest:
     alignment_rows: str = DecodingConfig.alignment_rows  # a target word's attention: the step outputting it, or reading
     src_lang: Optional[str] = None  # a multilingual model's source language code (None: the run's, chosen at import)
     tgt_lang: Optional[str] = None  # its target language code, forced as the first output token (None: the run's)
+    quality: bool = False  # also each line's quality estimate in [0, 1] (t2t-keras qe-train; decoding.quality_model)
+    min_quality: Optional[float] = None  # a line whose estimate is below it is withheld by the caller (None: none)
+    mbr: Optional[str] = None  # minimum Bayes risk: "chrf" or "bleu" chooses among candidates (decoding.mbr)
+    candidates: int = DEFAULT_CANDIDATES  # mbr: candidates per line, generated in one call
+    candidates_from: str = DEFAULT_SOURCE  # mbr: "sample" (epsilon sampling) or "beam" (a beam of N)
+    mbr_aggregate: bool = False  # mbr: each candidate against the candidates' aggregate (linear in N)
 
     def __post_init__(self):
         _set(self, "beam_size", check_beam_size(self.beam_size))
@@ -75,17 +87,25 @@ class GenerationRequest:
                                          f"{self.end_at_limit!r}")
         for name in ("src_lang", "tgt_lang"):
             _check_language(name, getattr(self, name))
-        _set(self, "num_return", check_num_return(self.num_return, self.beam_size))
         _set(self, "top_k", check_integer("top_k", self.top_k, 0))
         _set(self, "temperature", _check_temperature(self.temperature))
+        if self.mbr is None:  # an MBR request's sampling is checked on the request of its candidates (decoding.mbr)
+            _check_sampling(self)
         if self.seed is not None:
-            _set(self, "seed", check_integer("seed", self.seed, -2**31))
+            _set(self, "seed", check_integer("seed", self.seed, 0))
         _check_choice("length_penalty", self.length_penalty, LENGTH_PENALTIES)
         _check_choice("alignment_rows", self.alignment_rows, ALIGNMENT_ROWS)
         check_stopping(self.stopping)
         _set(self, "constraints", _checked_constraints(self.constraints))
+        check_mbr_fields(self)
+        _check_quality(self.quality, self.min_quality)
         if self.alignment_heads is not None:
             _set(self, "alignment_heads", tuple(self.alignment_heads))
+
+    @property
+    def sampling(self):
+        """Whether the search draws samples: greedy search (a beam of one) at a temperature above 0."""
+        return self.beam_size == 1 and self.temperature > 0
 
     @property
     def method(self):
@@ -132,6 +152,7 @@ class Generation(NamedTuple):
     truncated: list
     alignments: Optional[list]
     errors: list
+    quality: Optional[list] = None  # with `request.quality` or `min_quality`: the best text's estimate per line
 
     @property
     def best(self):
@@ -150,13 +171,16 @@ def joined(parts, count, num_return):
     lines of no part are empty ones."""
     out = empty_generation(count, num_return)
     alignments = [None] * count if any(part.alignments is not None for _, part in parts) else None
+    quality = [None] * count if any(part.quality is not None for _, part in parts) else None
     for indices, part in parts:
         for line, i in enumerate(indices):
             out.texts[i], out.scores[i], out.truncated[i] = part.texts[line], part.scores[line], part.truncated[line]
             out.errors[i] = part.errors[line]
             if alignments is not None:
                 alignments[i] = None if part.alignments is None else part.alignments[line]
-    return out._replace(alignments=alignments)
+            if quality is not None:
+                quality[i] = None if part.quality is None else part.quality[line]
+    return out._replace(alignments=alignments, quality=quality)
 
 
 def check_lines(lines):
@@ -183,7 +207,8 @@ def check_accepted(request, defaults, accepts, what):
 
 # The command line's flags of the fields not named after them (the others: --field-name).
 FLAGS = {"constraints": "--terminology", "alignments": "--alignments, --markup", "src_lang": "--source-lang",
-         "tgt_lang": "--target-lang"}
+         "tgt_lang": "--target-lang", "quality": "--with-quality"}
+QUALITY = ("quality", "min_quality")  # the fields of the quality estimate
 LANGUAGES = ("src_lang", "tgt_lang")  # the fields of a multilingual model's languages
 NO_LANGUAGES = ("; src_lang and tgt_lang choose among the language codes of a multilingual checkpoint (NLLB, "
                 "M2M-100), and this model has none: leave them out")
@@ -202,6 +227,50 @@ def _check_language(name, code):
     if code is not None and (not isinstance(code, str) or not code.strip()):
         raise DecodingParameterError(f"{name} must be a language code such as eng_Latn (a non-empty string), or "
                                      f"left out for the model's own. Received: {name}={code!r}")
+
+
+def _check_quality(quality, min_quality):
+    if not isinstance(quality, bool):
+        raise DecodingParameterError(f"quality must be true or false. Received: quality={quality!r}")
+    if min_quality is not None and (isinstance(min_quality, bool) or not isinstance(min_quality, (int, float))
+                                    or not 0.0 <= min_quality <= 1.0):
+        raise DecodingParameterError(f"min_quality must be a number in [0, 1] (the estimate's range), or left out. "
+                                     f"Received: min_quality={min_quality!r}")
+
+
+def wants_quality(request):
+    """Whether `request` asks for the quality estimate (`quality`, or a `min_quality` to compare it with)."""
+    return request.quality or request.min_quality is not None
+
+
+def below_quality(generation, min_quality):
+    """The indices of the lines of `generation` whose estimate is below `min_quality` (None: none)."""
+    if min_quality is None or generation.quality is None:
+        return []
+    return [i for i, value in enumerate(generation.quality) if value is not None and value < min_quality]
+
+
+def _check_sampling(request):
+    """`num_return`, `top_p` and `epsilon` checked: up to `MAX_SAMPLES` samples when sampling, else at most the
+    beam; sampling takes a beam of one; the cuts apply only when sampling."""
+    _set(request, "top_p", check_fraction("top_p", request.top_p, 0, 1, True, False, "1 is off"))
+    _set(request, "epsilon", check_fraction("epsilon", request.epsilon, 0, 1, False, True, "0 is off"))
+    if request.temperature > 0 and request.beam_size > 1:
+        raise DecodingParameterError(f"Sampling (temperature {request.temperature:g}) draws one piece at a time: it "
+                                     f"takes beam_size 1, not {request.beam_size}. Set beam_size 1 to sample, or "
+                                     "temperature 0 for beam search.")
+    cuts = [name for name, off in (("top_p", 1.0), ("epsilon", 0.0)) if getattr(request, name) != off]
+    if cuts and request.temperature == 0:
+        raise DecodingParameterError(f"{' and '.join(cuts)} only apply when sampling: give a temperature above 0 "
+                                     "(1 samples from the model's own distribution), or leave them out.")
+    if request.sampling:
+        _set(request, "num_return", check_samples(request.num_return))
+    elif isinstance(request.num_return, int) and request.beam_size == 1 and request.num_return > 1:
+        raise DecodingParameterError(f"num_return={request.num_return} with beam_size 1 and temperature 0 would "
+                                     "repeat one argmax translation: sample with a temperature above 0, or search "
+                                     "a beam of at least num_return.")
+    else:
+        _set(request, "num_return", check_num_return(request.num_return, request.beam_size))
 
 
 def _check_temperature(temperature):

@@ -41,19 +41,20 @@ class DistillResult(NamedTuple):
 
 def prepare_student(teacher, run_dir, config, overrides=(), beam_size=DEFAULT_BEAM, original_weight=None,
                     teacher_weights="auto", shard_sentences=SHARD_SENTENCES, jit_compile=None, on_shard=None,
-                    where="--config"):
+                    where="--config", runner=None):
     """Checks everything, translates the shards not done and writes the student's run files but its checkpoints:
     a `Distillation`. `overrides` are the `--set` texts `config` was loaded with (corpus keys are refused);
     `where` names `config` in messages; `jit_compile` None is the search a distillation in `run_dir` recorded,
-    else the teacher's decoding choice ("auto"); `on_shard`: see `distilled.distil_shards`."""
+    else the teacher's decoding choice ("auto"); `on_shard`: see `distilled.distil_shards`; `runner`: the teacher
+    translates through a Beam pipeline (`beam.teacher_pass.runner_choice`), None in this process."""
     run = open_run(run_dir)
     with run.lock("distill"):
         return _prepare_student(teacher, run, config, overrides, beam_size, original_weight, teacher_weights,
-                                shard_sentences, jit_compile, on_shard, where)
+                                shard_sentences, jit_compile, on_shard, where, runner)
 
 
 def _prepare_student(teacher, run, config, overrides, beam_size, original_weight, teacher_weights, shard_sentences,
-                     jit_compile, on_shard, where):
+                     jit_compile, on_shard, where, runner=None):
     check_beam_size(beam_size)
     if isinstance(shard_sentences, bool) or not isinstance(shard_sentences, int) or shard_sentences < 1:
         raise ConfigError(f"--shard-sentences must be a positive integer. Received: {shard_sentences!r}")
@@ -66,8 +67,13 @@ def _prepare_student(teacher, run, config, overrides, beam_size, original_weight
     sentences = training_sources(teacher)
     jit_compile = recorded_search(run) if jit_compile is None else jit_compile
     settings = teacher_settings(teacher, sentences, beam_size, shard_sentences, jit_compile)
-    corpus = distil_shards(run, sentences, settings, functools.partial(teacher_translate, teacher, settings),
-                           on_shard)
+    make_translate = functools.partial(teacher_translate, teacher, settings)
+    if runner is not None:
+        from t2t_keras.beam.teacher_pass import pipeline_translate
+
+        make_translate = functools.partial(pipeline_translate, teacher, settings, run.path, runner.runner,
+                                           runner.workers, runner.extra)
+    corpus = distil_shards(run, sentences, settings, make_translate, on_shard)
     students.write_eval_splits(run, teacher)
     students.share_tokenizer(teacher, run, config)
     return Distillation(config, corpus, run)

@@ -1,5 +1,6 @@
 """Scoring what an artifact translates: a run's split (or given files) translated and scored with BLEU/chrF."""
 
+import dataclasses
 import logging
 import time
 
@@ -33,14 +34,22 @@ def evaluate(artifact, run_dir, split="test", source=None, reference=None, outpu
     run = open_run(run_dir)
     pairs = load_eval_pairs(run, split, source, reference)
     request = artifact.check_request(request or artifact.defaults)
+    if artifact.quality_models:  # a quality estimate (qe-train): how well it ranks the sentences, reported too
+        request = artifact.check_request(dataclasses.replace(request, quality=True))
     began = time.monotonic()
-    hypotheses = artifact.generate([s for s, _ in pairs], request).best
+    generation = artifact.generate([s for s, _ in pairs], request)
+    hypotheses = generation.best
     seconds = time.monotonic() - began
     if output:
         write_lines(output, hypotheses)
     result = score(hypotheses, [t for _, t in pairs], target_lang=run.load_config().data.target_lang, bleu=bleu)
     result.update(split=None if source else split, decode_seconds=round(seconds, 1), method=request.method,
                   beam_size=request.beam_size, alpha=request.alpha)
+    if generation.quality is not None:
+        from t2t_keras.evaluation.quality_estimate import ranking, sentence_chrf_scores
+
+        result.update(quality_estimate=ranking(generation.quality, sentence_chrf_scores(hypotheses,
+                                                                                        [t for _, t in pairs])))
     if artifact.kind != "run":
         result.update(export=str(artifact.path))
     elif artifact.ensemble:
@@ -81,7 +90,15 @@ def format_result(result):
     from t2t_keras.evaluation.bleu import format_scores
     from t2t_keras.evaluation.language_model import format_perplexity
 
-    return format_perplexity(result) if "perplexity" in result else format_scores(result)
+    if "perplexity" in result:
+        return format_perplexity(result)
+    if "quality_estimate" in result:
+        from t2t_keras.evaluation.quality_estimate import format_correlation
+
+        ranks = result["quality_estimate"]
+        return (f"{format_scores(result)}\nquality estimate against sentence chrF: Pearson "
+                f"{format_correlation(ranks['pearson'])}, Spearman {format_correlation(ranks['spearman'])}")
+    return format_scores(result)
 
 
 BASELINE_DESCRIPTION = "retrieval (target of the most similar training source, TF-IDF cosine)"

@@ -18,6 +18,11 @@ Keras layers' weights, as CTranslate2's own converters do for other toolkits:
 * tied embeddings are the same array in several places, which CTranslate2
   stores once (its `optimize` aliases equal variables); a source vocabulary of
   its own (`source_pieces`) is the encoder's;
+* T5's switches are CTranslate2's T5 options: the relative position bias
+  (`relative_attention_bias`, the stack's one table in every layer), RMS
+  normalisation (`rms_norm`), the gated feed-forward (`ffn_glu`), attention
+  without 1/sqrt(d_k) (`queries_scale` 1) and the scaled tied output
+  (`scale_outputs`), as its own T5 converter sets them;
 * the special tokens are the model's own: an imported checkpoint's (`tokens`:
   CTranslate2's unk, bos, eos and decoder start token), its sources given with
   their end id and language code (`add_source_eos` False).
@@ -29,7 +34,7 @@ from t2t_keras.errors import T2TError
 
 # Keras activation names -> CTranslate2's (keras' gelu is the exact, erf-based one).
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH", "silu": "SWISH", "tanh": "Tanh",
-               "sigmoid": "Sigmoid"}
+               "sigmoid": "Sigmoid", "gelu_tanh": "GELUTanh"}
 
 
 class UnsupportedModelError(T2TError):
@@ -62,13 +67,17 @@ class TransformerConverter:
         common_spec, transformer_spec = _import_specs()
         model = self.model
         options = dict(pre_norm=model.normalize_first, no_final_norm=not model.normalize_first,
-                       activation=getattr(common_spec.Activation, ACTIVATIONS[model.activation]))
+                       activation=getattr(common_spec.Activation, ACTIVATIONS[model.activation]),
+                       relative_attention_bias=model.position_encoding == "relative",
+                       ffn_glu=model.gated_feed_forward, rms_norm=model.normalization == "rms")
         if self.head_dim != model.hidden_dim // model.num_heads:
             options["head_dim"] = self.head_dim
         encoder = transformer_spec.TransformerEncoderSpec(model.encoder.num_layers, model.num_heads, **options)
         decoder = transformer_spec.TransformerDecoderSpec(model.decoder.num_layers, model.num_heads, **options)
         if not model.scale_embeddings:
             encoder.scale_embeddings = decoder.scale_embeddings = False
+        if model.scale_decoder_output:
+            decoder.scale_outputs = np.float32(model.hidden_dim ** -0.5)
         spec = transformer_spec.TransformerSpec(encoder, decoder)
         spec.config.add_source_eos = self.tokens is None  # our encoder input is pieces + EOS, as in training
         for name, token in (self.tokens or {}).items():
@@ -83,10 +92,11 @@ class TransformerConverter:
     def _set_encoder(self, spec):
         model = self.model
         spec.embeddings[0].weight = _numpy(model.source_embedding.embeddings)
-        spec.position_encodings.encodings = self._positions(model.source_position)
+        if model.source_position is not None:
+            spec.position_encodings.encodings = self._positions(model.source_position)
         for layer_spec, block in zip(spec.layer, model.encoder.blocks):
             _set_attention(layer_spec.self_attention, block.self_attention, block.self_attention_connection,
-                           self_attention=True)
+                           self_attention=True, relative=model.encoder.relative_bias)
             _set_feed_forward(layer_spec.ffn, block.feed_forward, block.feed_forward_connection)
         if model.encoder.final_norm is not None:
             _set_layer_norm(spec.layer_norm, model.encoder.final_norm)
@@ -94,10 +104,11 @@ class TransformerConverter:
     def _set_decoder(self, spec):
         model = self.model
         spec.embeddings.weight = _numpy(model.target_embedding.embeddings)
-        spec.position_encodings.encodings = self._positions(model.target_position)
+        if model.target_position is not None:
+            spec.position_encodings.encodings = self._positions(model.target_position)
         for layer_spec, block in zip(spec.layer, model.decoder.blocks):
             _set_attention(layer_spec.self_attention, block.self_attention, block.self_attention_connection,
-                           self_attention=True)
+                           self_attention=True, relative=model.decoder.relative_bias)
             _set_attention(layer_spec.attention, block.cross_attention, block.cross_attention_connection,
                            self_attention=False)
             _set_feed_forward(layer_spec.ffn, block.feed_forward, block.feed_forward_connection)
@@ -157,8 +168,9 @@ def _check_supported(model, source_vocabulary=False):
     return key_dim
 
 
-def _set_attention(spec, attention, connection, self_attention):
-    """Fused projections and the sublayer's LayerNorm (applied before or after, as `pre_norm` says)."""
+def _set_attention(spec, attention, connection, self_attention, relative=None):
+    """Fused projections and the sublayer's LayerNorm (applied before or after, as `pre_norm` says); `relative`:
+    the stack's `RelativePositionBias`, whose table every layer's self-attention adds."""
     query, key, value = (_linear(d) for d in (attention.query_dense, attention.key_dense, attention.value_dense))
     if self_attention:
         _fill_linear(spec.linear[0], *_fuse(query, key, value))
@@ -167,17 +179,27 @@ def _set_attention(spec, attention, connection, self_attention):
         _fill_linear(spec.linear[1], *_fuse(key, value))
     _fill_linear(spec.linear[-1], *_linear(attention.output_dense))
     _set_layer_norm(spec.layer_norm, connection.layer_norm)
+    if not attention.scale:
+        spec.queries_scale = np.float32(1.0)
+    if relative is not None:
+        spec.relative_attention_bias = _numpy(relative.embeddings)
+        spec.relative_attention_max_distance = np.int32(relative.max_distance)
 
 
 def _set_feed_forward(spec, feed_forward, connection):
     _fill_linear(spec.linear_0, *_linear(feed_forward.inner))
+    if feed_forward.gate is not None:
+        _fill_linear(spec.linear_0_noact, *_linear(feed_forward.gate))
     _fill_linear(spec.linear_1, *_linear(feed_forward.outer))
     _set_layer_norm(spec.layer_norm, connection.layer_norm)
 
 
 def _set_layer_norm(spec, layer_norm):
-    spec.gamma = _numpy(layer_norm.gamma)
-    spec.beta = _numpy(layer_norm.beta)
+    if hasattr(layer_norm, "gamma"):
+        spec.gamma = _numpy(layer_norm.gamma)
+        spec.beta = _numpy(layer_norm.beta)
+    else:  # RMSNormalization: a scale alone
+        spec.gamma = _numpy(layer_norm.scale)
 
 
 def _linear(dense):

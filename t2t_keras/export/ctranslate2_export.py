@@ -41,11 +41,12 @@ import logging
 import pathlib
 
 from t2t_keras.data.tokenizer import check_vocab_size
+from t2t_keras.decoding.quality_model import QUALITY_ESTIMATE_FILE
 from t2t_keras.decoding.request import DEFAULTS, GenerationRequest
 from t2t_keras.decoding.shortlist import PADDING
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_converter import TransformerConverter
-from t2t_keras.files import check_can_write, staged_directory
+from t2t_keras.files import check_can_write, staged_directory, write_text_atomic
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 logger = logging.getLogger(__name__)
@@ -92,8 +93,12 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
     check_can_write(pathlib.Path(out_dir), overwrite)
     table = run.load_shortlist() if shortlist else None
     model, record = weights_to_export(run, source, average_last)
-    return export_ctranslate2(model, load_tokenizer(tokenizer_path, config.data.tokenizer), out_dir, quantization,
-                              request or GenerationRequest.from_config(config.decoding), overwrite, record, table)
+    out_dir = export_ctranslate2(model, load_tokenizer(tokenizer_path, config.data.tokenizer), out_dir, quantization,
+                                 request or GenerationRequest.from_config(config.decoding), overwrite, record, table)
+    estimate = run.path / QUALITY_ESTIMATE_FILE  # t2t-keras qe-train: the artifact applies it beside the model
+    if estimate.exists():
+        write_text_atomic(out_dir / QUALITY_ESTIMATE_FILE, estimate.read_text(encoding="utf-8"))
+    return out_dir
 
 
 def _check_tokenizer_file(tokenizer_path):

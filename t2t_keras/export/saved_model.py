@@ -22,6 +22,8 @@ import tensorflow as tf
 
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.decoding.layout import layout_of
+from t2t_keras.decoding.quality_features import FEATURES
+from t2t_keras.decoding.quality_model import QUALITY_ESTIMATE_FILE, choose_model, read_quality_models
 from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
 from t2t_keras.errors import T2TError, check_applicable
@@ -71,9 +73,20 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", request=None,
     if config.task == "lm":
         return export_continuer(model, tokenizer, out_dir, request.max_extra_length, request.temperature,
                                 request.top_k, **options)
-    options = {"shards": config.decoding.shards, **options}
+    options = {"shards": config.decoding.shards, "quality": run_quality_models(run), **options}
     return export_translator(model, tokenizer, out_dir, config.decoding.max_beam_size if max_beam_size is None
                              else max_beam_size, request, **options)
+
+
+def run_quality_models(run):
+    """The quality estimate a run's translation exports carry (`t2t-keras qe-train`), its `QualityModel`s; None
+    where the run has none."""
+    path = run.path / QUALITY_ESTIMATE_FILE
+    if not path.exists():
+        return None
+    models = read_quality_models(path)[0]
+    choose_model(models, FEATURES, str(path))  # the one the signatures compute: refused here, before any work
+    return models
 
 
 def _check_exportable(task, run_dir, options):
@@ -100,7 +113,7 @@ def _auto_quantization(model, options):
 
 def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, request=DEFAULTS, text_signatures=True,
                       jit_compile=False, overwrite=False, quantization=None, shards=1, weights=None, shortlist=None,
-                      constraints=False, precision="float32"):
+                      constraints=False, precision="float32", quality=None):
     """Writes `model` and `tokenizer` as a translation SavedModel at `out_dir`.
 
     Args:
@@ -123,6 +136,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, re
         constraints: add the `translate_constrained` signature (target terms, `export.constrained_module`).
         precision: "float32", or "bfloat16" for a copy whose weights and arithmetic are bfloat16
             (`decoding.weight_precision`); not with `quantization`. The inspection files keep float32.
+        quality: None, or the run's `QualityModel`s: the `quality` output of `translate` and `serving_default`.
 
     Returns the export directory (a `pathlib.Path`); FileExistsError if `out_dir` exists unless `overwrite`.
     """
@@ -133,7 +147,7 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, re
     kind = ConstrainedTranslatorModule if constraints else TranslatorModule
     module = kind(searched, tokenizer if text_signatures else None, request=request, max_beam_size=max_beam_size,
                   jit_compile=_search_compilation(jit_compile, quantization, precision), shards=shards,
-                  shortlist=shortlist, layout=layout_of(tokenizer, model.special_ids))
+                  shortlist=shortlist, layout=layout_of(tokenizer, model.special_ids), quality=quality)
     inspection = (model, tokenizer, _record(weights, quantization, precision, module)) if text_signatures else None
     return _write(module, out_dir, overwrite, inspection, "a translation")
 

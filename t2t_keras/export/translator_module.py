@@ -8,7 +8,15 @@ Signatures (all batch-major, any batch size, including 0):
 * `translate(inputs, beam_size, alpha, max_extra_length, num_return)`: the same
   with every decoding parameter an explicit scalar input; returns the n-best
   lists `translations` `(N, num_return)`, `scores` `(N, num_return)` (best
-  first) and `truncated` `(N,)`.
+  first) and `truncated` `(N,)`; an export of a run with a quality estimate
+  (`t2t-keras qe-train`) also returns `quality` float32 `(N,)`, the best
+  translation's estimate in [0, 1] (`decoding.quality_model`), from one
+  teacher-forced pass over it (`decoding.quality_features`), and so does
+  `serving_default`.
+* `sample(inputs, num_return, max_extra_length, temperature, top_k, top_p,
+  epsilon, seed)`: `num_return` samples of each sentence (`translations` and
+  `scores` `(N, num_return)`, most likely first, and `truncated`), repeatable
+  for a seed >= 0 (`export.sample_signature`).
 * `score(inputs, targets)`: forced decoding (see `decoding.forced`): the
   negative log-likelihood of each `targets` sentence as the translation of
   `inputs`, returned as `nll` float32 `(N,)` (the sum), `token_nll` float32
@@ -71,6 +79,7 @@ blanks) translate to "" (no tokens) with score 0.
 """
 
 import functools
+import json
 
 import tensorflow as tf
 
@@ -81,10 +90,13 @@ from t2t_keras.decoding.common import dim
 from t2t_keras.decoding.forced import teacher_forcing_targets, token_nll
 from t2t_keras.decoding.layout import Layout, is_multilingual, layout_of, source_pieces, target_pieces
 from t2t_keras.decoding.parameters import check_beam_size, check_integer
+from t2t_keras.decoding.quality_features import FEATURES, features_from_log_probs
+from t2t_keras.decoding.quality_model import choose_model
 from t2t_keras.decoding.request import DEFAULTS
 from t2t_keras.decoding.sharding import choose_shards, sharded
 from t2t_keras.decoding.shortlist import ShortlistTable, batch_vocabulary
 from t2t_keras.export.languages import LANGUAGE_SPECS, ExportLanguages
+from t2t_keras.export.sample_signature import SAMPLE, SAMPLE_SPECS, sample_search, sampling_checks
 from t2t_keras.export.search_table import SearchTable
 from t2t_keras.export.signature_functions import SignatureFunctions, function, scalar_specs
 from t2t_keras.export.source_ids import DEFAULT_IDS, prepare_source
@@ -130,11 +142,15 @@ class TranslatorModule(tf.Module):
             shortlisted target pieces (`decoding.shortlist`). `score` keeps the whole vocabulary.
         layout: the `decoding.layout.Layout` of the model's sources and translations; None: the tokenizer's (an
             ids-only module of an imported checkpoint is given the one of its run's tokenizer).
+        quality: None, or the run's `decoding.quality_model.QualityModel`s (`t2t-keras qe-train`): the one over
+            every feature gives the `quality` output of `translate` and `serving_default` (text modules); all of them
+            are kept as JSON in the variable `quality_estimate` (`{"models": [...]}`), for what the signatures
+            compute without it (an `artifacts.saved_model` reads them).
         name: module name.
     """
 
     def __init__(self, model, tokenizer=None, max_beam_size=MAX_BEAM_SIZE, request=DEFAULTS, jit_compile=False,
-                 shards=1, shortlist=None, layout=None, name=None):
+                 shards=1, shortlist=None, layout=None, quality=None, name=None):
         super().__init__(name=name)
         check_beam_size(request.beam_size, check_integer("max_beam_size", max_beam_size))  # the rest: the request's
         if jit_compile not in (True, False, "auto"):
@@ -152,6 +168,11 @@ class TranslatorModule(tf.Module):
         self._xla_below = GRAPH_SEARCH_HYPOTHESES if jit_compile == "auto" else 0
         self._shards = choose_shards(shards)
         self._record(request)
+        self._quality = choose_model(quality, FEATURES, "the exported quality estimate") if quality and tokenizer \
+            else None
+        if self._quality is not None:
+            self.quality_estimate = tf.Variable(json.dumps({"models": [model.to_dict() for model in quality]}),
+                                                trainable=False, name="quality_estimate")
         self._shortlisted = shortlist is not None
         if self._shortlisted:
             ShortlistTable(shortlist, model.vocab_size)  # checks the table's size against the model's vocabulary
@@ -191,6 +212,7 @@ class TranslatorModule(tf.Module):
         if self.tokenizer is not None:
             signatures["translate"] = functions.translate.get_concrete_function()
             signatures["score"] = functions.score.get_concrete_function()
+            signatures[SAMPLE] = functions.sample.get_concrete_function()
         return signatures
 
     def _make_functions(self):
@@ -209,6 +231,7 @@ class TranslatorModule(tf.Module):
         functions.translate = function(self._translate, (STRINGS_SPEC,) + PARAMETER_SPECS + languages)
         functions.serve = function(self._serve_text, (STRINGS_SPEC,))
         functions.score = function(self._score, (STRINGS_SPEC, TARGETS_SPEC))
+        functions.sample = function(self._sample, (STRINGS_SPEC,) + SAMPLE_SPECS + languages)
 
     def _translate_ids(self, source_ids, beam_size, alpha, max_extra_length, num_return, *languages):
         """n-best output ids of source piece ids (with `src_lang` and `tgt_lang` last for a multilingual export);
@@ -232,11 +255,58 @@ class TranslatorModule(tf.Module):
         tokens = out["tokens"]
         shape = tf.shape(tokens)
         texts = self.tokenizer.detokenize(tf.reshape(tokens, (-1, shape[2])))
-        return {
+        result = {
             "translations": tf.reshape(texts, shape[:2]),
             "scores": out["scores"],
             "truncated": out["truncated"],
         }
+        if self._quality is not None:
+            result["quality"] = self._estimate(inputs, result["translations"][:, 0], languages)
+        return result
+
+    def _estimate(self, inputs, translations, languages):
+        """The quality estimate of each translation of `inputs`, from a teacher-forced pass over its text tokenized
+        again, as `score` reads it."""
+        layout = self._layout
+        prefix, suffix, target = (layout.source_prefix, layout.source_suffix, layout.target_prefix) if not languages \
+            else self._languages.ids(*languages)
+        source_ids = source_pieces(self.tokenizer, inputs).to_tensor(default_value=self._ids.pad)
+        source, _, _ = prepare_source(source_ids, self.model.max_length, self.model.vocab_size, self._ids, prefix,
+                                      suffix)
+        pieces = target_pieces(self.tokenizer, translations)
+        kept = pieces[:, :self.model.max_length - 1 - len(layout.target_prefix)]
+        target_in, target_out = teacher_forcing_targets(kept, self._ids, target)
+        log_probs = tf.nn.log_softmax(tf.cast(self.model((source, target_in), training=False), tf.float32))
+        features = features_from_log_probs(log_probs, source, target_out, self._ids,
+                                           len(layout.source_prefix) + len(layout.source_suffix),
+                                           1 + len(layout.target_prefix))
+        return self._quality.in_graph({name: features[:, i] for i, name in enumerate(FEATURES)})
+
+    def _sample(self, inputs, num_return, max_extra_length, temperature, top_k, top_p, epsilon, seed, *languages):
+        """`num_return` samples of each sentence, most likely first (`export.sample_signature`)."""
+        layout = self._layout
+        prefix, suffix, target = (layout.source_prefix, layout.source_suffix, layout.target_prefix) if not languages \
+            else self._languages.ids(*languages)
+        source_ids = source_pieces(self.tokenizer, inputs).to_tensor(default_value=self._ids.pad)
+        source, truncated, empty = prepare_source(source_ids, self.model.max_length, self.model.vocab_size, self._ids,
+                                                  prefix, suffix)
+        with tf.control_dependencies(sampling_checks(num_return, max_extra_length, temperature, top_k, top_p, epsilon)):
+            max_extra_length = tf.minimum(max_extra_length, self.model.max_length)  # no int32 overflow
+        bound = tf.shape(source)[1] + max_extra_length
+        if self._max_output_length is not None:
+            bound = tf.minimum(bound, self._max_output_length)
+        options = dict(max_output_length=self._max_output_length, end_at_limit=self._end_at_limit,
+                       forced_prefix=tf.cast(tf.reshape(target, [-1]), tf.int32) if self._prefixed else None,
+                       output_ids=batch_vocabulary(self.shortlist_entries, self.shortlist_frequent, source,
+                                                   self.model.vocab_size, special_ids=self._ids)
+                       if self._shortlisted else None)
+        sampler = dict(temperature=temperature, top_k=top_k, top_p=top_p, epsilon=epsilon, seed=seed)
+        tokens, scores = sample_search(self.model, source, num_return, max_extra_length, sampler, bound, **options)
+        tokens = tf.where(empty[:, None, None], self._ids.pad, tokens)  # (batch, num_return, bound)
+        shape = tf.shape(tokens)
+        texts = self.tokenizer.detokenize(tf.reshape(tokens, (-1, shape[2])))
+        return {"translations": tf.reshape(texts, shape[:2]), "scores": tf.where(empty[:, None], 0.0, scores),
+                "truncated": truncated}
 
     def _score(self, inputs, targets):
         """Forced-decoding negative log-likelihood of `targets`; see the module docstring."""
@@ -256,8 +326,9 @@ class TranslatorModule(tf.Module):
         """Best translation of each sentence with the export's default parameters (and languages)."""
         languages = (tf.constant(""), tf.constant("")) if self._languages is not None else ()
         out = self.functions.translate(inputs, *self._defaults(), *languages)
-        return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
+        best = {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
                 "truncated": out["truncated"]}
+        return dict(best, quality=out["quality"]) if "quality" in out else best
 
     def _serve_ids(self, source_ids):
         """Best output ids of each row with the default parameters (ids-only modules)."""

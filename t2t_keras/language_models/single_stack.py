@@ -43,7 +43,7 @@ class SingleStackModel(keras.Model):
 
     def block_config(self):
         """The keyword arguments of every block of the stack."""
-        return {name: getattr(self, name) for name in BLOCK_ARGUMENTS}
+        return {name: getattr(self, name) for name in BLOCK_ARGUMENTS if hasattr(self, name)}  # else the default
 
     def build_embeddings(self):
         shape = (None, None, self.hidden_dim)

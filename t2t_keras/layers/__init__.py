@@ -13,6 +13,8 @@ from t2t_keras.layers.logits_bias import LogitsBias
 from t2t_keras.layers.multi_head_attention import MultiHeadAttention
 from t2t_keras.layers.position_embedding import LearnedPositionEmbedding
 from t2t_keras.layers.positional_encoding import SinusoidalPositionEncoding
+from t2t_keras.layers.relative_position_bias import RelativePositionBias
+from t2t_keras.layers.rms_normalization import RMSNormalization
 from t2t_keras.layers.scaled_dot_product_attention import ScaledDotProductAttention
 from t2t_keras.layers.sublayer_connection import SublayerConnection
 from t2t_keras.layers.token_embedding import TokenEmbedding
@@ -30,6 +32,8 @@ __all__ = [
     "LearnedPositionEmbedding",
     "LogitsBias",
     "MultiHeadAttention",
+    "RMSNormalization",
+    "RelativePositionBias",
     "ScaledDotProductAttention",
     "SinusoidalPositionEncoding",
     "SublayerConnection",

@@ -23,29 +23,36 @@ class TransformerBlock(keras.layers.Layer):
         activation: feed-forward nonlinearity.
         normalize_first: pre-LN instead of the paper's post-LN.
         layer_norm_epsilon: LayerNorm epsilon.
+        normalization: "layer" (LayerNorm) or "rms" (T5's RMS normalisation).
+        gated_feed_forward: the gated feed-forward network (T5 v1.1; `FeedForward`).
+        use_bias: biases in every projection (T5: none).
+        scale_attention: divide the attention scores by sqrt(d_k) (T5: no).
     """
 
     def __init__(self, num_heads, intermediate_dim, key_dim=None, value_dim=None, dropout=0.1,
                  attention_dropout=0.0, activation_dropout=0.0, activation="relu", normalize_first=False,
-                 layer_norm_epsilon=1e-6, **kwargs):
+                 layer_norm_epsilon=1e-6, normalization="layer", gated_feed_forward=False, use_bias=True,
+                 scale_attention=True, **kwargs):
         super().__init__(**kwargs)
         store_arguments(self, TransformerBlock, locals())
 
     def _attention(self, hidden_dim, name):
         key_dim, value_dim = head_dims(hidden_dim, self.num_heads, self.key_dim, self.value_dim)
         return MultiHeadAttention(
-            self.num_heads, key_dim, value_dim, dropout=self.attention_dropout, dtype=self.dtype_policy, name=name
+            self.num_heads, key_dim, value_dim, dropout=self.attention_dropout, use_bias=self.use_bias,
+            scale=self.scale_attention, dtype=self.dtype_policy, name=name
         )
 
     def _feed_forward(self):
         return FeedForward(
-            self.intermediate_dim, self.activation, self.activation_dropout, dtype=self.dtype_policy,
-            name="feed_forward",
+            self.intermediate_dim, self.activation, self.activation_dropout, gated=self.gated_feed_forward,
+            use_bias=self.use_bias, dtype=self.dtype_policy, name="feed_forward",
         )
 
     def _connection(self, name):
         return SublayerConnection(
-            self.dropout, self.normalize_first, self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+            self.dropout, self.normalize_first, self.layer_norm_epsilon, self.normalization, dtype=self.dtype_policy,
+            name=name
         )
 
     def _feed_forward_sublayer(self, x, training):

@@ -43,12 +43,12 @@ class Decoder(TransformerStack):
     """
 
     block_class = DecoderBlock
+    bidirectional = False
 
     def build(self, inputs_shape, memory_shape=None):
         for block in self.blocks:
             block.build(inputs_shape, memory_shape)
-        if self.final_norm is not None:
-            self.final_norm.build(inputs_shape)
+        self.build_shared(inputs_shape)
 
     def init_cache(self, memory, max_length, batch_size=None):
         """A cache for decoding up to `max_length` tokens against `memory` (or, without
@@ -58,10 +58,13 @@ class Decoder(TransformerStack):
     def call(self, inputs, memory=None, memory_mask=None, training=None):
         self_mask = masks.attention_mask(causal=masks.causal_mask(ops.shape(inputs)[1]))
         cross_mask = masks.attention_mask(key_padding=memory_mask)
+        length = ops.shape(inputs)[1]
+        bias = self.position_bias(length, length)
         x, self_weights, cross_weights = inputs, [], []
         for block in self.blocks:
             x, layer_self, layer_cross = block(x, memory, self_attention_mask=self_mask,
-                                               cross_attention_mask=cross_mask, training=training)
+                                               cross_attention_mask=cross_mask, training=training,
+                                               self_attention_bias=bias)
             self_weights.append(layer_self)
             cross_weights.append(layer_cross)
         return DecoderOutput(self._finish(x), self_weights, cross_weights)
@@ -77,15 +80,17 @@ class Decoder(TransformerStack):
         if cache_index is None:  # keys: the `slots` earlier positions, then the queries'
             one = inputs.shape[1] == 1  # a single new position sees every key: no mask to apply
             causal = None if one else masks.causal_mask(queries, slots + queries, offset=slots)
+            bias = self.position_bias(queries, slots + queries, slots)
         else:
             causal = masks.causal_mask(queries, slots, offset=cache_index)  # empty slots stay hidden
+            bias = self.position_bias(queries, slots, cache_index)
         self_mask = masks.attention_mask(causal=causal)
         cross_mask = masks.attention_mask(key_padding=memory_mask)
         x, self_weights, cross_weights, new_cache = inputs, [], [], []
         for block, block_cache in zip(self.blocks, cache):
             x, layer_self, layer_cross, layer_cache = block.decode_step(
                 x, block_cache, cache_index, self_attention_mask=self_mask, cross_attention_mask=cross_mask,
-                training=training,
+                training=training, self_attention_bias=bias,
             )
             self_weights.append(layer_self)
             cross_weights.append(layer_cross)

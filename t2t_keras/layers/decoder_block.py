@@ -36,6 +36,8 @@ class DecoderBlock(TransformerBlock):
         self_attention_mask: boolean, broadcastable to `(batch, target_len, target_len)`;
             the caller makes it causal (`masks.causal_mask`).
         cross_attention_mask: boolean, broadcastable to `(batch, target_len, source_len)`.
+        self_attention_bias: added to the self-attention scores (the stack's relative position bias), or None;
+            `decode_step` takes it too, for its positions against the cache.
         training: whether dropout is active.
 
     Returns:
@@ -87,10 +89,12 @@ class DecoderBlock(TransformerBlock):
             cache["cross"] = self.cross_attention.cache_key_value(memory)
         return cache
 
-    def call(self, inputs, memory=None, self_attention_mask=None, cross_attention_mask=None, training=None):
+    def call(self, inputs, memory=None, self_attention_mask=None, cross_attention_mask=None, training=None,
+             self_attention_bias=None):
         self._check_memory(memory)
         attended, self_weights = self.self_attention(
-            self.self_attention_connection.normalize(inputs), attention_mask=self_attention_mask, training=training
+            self.self_attention_connection.normalize(inputs), attention_mask=self_attention_mask, training=training,
+            attention_bias=self_attention_bias,
         )
         x = self.self_attention_connection(inputs, attended, training=training)
         cross_weights = None
@@ -103,12 +107,12 @@ class DecoderBlock(TransformerBlock):
         return DecoderBlockOutput(self._feed_forward_sublayer(x, training), self_weights, cross_weights)
 
     def decode_step(self, inputs, cache, cache_index, self_attention_mask=None, cross_attention_mask=None,
-                    training=None):
+                    training=None, self_attention_bias=None):
         """The layer on positions `cache_index ...` given the cache (None: appended to a growing cache); returns a
         `DecoderBlockStep`."""
         attended, self_weights, self_cache = self.self_attention.attend_cached(
             self.self_attention_connection.normalize(inputs), cache["self"], cache_index,
-            attention_mask=self_attention_mask, training=training,
+            attention_mask=self_attention_mask, training=training, attention_bias=self_attention_bias,
         )
         x = self.self_attention_connection(inputs, attended, training=training)
         cross_weights = None

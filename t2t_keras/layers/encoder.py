@@ -33,13 +33,14 @@ class Encoder(TransformerStack):
     def build(self, input_shape):
         for block in self.blocks:
             block.build(input_shape)
-        if self.final_norm is not None:
-            self.final_norm.build(input_shape)
+        self.build_shared(input_shape)
 
     def call(self, inputs, padding_mask=None, training=None):
         mask = masks.attention_mask(key_padding=padding_mask)
+        length = keras.ops.shape(inputs)[1]
+        bias = self.position_bias(length, length)
         x, weights = inputs, []
         for block in self.blocks:
-            x, layer_weights = block(x, attention_mask=mask, training=training)
+            x, layer_weights = block(x, attention_mask=mask, training=training, attention_bias=bias)
             weights.append(layer_weights)
         return EncoderOutput(self._finish(x), weights)

@@ -19,6 +19,7 @@ class EncoderBlock(TransformerBlock):
     Call arguments:
         inputs: `(batch, source_len, hidden_dim)`.
         attention_mask: boolean, broadcastable to `(batch, source_len, source_len)`.
+        attention_bias: added to the self-attention scores (the stack's relative position bias), or None.
         training: whether dropout is active.
 
     Returns:
@@ -36,9 +37,10 @@ class EncoderBlock(TransformerBlock):
         for connection in (self.self_attention_connection, self.feed_forward_connection):
             connection.build(input_shape)
 
-    def call(self, inputs, attention_mask=None, training=None):
+    def call(self, inputs, attention_mask=None, training=None, attention_bias=None):
         attended, weights = self.self_attention(
-            self.self_attention_connection.normalize(inputs), attention_mask=attention_mask, training=training
+            self.self_attention_connection.normalize(inputs), attention_mask=attention_mask, training=training,
+            attention_bias=attention_bias,
         )
         x = self.self_attention_connection(inputs, attended, training=training)
         return EncoderBlockOutput(self._feed_forward_sublayer(x, training), weights)

@@ -41,7 +41,8 @@ class MultiHeadAttention(keras.layers.Layer):
         value_dim: d_v, size of each value head; defaults to `key_dim`.
         output_dim: width of the output; defaults to the query's last dimension.
         dropout: dropout on the attention weights.
-        use_bias: whether the projections have biases.
+        use_bias: whether the projections have biases (T5's have none).
+        scale: divide the scores by sqrt(d_k) (§3.2.1; T5 does not).
 
     Call arguments:
         query: `(batch, query_len, query_dim)`.
@@ -50,6 +51,8 @@ class MultiHeadAttention(keras.layers.Layer):
         key: optional `(batch, key_len, key_dim_in)`.
         attention_mask: boolean, broadcastable to `(batch, query_len, key_len)`; True = attend.
         training: whether dropout is active.
+        attention_bias: added to the scores, broadcastable to `(batch, heads, query_len, key_len)` (T5's
+            relative position bias); every method takes it.
 
     Returns:
         `AttentionOutput(output, weights)`.
@@ -67,7 +70,7 @@ class MultiHeadAttention(keras.layers.Layer):
     """
 
     def __init__(self, num_heads, key_dim, value_dim=None, output_dim=None, dropout=0.0, use_bias=True,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", scale=True, **kwargs):
         super().__init__(**kwargs)
         value_dim = key_dim if value_dim is None else value_dim
         for name, value in (("num_heads", num_heads), ("key_dim", key_dim), ("value_dim", value_dim)):
@@ -76,7 +79,7 @@ class MultiHeadAttention(keras.layers.Layer):
         store_arguments(self, MultiHeadAttention, locals())
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.attention = ScaledDotProductAttention(dropout, dtype=self.dtype_policy, name="attention")
+        self.attention = ScaledDotProductAttention(dropout, scale, dtype=self.dtype_policy, name="attention")
 
     def _dense(self, units, name):
         return Dense(
@@ -115,26 +118,27 @@ class MultiHeadAttention(keras.layers.Layer):
         return {name: ops.transpose(tensor, (0, 2, 1, 3))
                 for name, tensor in self.compute_key_value(value, key).items()}
 
-    def _attend(self, query, key_value, attention_mask, training, heads_first=False):
+    def _attend(self, query, key_value, attention_mask, training, heads_first=False, attention_bias=None):
         """Attention of the projected `query` heads over projected keys/values; `AttentionOutput`."""
         heads, weights = self.attention(
             query, key_value["key"], key_value["value"], attention_mask=attention_mask, training=training,
-            heads_first=heads_first,
+            heads_first=heads_first, attention_bias=attention_bias,
         )  # (batch, query_len, heads, value_dim)
         output = self.output_dense(rows(heads, self.num_heads * self.value_dim))  # heads merged, one product
         return AttentionOutput(reshape_trailing(output, 2, (output.shape[-1],), like=heads), weights)
 
-    def call(self, query, value=None, key=None, attention_mask=None, training=None):
+    def call(self, query, value=None, key=None, attention_mask=None, training=None, attention_bias=None):
         value = query if value is None else value
         q = self._heads(self.query_dense, query, self.key_dim)  # (batch, query_len, heads, key_dim)
-        return self._attend(q, self.compute_key_value(value, key), attention_mask, training)
+        return self._attend(q, self.compute_key_value(value, key), attention_mask, training,
+                            attention_bias=attention_bias)
 
-    def attend_precomputed(self, query, key_value, attention_mask=None, training=None):
+    def attend_precomputed(self, query, key_value, attention_mask=None, training=None, attention_bias=None):
         """Attention over keys/values from `cache_key_value` (heads first); returns `AttentionOutput`."""
         q = self._heads(self.query_dense, query, self.key_dim)
-        return self._attend(q, key_value, attention_mask, training, heads_first=True)
+        return self._attend(q, key_value, attention_mask, training, heads_first=True, attention_bias=attention_bias)
 
-    def attend_cached(self, query, cache, cache_index, attention_mask=None, training=None):
+    def attend_cached(self, query, cache, cache_index, attention_mask=None, training=None, attention_bias=None):
         """Self-attention of `query` (positions `cache_index ...`) over a key/value cache.
 
         The keys/values of `query` are written into `cache` (heads first, `(batch, heads, slots, dim)`) at
@@ -151,7 +155,8 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             start = [0, 0, cache_index, 0]
             cache = {name: ops.slice_update(cache[name], start, new[name]) for name in ("key", "value")}
-        output, weights = self._attend(q, cache, attention_mask, training, heads_first=True)
+        output, weights = self._attend(q, cache, attention_mask, training, heads_first=True,
+                                       attention_bias=attention_bias)
         return CachedAttentionOutput(output, weights, cache)
 
     def get_config(self):

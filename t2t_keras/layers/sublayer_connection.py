@@ -4,6 +4,14 @@ import keras
 
 from t2t_keras.layers.dropout import Dropout
 from t2t_keras.layers.layer_normalization import LayerNormalization
+from t2t_keras.layers.rms_normalization import RMSNormalization
+
+
+def normalization_layer(normalization, epsilon, dtype, name):
+    """LayerNorm ("layer", §3.1) or T5's RMS normalisation ("rms")."""
+    if normalization == "rms":
+        return RMSNormalization(epsilon=epsilon, dtype=dtype, name=name)
+    return LayerNormalization(epsilon=epsilon, dtype=dtype, name=name)
 
 
 @keras.saving.register_keras_serializable(package="t2t_keras")
@@ -25,6 +33,7 @@ class SublayerConnection(keras.layers.Layer):
         dropout: P_drop, applied to the sublayer output before the residual sum (§5.4).
         normalize_first: pre-LN instead of the paper's post-LN.
         epsilon: LayerNorm epsilon.
+        normalization: "layer" (LayerNorm) or "rms" (T5's `RMSNormalization`).
 
     Call arguments:
         residual: the sublayer input x.
@@ -35,15 +44,16 @@ class SublayerConnection(keras.layers.Layer):
         Vaswani et al., 2017, §3.1 and §5.4; Xiong et al., 2020 (pre-LN).
     """
 
-    def __init__(self, dropout=0.1, normalize_first=False, epsilon=1e-6, **kwargs):
+    def __init__(self, dropout=0.1, normalize_first=False, epsilon=1e-6, normalization="layer", **kwargs):
         super().__init__(**kwargs)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
         self.dropout = dropout
         self.normalize_first = normalize_first
         self.epsilon = epsilon
+        self.normalization = normalization
         self.output_dropout = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
-        self.layer_norm = LayerNormalization(epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm")
+        self.layer_norm = normalization_layer(normalization, epsilon, self.dtype_policy, "layer_norm")
 
     def build(self, residual_shape, output_shape=None):
         self.layer_norm.build(residual_shape)
@@ -61,5 +71,6 @@ class SublayerConnection(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"dropout": self.dropout, "normalize_first": self.normalize_first, "epsilon": self.epsilon})
+        config.update({"dropout": self.dropout, "normalize_first": self.normalize_first, "epsilon": self.epsilon,
+                       "normalization": self.normalization})
         return config

@@ -1,14 +1,18 @@
 """A Hugging Face checkpoint directory as people download it: its config.json, its weights, its other files.
 
 Weights are read without PyTorch from `model.safetensors` (or its shards, named by
-`model.safetensors.index.json`) through the `safetensors` package's numpy API; an
-older checkpoint's `pytorch_model.bin` (or its shards) needs torch. Every file read
-is recorded with its sha256, for the imported run's provenance.
+`model.safetensors.index.json`), one tensor at a time from a memory map of the file
+(float32, float16 or bfloat16 tensors, each given as float32), never the whole checkpoint
+at once; an older checkpoint's
+`pytorch_model.bin` (or its shards) needs torch, and is read whole. Every file read is
+recorded with its sha256, for the imported run's provenance.
 """
 
+import collections.abc
 import hashlib
 import json
 import pathlib
+import struct
 
 import numpy as np
 
@@ -36,6 +40,7 @@ class Checkpoint:
                 "tokenizer files, as downloaded (e.g. with huggingface-cli download MODEL --local-dir DIR).")
         self.config = self.json(CONFIG)
         self._shards = None
+        self._tensors = None  # the safetensors mapping, made once
 
     def path(self, name):
         return self.directory / name
@@ -64,8 +69,15 @@ class Checkpoint:
         return self.json(name) if self.has(name) else {}
 
     def tensors(self):
-        """`{name: float32 numpy array}` of every weight of the checkpoint."""
+        """`{name: float32 numpy array}` of every weight of the checkpoint: a mapping that reads a safetensors
+        tensor when it is looked up (`SafetensorsTensors`)."""
         names = self._weight_files()
+        if all(name.endswith(".safetensors") for name in names):
+            if self._tensors is None:
+                for name in names:
+                    self.digests[name] = _file_digest(self.path(name))
+                self._tensors = SafetensorsTensors([self.path(name) for name in names])
+            return self._tensors
         tensors = {}
         for name in names:
             data = self.read(name)
@@ -86,6 +98,60 @@ class Checkpoint:
                 return sorted(set(weight_map.values()))
         raise CheckpointError(f"{self.directory} holds no weights: expected {SAFETENSORS} (or {TORCH_WEIGHTS}, or "
                               "their sharded index). Download the weights into the directory.")
+
+
+def _file_digest(path):
+    """The sha256 of a file, read in pieces (a shard may be several GB)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 24), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64}
+
+
+class SafetensorsTensors(collections.abc.Mapping):
+    """The tensors of safetensors files by name, each read as float32 from a memory map when looked up.
+
+    The format: an 8-byte little-endian header length, a JSON header naming each tensor's dtype, shape and byte
+    range, then the data. bfloat16 is the upper half of a float32, so widening it is exact.
+    """
+
+    def __init__(self, paths):
+        self._where = {}  # tensor name -> (path, header entry, data start)
+        for path in paths:
+            try:
+                with open(path, "rb") as handle:
+                    (length,) = struct.unpack("<Q", handle.read(8))
+                    header = json.loads(handle.read(length).decode("utf-8"))
+            except (OSError, struct.error, UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise CheckpointError(f"{path} could not be read as safetensors ({type(error).__name__}: {error}): "
+                                      "download the file again.") from None
+            for name, entry in header.items():
+                if name != "__metadata__":
+                    self._where[name] = (path, entry, 8 + length)
+
+    def __getitem__(self, name):
+        path, entry, start = self._where[name]
+        dtype = SAFETENSORS_DTYPES.get(entry.get("dtype"))
+        if dtype is None:
+            raise CheckpointError(f"{path}'s tensor {name} has dtype {entry.get('dtype')}; the import reads "
+                                  f"{sorted(SAFETENSORS_DTYPES)}: convert the checkpoint to float32 first.")
+        begin, end = entry["data_offsets"]
+        shape = tuple(entry["shape"])
+        values = np.memmap(path, dtype=dtype, mode="r", offset=start + begin, shape=shape) \
+            if end > begin else np.zeros(shape, dtype)
+        if entry["dtype"] == "BF16":
+            return (np.asarray(values, np.uint32) << 16).view(np.float32)
+        return np.array(values, dtype=np.float32)
+
+    def __iter__(self):
+        return iter(self._where)
+
+    def __len__(self):
+        return len(self._where)
 
 
 def _safetensors(data, path):

@@ -23,7 +23,7 @@ from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.files import staged_directory
 from t2t_keras.pretrained import generation as generation_defaults
-from t2t_keras.pretrained import m2m100, marian, settings
+from t2t_keras.pretrained import m2m100, marian, settings, t5
 from t2t_keras.pretrained.checkpoint import Checkpoint, CheckpointError
 from t2t_keras.pretrained.weights import set_weights
 from t2t_keras.runs import RunDirectory
@@ -31,13 +31,16 @@ from t2t_keras.special_ids import SpecialIds
 
 logger = logging.getLogger(__name__)
 
-FAMILIES = {marian.FAMILY: marian.convert, m2m100.FAMILY: m2m100.convert}  # import --from
+FAMILIES = {marian.FAMILY: marian.convert, m2m100.FAMILY: m2m100.convert, t5.FAMILY: t5.convert}  # import --from
 POSITION_TOLERANCE = 1e-4  # a stored sinusoid table against ours (float64 numpy there, float32 here)
 
 
-def import_checkpoint(family, directory, run_dir, source_lang=None, target_lang=None):
-    """Imports the checkpoint in `directory` (of `family`: "marian" or "m2m100") as the run `run_dir`, which must
-    not exist; `source_lang` and `target_lang` choose an NLLB / M2M-100 model's languages. Returns the run."""
+def import_checkpoint(family, directory, run_dir, source_lang=None, target_lang=None, precision="float32"):
+    """Imports the checkpoint in `directory` (of `family`: "marian", "m2m100" or "t5") as the run `run_dir`, which
+    must not exist; `source_lang` and `target_lang` choose an NLLB / M2M-100 model's languages (`target_lang`:
+    MADLAD-400's target tag). `precision` "bfloat16": the run decodes with bfloat16 weights (its
+    `decoding.precision`; the checkpoint keeps them in float32, exactly for a bfloat16 checkpoint). Returns the
+    run."""
     if family not in FAMILIES:
         raise T2TError(f"--from must be one of {sorted(FAMILIES)}. Received: {family!r}")
     run_dir = pathlib.Path(run_dir)
@@ -45,13 +48,14 @@ def import_checkpoint(family, directory, run_dir, source_lang=None, target_lang=
         raise T2TError(f"{run_dir} already exists: import into a new --run-dir.")
     checkpoint = Checkpoint(directory)
     imported = FAMILIES[family](checkpoint, source_lang, target_lang)
-    config = _run_config(imported, checkpoint)
+    config = _run_config(imported, checkpoint, precision)
     tokenizer = PretrainedTokenizer(imported.tokenizer)
     check_vocab_size(tokenizer.vocab_size, config.model.vocab_size)
     model = build_model(config.model)
     tensors = checkpoint.tensors()
     _check_position_tables(model, tensors, imported.position_tables)
-    set_weights(model, tensors, imported.embeddings, imported.aliases)
+    planned = imported.weight_map(model) if imported.weight_map is not None else None
+    set_weights(model, tensors, imported.embeddings, imported.aliases, planned)
     provenance = _provenance(imported, checkpoint)
     with staged_directory(run_dir) as staging:
         run = RunDirectory(staging)
@@ -63,13 +67,14 @@ def import_checkpoint(family, directory, run_dir, source_lang=None, target_lang=
     return RunDirectory(run_dir)
 
 
-def _run_config(imported, checkpoint):
+def _run_config(imported, checkpoint, precision="float32"):
     """The run's config: the model section of the checkpoint, its tokenizer and languages, its decoding defaults."""
     generation = settings.generation_defaults(checkpoint)
     data = {"tokenizer": "pretrained", "vocab_size": imported.model["vocab_size"]}
     if imported.languages:
         data.update(source_lang=imported.languages[0], target_lang=imported.languages[1])
     decoding = generation_defaults.decoding_section(generation, _special_ids(imported), imported.model["max_length"])
+    decoding["precision"] = precision
     try:
         return config_lib.from_dict({"model": imported.model, "data": data, "decoding": decoding})
     except ConfigError as error:

@@ -111,13 +111,15 @@ class Imported:
     languages: tuple = ()  # (source, target) language of the run, for a multilingual model
     position_tables: tuple = ()  # stored sinusoid tables to check against the model's (older Marian checkpoints)
     generation: dict = dataclasses.field(default_factory=dict)  # decoding settings the run implies (NLLB's forced bos)
+    weight_map: object = None  # model -> its weights.Assignment list, for a layout other than BART's (T5's)
 
 
 def check_model_type(config, model_type, family):
     """Refuses a config.json of another model type, naming the --from that imports it where there is one."""
     found = config.get("model_type")
     if found != model_type:
-        other = {"marian": "marian", "m2m_100": "m2m100"}.get(found)
-        hint = f"import it with --from {other}" if other else "only Marian (OPUS-MT) and M2M-100 / NLLB are imported"
+        other = {"marian": "marian", "m2m_100": "m2m100", "t5": "t5", "mt5": "t5"}.get(found)
+        hint = f"import it with --from {other}" if other else \
+            "only Marian (OPUS-MT), M2M-100 / NLLB and T5 / mT5 / MADLAD-400 are imported"
         raise CheckpointError(f"{CONFIG} sets model_type={found!r}, but --from {family} imports model_type "
                               f"{model_type!r}: {hint}.")

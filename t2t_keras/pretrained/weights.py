@@ -91,12 +91,14 @@ def assignments(model, embeddings):
     return found
 
 
-def set_weights(model, tensors, embeddings, ignored=()):
+def set_weights(model, tensors, embeddings, ignored=(), planned=None):
     """Assigns `tensors` (`{name: float32 array}`) to `model` (built); `ignored`: names read elsewhere or left
-    out on purpose (an alias of a tied matrix, a stored position table that was checked)."""
-    if not any(name.startswith("model.") for name in tensors):  # a base model's, saved without "model."
-        tensors = {"model." + name: value for name, value in tensors.items()}
-    planned = assignments(model, embeddings)
+    out on purpose (an alias of a tied matrix, a stored position table that was checked). `planned`: the
+    `Assignment`s of another family's layout (T5's), instead of the BART-style `assignments`."""
+    if planned is None:
+        if not any(name.startswith("model.") for name in tensors):  # a base model's, saved without "model."
+            tensors = {"model." + name: value for name, value in tensors.items()}
+        planned = assignments(model, embeddings)
     missing = sorted({entry.name for entry in planned if entry.name not in tensors})
     if missing:
         raise CheckpointError(f"The checkpoint's weights lack {missing[:4]}{' ...' if len(missing) > 4 else ''}, "

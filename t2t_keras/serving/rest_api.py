@@ -11,10 +11,14 @@ Request body, a JSON object with one of:
     {"inputs": {"inputs": ["A sentence."], "beam_size": 2}}     columnar, named inputs
 
 and optionally `"params": {"beam_size": 2, "alpha": 0.6, "max_extra_length": 50,
-"num_return": 2}` (decoding parameters for the whole request; in the
+"num_return": 2}` (decoding parameters for the whole request; sampling takes
+`"beam_size": 1, "temperature": 1.0, "epsilon": 0.02, "seed": 7, "num_return": 8`
+and `"top_k"`, `"top_p"`, where the artifact samples; in the
 columnar named form they may also stand beside "inputs", as scalars; a
 multilingual model's also take `"src_lang": "fra_Latn", "tgt_lang": "deu_Latn"`,
-a language code it lacks is a 400 naming it) and
+a language code it lacks is a 400 naming it; minimum Bayes risk decoding takes
+`"mbr": "chrf", "candidates": 8, "candidates_from": "beam", "mbr_aggregate": false`,
+as translate's flags of those names) and
 `"signature_name"`: "serving_default" or "translate" (both run the same
 search). Parameters left out take the export's defaults.
 
@@ -23,6 +27,10 @@ list of target terms per sentence ([] for none), asks for translations that
 hold them (the export's `translate_constrained` signature; `num_return` 1).
 Its answer adds, per sentence, `satisfied` and `error`: null, or why its
 translation ("") could not hold its terms; the other sentences translate.
+
+Quality estimate (a model with one: `t2t-keras qe-train`): `"params": {"quality": true}` adds, per sentence,
+`quality`, the best translation's estimate in [0, 1]; `"min_quality": 0.3` answers "" in place of a translation
+estimated below it (its `quality` still given). A model without an estimate refuses both (400).
 
 Answers follow TF Serving: row format gives `{"predictions": [{"translations":
 ..., "scores": ..., "truncated": ...}, ...]}` (one object per instance),
@@ -35,14 +43,15 @@ import dataclasses
 import json
 import math
 
-from t2t_keras.decoding.request import GenerationRequest
+from t2t_keras.decoding.mbr import MBR_FIELDS
+from t2t_keras.decoding.request import QUALITY, GenerationRequest, below_quality
 from t2t_keras.errors import T2TError
 
 TOP_LEVEL_FIELDS = ("instances", "inputs", "params", "signature_name", "constraints")
 SIGNATURE_NAMES = ("serving_default", "translate")
 # The request fields a REST "params" may set, where the served artifact takes them (`artifact.accepts`).
-REST_PARAMETERS = ("beam_size", "alpha", "max_extra_length", "num_return", "temperature", "top_k", "seed", "src_lang",
-                   "tgt_lang")
+REST_PARAMETERS = ("beam_size", "alpha", "max_extra_length", "num_return", "temperature", "top_k", "top_p", "epsilon",
+                   "seed", "src_lang", "tgt_lang") + MBR_FIELDS + QUALITY
 PARAMETER_NAMES = REST_PARAMETERS[:4]  # a translation export's
 
 
@@ -108,7 +117,8 @@ def parse_predict_request(body, limits=Limits(), parameter_names=PARAMETER_NAMES
 
 def parameter_names(artifact):
     """The REST "params" names the served `artifact` takes."""
-    return tuple(name for name in REST_PARAMETERS if name in artifact.accepts)
+    return tuple(name for name in REST_PARAMETERS if name in artifact.accepts or (
+        name in MBR_FIELDS and "num_return" in artifact.accepts))  # MBR: where it returns several candidates
 
 
 def defaults(artifact):
@@ -128,6 +138,10 @@ def predict_outputs(generation, request, task):
     if request.constraints is not None:
         outputs["satisfied"] = [error is None for error in generation.errors]
         outputs["error"] = list(generation.errors)
+    if generation.quality is not None:  # "quality": true, or a "min_quality" whose withheld lines answer ""
+        for index in below_quality(generation, request.min_quality):
+            outputs["translations"][index] = [""] * request.num_return if nbest else ""
+        outputs["quality"] = [finite(value) for value in generation.quality]
     return outputs
 
 
@@ -158,7 +172,9 @@ def _params(params, parameter_names):
         raise BadRequest(f'"params" must be an object, e.g. {{"{parameter_names[0]}": 2}}.')
     for name in params:
         if name not in parameter_names:
-            raise BadRequest(f'Unknown decoding parameter "{name}": use {list(parameter_names)}.')
+            hint = (" (the served model has no quality estimate: train one with t2t-keras qe-train --run-dir RUN, "
+                    "then export the run again)" if name in QUALITY else "")
+            raise BadRequest(f'Unknown decoding parameter "{name}"{hint}: use {list(parameter_names)}.')
     return dict(params)
 
 

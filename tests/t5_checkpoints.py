@@ -1,0 +1,96 @@
+"""Small T5-family checkpoints in the real layout, made with transformers itself (nothing downloaded).
+
+A T5 SentencePiece model (`spiece.model`: <pad> 0, </s> 1, <unk> 2, sentinels after the pieces) trained here,
+the tokenizer.json that transformers' `T5Tokenizer` writes beside it, random weights, and the config.json and
+weights as the released files hold them: T5 v1.0 (ReLU, the projection tied to the embedding, scaled decoder
+output), v1.1 / mT5 (gated GELU, `lm_head.weight` apart, as transformers 4 wrote them), and MADLAD-400 (an mT5
+with target-language tags `<2xx>` as SentencePiece user symbols, `decoder.embed_tokens.weight` stored beside
+`shared.weight`, decoding started from id 0).
+"""
+
+import json
+import pathlib
+import shutil
+
+import numpy as np
+
+from tests.hf_checkpoints import sentences, train_sentencepiece
+
+MADLAD_TAGS = ["<2de>", "<2en>", "<2fr>"]
+EXTRA_IDS = 3
+TINY = dict(d_model=16, d_kv=8, d_ff=24, num_layers=2, num_decoder_layers=2, num_heads=3,
+            relative_attention_num_buckets=8, relative_attention_max_distance=20)
+
+
+def _tokenizer(directory, work, tags, seed):
+    from transformers import T5Tokenizer
+
+    lines = sentences(300, seed=seed + 3, tags=tags)
+    symbols = {"user_defined_symbols": ",".join(tags)} if tags else {}
+    model = train_sentencepiece(work / "spiece.model", lines, 80, pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+                                **symbols)
+    tokenizer = T5Tokenizer.from_pretrained(str(work), extra_ids=EXTRA_IDS)
+    tokenizer.save_pretrained(directory)
+    shutil.copy(model, directory / "spiece.model")
+    return tokenizer
+
+
+def _weights(model, seed):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            scale = 0.2 if "layer_norm" not in name else 0.5
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * scale
+                            + (1.0 if "layer_norm" in name else 0.0))
+    return model
+
+
+def t5_checkpoint(directory, kind="v1.1", seed=0, model_type="t5"):
+    """A checkpoint of `kind`: "v1.0" (tied, ReLU), "v1.1" (untied, gated GELU), "madlad" (v1.1 with language tags,
+    decoder.embed_tokens apart, decoder start 0); `model_type` "t5" or "mt5"."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    directory = pathlib.Path(directory)
+    work = directory.parent / f"{directory.name}-work"
+    work.mkdir(parents=True)
+    directory.mkdir(parents=True)
+    tokenizer = _tokenizer(directory, work, MADLAD_TAGS if kind == "madlad" else (), seed)
+    tied = kind == "v1.0"
+    config = T5Config(vocab_size=len(tokenizer) + 5, feed_forward_proj="relu" if tied else "gated-gelu",
+                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.1, **TINY)
+    model = _weights(T5ForConditionalGeneration(config), seed)
+    state = {name: value.detach().clone().contiguous() for name, value in model.state_dict().items()
+             if "embed_tokens" not in name and name != "lm_head.weight"}
+    if not tied:  # lm_head apart, as transformers 4 saved an untied model
+        generator = torch.Generator().manual_seed(seed + 1)
+        state["lm_head.weight"] = torch.randn(state["shared.weight"].shape, generator=generator) * 0.2
+    if kind == "madlad":  # MADLAD's files hold the stacks' embeddings beside shared.weight
+        for stack in ("encoder", "decoder"):
+            state[f"{stack}.embed_tokens.weight"] = state["shared.weight"].clone()
+    save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    document = json.loads(config.to_json_string())
+    document.pop("scale_decoder_outputs", None)
+    document.update(architectures=["MT5ForConditionalGeneration" if model_type == "mt5" else
+                                   "T5ForConditionalGeneration"], model_type=model_type,
+                    tie_word_embeddings=tied, transformers_version="4.40.0")
+    (directory / "config.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
+    generation = {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0}
+    (directory / "generation_config.json").write_text(json.dumps(generation), encoding="utf-8")
+    return directory
+
+
+def reference_model(directory):
+    """transformers' own model of the checkpoint, in float32, for inference."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    return AutoModelForSeq2SeqLM.from_pretrained(str(directory)).eval()
+
+
+def reference_tokenizer(directory):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(directory))

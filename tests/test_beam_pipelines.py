@@ -1,0 +1,314 @@
+"""translate, score and prepare `--runner`: the corpus as an Apache Beam pipeline (`t2t_keras.beam`) on the tiny run
+of `tests.roads` and its CTranslate2 export.
+
+Quick: the local runner in this process (CTranslate2: no model start-up to speak of): the same lines as the
+single-process command, one output file per input of a glob, bad lines to the dead-letter file, --max-errors, the
+refusals made before a pipeline starts, and batches that fail their first try still giving each line once. Long
+(`bash bench/checks/run tests.test_beam_pipelines`): 1 and 2 worker processes, for the run directory and the
+CTranslate2 export; the SavedModel and the LiteRT file; batches failing in two worker processes; distill's teacher
+pass through a pipeline.
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+import unittest
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from t2t_keras.beam import line_pipeline, pipeline_paths
+from t2t_keras.beam.artifact_handler import ArtifactHandler
+from tests.helpers import cli_in_process, long_check, write_toy_corpus
+from tests.roads import roads
+
+SENTENCES = 12  # lines of the toy test split a test translates
+
+
+def _lines(path):
+    return pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+
+
+class PipelineCase(unittest.TestCase):
+    """A temporary directory with the first test sentences of the roads' corpus in `sentences.txt`."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.roads = roads()
+        cls.sentences = _lines(cls.roads.sentences)[:SENTENCES]
+
+    def setUp(self):
+        self.directory = pathlib.Path(tempfile.mkdtemp(prefix="t2t-beam-test-"))
+        self.addCleanup(shutil.rmtree, self.directory, ignore_errors=True)
+        self.source = self.write("sentences.txt", self.sentences)
+
+    def write(self, name, lines, raw=None):
+        path = self.directory / name
+        path.write_bytes(raw if raw is not None else ("\n".join(lines) + "\n").encode("utf-8"))
+        return path
+
+    def cli(self, *args, code=0):
+        done = cli_in_process(*args)
+        self.assertEqual(done.returncode, code, done.stdout.decode() + done.stderr.decode())
+        return done
+
+    def single(self, flag, path, source):
+        """What `translate` without --runner prints for `source`."""
+        return self.cli("translate", flag, path, "--input", source).stdout.decode("utf-8").splitlines()
+
+    def pipeline(self, flag, path, source, output, *args, code=0):
+        return self.cli("translate", flag, path, "--input", source, "--output", output, "--runner", "direct",
+                        *args, code=code)
+
+
+class TranslatePipelineTest(PipelineCase):
+
+    def test_the_local_runner_writes_the_lines_the_single_process_prints(self):
+        ctranslate2 = str(self.roads.ctranslate2)
+        output = self.directory / "out.txt"
+        self.pipeline("--ctranslate2", ctranslate2, self.source, output)
+        self.assertEqual(_lines(output), self.single("--ctranslate2", ctranslate2, self.source))
+        self.assertEqual((self.directory / "out.txt.errors.jsonl").read_text(), "")
+
+    def test_a_glob_of_several_inputs_gives_a_directory_of_one_file_each(self):
+        ctranslate2 = str(self.roads.ctranslate2)
+        shutil.move(self.source, self.directory / "one.txt")
+        self.write("two.txt", list(reversed(self.sentences[:5])))
+        self.pipeline("--ctranslate2", ctranslate2, self.directory / "*.txt", self.directory / "out")
+        self.assertEqual(sorted(os.listdir(self.directory / "out")), ["one.txt", "two.txt"])
+        for name in ("one.txt", "two.txt"):
+            self.assertEqual(_lines(self.directory / "out" / name),
+                             self.single("--ctranslate2", ctranslate2, self.directory / name), name)
+
+    def test_bad_lines_go_to_the_dead_letter_file_and_the_others_are_translated(self):
+        ctranslate2 = str(self.roads.ctranslate2)
+        good = self.sentences[:3]
+        raw = b"\n".join([good[0].encode(), b"caf\xe9 \xff", good[1].encode(), b"a\x00b", b"x" * 20_000,
+                          good[2].encode()]) + b"\n"
+        source, output = self.write("mixed.txt", None, raw), self.directory / "out.txt"
+        self.pipeline("--ctranslate2", ctranslate2, source, output)
+        expected = self.single("--ctranslate2", ctranslate2, self.write("good.txt", good))
+        self.assertEqual(_lines(output), [expected[0], "", expected[1], "", "", expected[2]])
+        records = [json.loads(line) for line in _lines(str(output) + ".errors.jsonl")]
+        self.assertEqual([(record["file"], record["line"]) for record in records],
+                         [(str(source), 2), (str(source), 4), (str(source), 5)])
+        self.assertIn("UTF-8", records[0]["reason"])
+        self.assertIn("NUL", records[1]["reason"])
+        self.assertIn("20000 characters", records[2]["reason"])
+
+    def test_more_bad_lines_than_max_errors_fail_with_a_message_and_no_output(self):
+        source = self.write("bad.txt", None, b"\xff\n\xfe\n" + self.sentences[0].encode() + b"\n")
+        output = self.directory / "out.txt"
+        done = self.pipeline("--ctranslate2", str(self.roads.ctranslate2), source, output, "--max-errors", "1",
+                             code=2)
+        self.assertIn("2 lines could not be used, more than --max-errors 1", done.stderr.decode())
+        self.assertFalse(output.exists())
+        self.assertEqual(len(_lines(str(output) + ".errors.jsonl")), 2)
+        self.pipeline("--ctranslate2", str(self.roads.ctranslate2), source, output, "--max-errors", "2",
+                      "--overwrite")
+        self.assertEqual(len(_lines(output)), 3)
+
+
+class RefusalTest(PipelineCase):
+    """What a pipeline would fail on late is refused before it starts, in one line."""
+
+    def refused(self, *args):
+        done = self.cli("translate", *args, code=2)
+        message = done.stderr.decode()
+        self.assertEqual(len(message.strip().splitlines()), 1, message)
+        return message
+
+    def test_a_missing_artifact(self):
+        message = self.refused("--ctranslate2", str(self.directory / "nowhere"), "--input", str(self.source),
+                               "--output", str(self.directory / "out.txt"), "--runner", "direct")
+        self.assertIn("nowhere does not exist", message)
+
+    def test_a_glob_matching_nothing(self):
+        message = self.refused("--ctranslate2", str(self.roads.ctranslate2), "--input",
+                               str(self.directory / "*.none"), "--output", str(self.directory / "out.txt"),
+                               "--runner", "direct")
+        self.assertIn("matches no file", message)
+
+    def test_an_existing_output_without_overwrite(self):
+        output = self.write("out.txt", ["kept"])
+        message = self.refused("--ctranslate2", str(self.roads.ctranslate2), "--input", str(self.source),
+                               "--output", str(output), "--runner", "direct")
+        self.assertIn("--overwrite", message)
+        self.assertEqual(_lines(output), ["kept"])
+
+    def test_a_flag_no_command_knows_is_refused_without_runner(self):
+        done = self.cli("translate", "--ctranslate2", str(self.roads.ctranslate2), "--input", str(self.source),
+                        "--temp_location=/tmp", code=2)
+        self.assertIn("unrecognized arguments: --temp_location=/tmp", done.stderr.decode())
+
+
+class FirstTryFails(ArtifactHandler):
+    """An `ArtifactHandler` whose `run_inference` raises the first time it sees a batch holding an even-length line
+    (a mark file per line in `marks`, so that every worker process agrees)."""
+
+    def __init__(self, marks, **arguments):
+        super().__init__(**arguments)
+        self.marks = marks
+
+    def run_inference(self, batch, model, inference_args=None):
+        for line in batch:
+            mark = os.path.join(self.marks, hashlib.sha256(line.encode("utf-8")).hexdigest())
+            if len(line) % 2 == 0 and not os.path.exists(mark):
+                open(mark, "w").close()
+                raise RuntimeError(f"injected failure on {line!r}")
+        return super().run_inference(batch, model, inference_args)
+
+
+class FlakyHandlerTest(PipelineCase):
+    """Batches that fail their first try (as a worker lost mid-bundle would) are tried again: each line once."""
+
+    def run_flaky(self, *flags):
+        marks, output = self.directory / "marks", self.directory / "out.txt"
+        marks.mkdir()
+        arguments = dict(path=str(self.roads.ctranslate2), max_batch_size=4)
+        handler = FirstTryFails(str(marks), **arguments)
+        retry = FirstTryFails(str(marks), **dict(arguments, max_batch_size=1))
+        plan = pipeline_paths.plan_files(str(self.source), str(output))
+        with beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner", *flags])) as pipeline:
+            line_pipeline.build_line_pipeline(pipeline, plan, handler, retry)
+        self.assertGreater(len(os.listdir(marks)), 0)  # some batches did fail once
+        self.assertEqual(_lines(output), self.single("--ctranslate2", str(self.roads.ctranslate2), self.source))
+        self.assertEqual((self.directory / "out.txt.errors.jsonl").read_text(), "")
+
+    def test_each_line_is_written_once_when_first_tries_fail(self):
+        self.run_flaky()
+
+    @long_check
+    def test_each_line_is_written_once_when_first_tries_fail_in_two_worker_processes(self):
+        self.run_flaky("--direct_num_workers=2", "--direct_running_mode=multi_processing")
+
+
+class ScorePipelineTest(PipelineCase):
+
+    def test_score_writes_the_scores_the_single_process_prints_and_dead_letters_a_missing_side(self):
+        pairs = self.directory / "pairs.tsv"
+        translations = self.single("--ctranslate2", str(self.roads.ctranslate2), self.source)
+        good = [f"{s}\t{t}" for s, t in zip(self.sentences[:4], translations[:4]) if t.strip()]
+        pairs.write_text("\n".join(good[:2] + [f"{self.sentences[5]}\t"] + good[2:]) + "\n", encoding="utf-8")
+        output = self.directory / "scores.txt"
+        self.cli("score", "--ctranslate2", self.roads.ctranslate2, "--input", pairs, "--output", output,
+                 "--runner", "direct")
+        single = self.cli("score", "--ctranslate2", self.roads.ctranslate2,
+                          "--input", self.write("good.tsv", good)).stdout.decode().splitlines()
+        self.assertEqual(_lines(output), single[:2] + [""] + single[2:])
+        records = [json.loads(line) for line in _lines(str(output) + ".errors.jsonl")]
+        self.assertEqual([record["line"] for record in records], [3])
+        self.assertIn("target missing", records[0]["reason"])
+
+
+class PreparePipelineTest(unittest.TestCase):
+    """prepare --runner keeps the set of tokenized pairs prepare keeps, with a manifest the training road takes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = pathlib.Path(tempfile.mkdtemp(prefix="t2t-beam-prepare-"))
+        files = write_toy_corpus(cls.directory / "corpus", train=240)["train"]
+        with open(files[0], "a", encoding="utf-8") as source, open(files[1], "a", encoding="utf-8") as target:
+            pairs = list(zip(_lines(files[0])[:4], _lines(files[1])[:4]))
+            for one, other in pairs + [("", "nur Ziel"), ("the cat " * 40, "die Katze")]:
+                source.write(one + "\n")
+                target.write(other + "\n")  # four duplicates, an empty side, an over-long source
+        cls.settings = ["--config", "tiny", "--set", "data.source=text", "--set", f"data.train_files={files!r}",
+                        "--set", "data.vocab_size=100", "--set", "data.max_length=24", "--set",
+                        "data.pairs_per_shard=80", "--set", "data.dev_files=null"]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.directory, ignore_errors=True)
+
+    def prepared(self, name, *args):
+        done = cli_in_process("prepare", "--run-dir", self.directory / name, *self.settings, *args)
+        self.assertEqual(done.returncode, 0, done.stderr.decode())
+        from t2t_keras.data.manifest import read_manifest
+        from t2t_keras.data.shards import open_shard, shard_pairs
+
+        directory = self.directory / name / "prepared"
+        manifest = read_manifest(directory)
+        pairs = [(tuple(source.tolist()), tuple(target.tolist())) for shard in manifest["shards"]
+                 for source, target in shard_pairs(open_shard(directory, shard["name"]))]
+        return manifest, pairs
+
+    def test_the_same_pairs_and_a_manifest_the_training_road_takes(self):
+        from t2t_keras.runs import RunDirectory
+        from t2t_keras.tasks.data_route import prepare_run_corpus
+
+        single, single_pairs = self.prepared("single")
+        piped, piped_pairs = self.prepared("piped", "--runner", "direct")
+        self.assertEqual(set(piped_pairs), set(single_pairs))
+        self.assertEqual(len(piped_pairs), len(set(piped_pairs)))  # de-duplicated
+        self.assertEqual(piped["pairs"]["duplicate"], len(single_pairs) - len(piped_pairs))
+        self.assertGreaterEqual(piped["pairs"]["duplicate"], 4)  # at least the four repeated pairs
+        self.assertEqual((piped["pairs"]["empty"], piped["pairs"]["overlong"]),
+                         (single["pairs"]["empty"], single["pairs"]["overlong"]))
+        self.assertEqual(piped["order"], "hashed")
+        self.assertEqual(piped["tokenizer"]["sha256"], single["tokenizer"]["sha256"])
+        self.assertGreater(len(piped["shards"]), 1)
+        run = RunDirectory(self.directory / "piped")
+        accepted = prepare_run_corpus(run, run.load_config())  # what train calls first: checks, no rewrite
+        self.assertEqual(accepted["shards"], piped["shards"])
+
+    def test_a_length_ratio_filter_keeps_fewer_of_the_same_pairs(self):
+        _, all_pairs = self.prepared("unfiltered", "--runner", "direct")
+        filtered, pairs = self.prepared("ratio", "--runner", "direct", "--max-length-ratio", "1.1")
+        self.assertGreater(filtered["pairs"]["ratio"], 0)
+        self.assertLess(len(pairs), len(all_pairs))
+        self.assertLessEqual(set(pairs), set(all_pairs))
+
+
+@long_check
+class DistillTeacherPassTest(PipelineCase):
+    """distill --runner: the teacher's pass through the pipeline writes the translations the in-process pass writes."""
+
+    def test_the_same_distilled_corpus(self):
+        from t2t_keras.config import load_config
+        from t2t_keras.beam.teacher_pass import runner_choice
+        from t2t_keras.distillation.distill import prepare_student
+
+        student = ["model.hidden_dim=16", "model.num_heads=4", "model.intermediate_dim=32", "data.vocab_size=100",
+                   "model.num_layers=2", "model.num_decoder_layers=1", "data.max_length=24"]
+        corpora = []
+        for name, runner in (("in-process", None), ("pipeline", runner_choice("direct", 2))):
+            done = prepare_student(self.roads.run_dir, self.directory / name, load_config("tiny", student),
+                                   overrides=tuple(student), beam_size=2, shard_sentences=400, jit_compile=False,
+                                   runner=runner)
+            corpora.append([_lines(path) for path in done.corpus.train_files])
+        self.assertEqual(len(corpora[1][1]), len(corpora[1][0]))
+        self.assertEqual(corpora[1], corpora[0])
+
+
+@long_check
+class WorkerProcessesTest(PipelineCase):
+    """The local runner with 1 and 2 worker processes writes the single process's lines, for a run directory and
+    a CTranslate2 export; in the command's own process, for a SavedModel and a LiteRT file."""
+
+    def check(self, flag, path, workers):
+        output = self.directory / f"out-{workers}.txt"
+        self.pipeline(flag, path, self.source, output, "--workers", str(workers), "--direct_running_mode",
+                      "multi_processing")
+        self.assertEqual(_lines(output), self.single(flag, path, self.source), f"{flag} at {workers} workers")
+
+    def test_a_run_directory(self):
+        for workers in (1, 2):
+            self.check("--run-dir", str(self.roads.run_dir), workers)
+
+    def test_a_ctranslate2_export(self):
+        for workers in (1, 2):
+            self.check("--ctranslate2", str(self.roads.ctranslate2), workers)
+
+    def test_a_saved_model_and_a_litert_file_in_the_commands_process(self):
+        for flag, path in (("--saved-model", self.roads.saved_model), ("--litert", self.roads.litert)):
+            output = self.directory / f"out{flag}.txt"
+            self.pipeline(flag, str(path), self.source, output)
+            self.assertEqual(_lines(output), self.single(flag, str(path), self.source), flag)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,278 @@
+"""`t2t-keras import --from t5`: T5-family checkpoints made here with transformers (T5 v1.0, v1.1 / mT5, a
+MADLAD-400 shape) become runs that give transformers' logits, token ids, and greedy and beam tokens and texts.
+
+The checkpoints (`tests/t5_checkpoints.py`) are written as the released files are: config.json of transformers 4
+(`tie_word_embeddings`, no `scale_decoder_outputs`), `lm_head.weight` apart when untied, MADLAD's stack
+embeddings stored beside `shared.weight`, `spiece.model` beside the tokenizer.json transformers 5 writes.
+"""
+
+import json
+import pathlib
+import tempfile
+
+import numpy as np
+
+from t2t_keras.artifacts import open_artifact
+from t2t_keras.errors import T2TError
+from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
+from t2t_keras.export.litert_export import export_litert_run
+from t2t_keras.export.saved_model import export_run
+from t2t_keras.pretrained.importer import import_checkpoint
+from t2t_keras.runs import load_run_model, open_run
+from tests import hf_checkpoints, t5_checkpoints
+from tests.helpers import TestCase, cli_in_process, long_check
+
+TOLERANCE = 1e-4  # float32 logits, ours against transformers'
+LINES = hf_checkpoints.sentences(12, seed=21) + ["the cat € sees ✓ the dog"]
+_MADE = {}  # (kind, model_type) -> (checkpoint, run, transformers' model, transformers' tokenizer)
+_ROOT = []
+
+
+def tearDownModule():
+    for tmp in _ROOT:
+        tmp.cleanup()
+
+
+def made(kind, model_type="t5"):
+    """The checkpoint of `kind` and its imported run (MADLAD's with --target-lang de), made once per process."""
+    if (kind, model_type) not in _MADE:
+        if not _ROOT:
+            _ROOT.append(tempfile.TemporaryDirectory())
+        root = pathlib.Path(_ROOT[0].name) / f"{kind}-{model_type}"
+        checkpoint = t5_checkpoints.t5_checkpoint(root / "checkpoint", kind, model_type=model_type)
+        run = import_checkpoint("t5", checkpoint, root / "run", target_lang="de" if kind == "madlad" else None)
+        _MADE[kind, model_type] = (checkpoint, run, t5_checkpoints.reference_model(checkpoint),
+                                   t5_checkpoints.reference_tokenizer(checkpoint))
+    return _MADE[kind, model_type]
+
+
+def _inputs(config, seed=0):
+    """A source batch (its second row right-padded) and decoder inputs starting with the decoder start id."""
+    ids = config.model.special_ids
+    rng = np.random.default_rng(seed)
+    source = rng.integers(3, config.model.vocab_size, size=(2, 9))
+    source[:, -1] = ids.eos
+    source[1, 5:] = ids.pad
+    source[1, 4] = ids.eos
+    target_in = rng.integers(3, config.model.vocab_size, size=(2, 6))
+    target_in[:, 0] = ids.decoder_start
+    return source.astype(np.int32), target_in.astype(np.int32)
+
+
+def tag(kind):
+    return "<2de> " if kind == "madlad" else ""
+
+
+class T5ImportTest(TestCase):
+    def assert_same_logits(self, kind, model_type="t5"):
+        import torch
+
+        checkpoint, run, reference, _ = made(kind, model_type)
+        config = open_run(run).load_config()
+        source, target_in = _inputs(config)
+        ours = np.asarray(load_run_model(run)((source, target_in)))
+        with torch.no_grad():
+            theirs = reference(input_ids=torch.tensor(source), attention_mask=torch.tensor(source != 0),
+                               decoder_input_ids=torch.tensor(target_in)).logits.numpy()
+        self.assertEqual(ours.shape, theirs.shape)
+        self.assertLessEqual(float(np.max(np.abs(ours - theirs))), TOLERANCE)
+
+    def test_tied_v1_0_logits_are_transformers(self):
+        self.assert_same_logits("v1.0")
+        config = open_run(made("v1.0")[1]).load_config()
+        self.assertEqual((config.model.tie_embeddings, config.model.scale_decoder_output), ("all", True))
+
+    def test_untied_v1_1_logits_are_transformers(self):
+        self.assert_same_logits("v1.1")
+        config = open_run(made("v1.1")[1]).load_config()
+        self.assertEqual((config.model.tie_embeddings, config.model.scale_decoder_output), ("none", False))
+        self.assertEqual((config.model.gated_feed_forward, config.model.activation), (True, "gelu_tanh"))
+
+    def test_mt5_madlad_shape_logits_are_transformers(self):
+        self.assert_same_logits("madlad", "mt5")
+
+    def test_token_ids_are_transformers_tokenizers(self):
+        for kind in ("v1.1", "madlad"):
+            _, run, _, theirs = made(kind, "mt5" if kind == "madlad" else "t5")
+            ours = open_run(run).load_tokenizer()
+            self.assertEqual(ours.tokenize(LINES).to_list(), [theirs(tag(kind) + line)["input_ids"] for line in LINES])
+            self.assertEqual(ours.tokenize_target(LINES).to_list(), [theirs(line)["input_ids"] for line in LINES])
+
+    def test_madlad_decodes_from_id_0_and_refuses_an_unknown_tag(self):
+        checkpoint, run, _, _ = made("madlad", "mt5")
+        self.assertEqual(open_run(run).load_config().model.special_ids.decoder_start, 0)
+        with self.assertRaisesRegex(T2TError, r"--target-lang 'xx'.*<2de>, <2en>, <2fr>"):
+            import_checkpoint("t5", checkpoint, pathlib.Path(_ROOT[0].name) / "refused", target_lang="xx")
+        self.assertFalse((pathlib.Path(_ROOT[0].name) / "refused").exists())
+
+    def test_the_cli_imports_and_translates_and_refuses_an_unknown_tag_in_one_line(self):
+        checkpoint = made("madlad", "mt5")[0]
+        run = pathlib.Path(_ROOT[0].name) / "cli-run"
+        result = cli_in_process("import", "--from", "t5", checkpoint, "--run-dir", run, "--target-lang", "fr")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        translated = cli_in_process("translate", "--run-dir", run, stdin="the cat sees the dog\n".encode())
+        self.assertEqual(translated.returncode, 0, translated.stderr)
+        refused = cli_in_process("import", "--from", "t5", checkpoint, "--run-dir", run.parent / "cli-refused",
+                                 "--target-lang", "xx")
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertRegex(refused.stderr.decode(), r"^[^\n]*--target-lang 'xx'.*<2de>, <2en>, <2fr>[^\n]*\n?$")
+
+    def test_umt5_and_other_model_types_are_refused_naming_what_is_imported(self):
+        checkpoint = made("v1.1")[0]
+        for model_type, pattern in (("umt5", "one relative position table per layer"),
+                                    ("bart", "only Marian .*T5 / mT5 / MADLAD-400 are imported")):
+            copy = pathlib.Path(_ROOT[0].name) / f"type-{model_type}"
+            copy.mkdir()
+            for path in checkpoint.iterdir():
+                (copy / path.name).write_bytes(path.read_bytes())
+            hf_checkpoints.edit_json(copy / "config.json", model_type=model_type)
+            with self.subTest(model_type=model_type), self.assertRaisesRegex(T2TError, pattern):
+                import_checkpoint("t5", copy, copy.parent / f"type-{model_type}-run")
+
+    def test_a_stack_embedding_other_than_shared_is_refused(self):
+        from safetensors.numpy import load_file, save_file
+
+        checkpoint = made("madlad", "mt5")[0]
+        copy = pathlib.Path(_ROOT[0].name) / "changed"
+        copy.mkdir()
+        for path in checkpoint.iterdir():
+            (copy / path.name).write_bytes(path.read_bytes())
+        tensors = load_file(str(copy / "model.safetensors"))
+        tensors["decoder.embed_tokens.weight"] = tensors["decoder.embed_tokens.weight"] + 1.0
+        save_file(tensors, str(copy / "model.safetensors"))
+        with self.assertRaisesRegex(T2TError, "decoder.embed_tokens.weight differs from shared.weight"):
+            import_checkpoint("t5", copy, copy.parent / "changed-run", target_lang="de")
+
+    def test_sharded_safetensors_give_the_same_model(self):
+        from safetensors.numpy import load_file, save_file
+
+        checkpoint, run = made("v1.1")[:2]
+        copy = pathlib.Path(_ROOT[0].name) / "sharded"
+        copy.mkdir()
+        for path in checkpoint.iterdir():
+            if path.name != "model.safetensors":
+                (copy / path.name).write_bytes(path.read_bytes())
+        tensors = load_file(str(checkpoint / "model.safetensors"))
+        names = sorted(tensors)
+        shards = {f"model-0000{i + 1}-of-00003.safetensors": names[i::3] for i in range(3)}
+        for shard, members in shards.items():
+            save_file({name: tensors[name] for name in members}, str(copy / shard), metadata={"format": "pt"})
+        index = {"metadata": {}, "weight_map": {name: shard for shard, members in shards.items() for name in members}}
+        (copy / "model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
+        sharded = load_run_model(import_checkpoint("t5", copy, copy.parent / "sharded-run"))
+        for ours, theirs in zip(sharded.weights, load_run_model(run).weights):
+            self.assertAllClose(ours.numpy(), theirs.numpy(), atol=0)
+
+    def test_bfloat16_safetensors_are_read(self):
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        checkpoint = made("v1.1")[0]
+        copy = pathlib.Path(_ROOT[0].name) / "bfloat16"
+        copy.mkdir()
+        for path in checkpoint.iterdir():
+            (copy / path.name).write_bytes(path.read_bytes())
+        tensors = {name: value.to(torch.bfloat16) for name, value in load_file(str(copy / "model.safetensors")).items()}
+        save_file(tensors, str(copy / "model.safetensors"))
+        run = import_checkpoint("t5", copy, copy.parent / "bfloat16-run")
+        model = load_run_model(run)
+        expected = tensors["shared.weight"].float().numpy()
+        self.assertAllClose(model.target_embedding.embeddings.numpy(), expected, atol=0)
+        result = cli_in_process("import", "--from", "t5", copy, "--run-dir", copy.parent / "bfloat16-kept",
+                                "--precision", "bfloat16")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(open_run(copy.parent / "bfloat16-kept").load_config().decoding.precision, "bfloat16")
+        self.assertEqual(open_run(run).load_config().decoding.precision, "float32")
+
+
+class T5DecodingTest(TestCase):
+    def assert_decodes_as_generate(self, kind, model_type, num_beams):
+        import torch
+
+        _, run, reference, tokenizer = made(kind, model_type)
+        artifact = open_artifact(run)
+        request = artifact.request(beam_size=num_beams)
+        with torch.no_grad():
+            inputs = tokenizer([tag(kind) + line for line in LINES], return_tensors="pt", padding=True)
+            out = reference.generate(**inputs, num_beams=num_beams, do_sample=False).numpy()
+        texts = [tokenizer.decode(row[1:], skip_special_tokens=True) for row in out]
+        generated = artifact.generate(LINES, request).best
+        # an empty line translates to "" without decoding (decoding.generator); generate() decodes its end id alone
+        self.assertEqual([text for text, line in zip(generated, LINES) if line],
+                         [text for text, line in zip(texts, LINES) if line])
+        self.assertEqual({text for text, line in zip(generated, LINES) if not line}, {""})
+
+    def test_madlad_greedy_and_beam_4_give_generates_texts(self):
+        for beams in (1, 4):
+            with self.subTest(beams=beams):
+                self.assert_decodes_as_generate("madlad", "mt5", beams)
+
+    @long_check
+    def test_tied_v1_0_greedy_and_beam_4_give_generates_texts(self):
+        for beams in (1, 4):
+            with self.subTest(beams=beams):
+                self.assert_decodes_as_generate("v1.0", "t5", beams)
+
+
+def run_texts(artifact, num_beams):
+    return artifact.generate(LINES, artifact.request(beam_size=num_beams)).best
+
+
+@long_check
+class T5ExportTest(TestCase):
+    """The roads of an imported T5 run: each translates as the run (which translates as generate(), above)."""
+
+    def test_the_saved_model_and_serve_translate_as_the_run(self):
+        import httpx
+
+        from t2t_keras.serving.server import create_app
+        from tests.test_server import TIMEOUT, start_server
+
+        _, run, _, _ = made("madlad", "mt5")
+        saved = open_artifact(export_run(run, pathlib.Path(_ROOT[0].name) / "madlad-saved", max_beam_size=4))
+        for beams in (1, 4):
+            self.assertEqual(run_texts(saved, beams), run_texts(open_artifact(run), beams))
+        server, thread, base_url = start_server(create_app(saved, model_name="madlad", max_batch_size=64,
+                                                           max_wait_ms=1))
+        try:
+            lines = [line for line in LINES if line]
+            answer = httpx.post(f"{base_url}/v1/models/madlad:predict",
+                                json={"instances": lines, "params": {"beam_size": 4}}, timeout=TIMEOUT)
+            self.assertEqual(answer.status_code, 200, answer.text)
+            self.assertEqual([row["translations"] for row in answer.json()["predictions"]],
+                             [text for text, line in zip(run_texts(open_artifact(run), 4), LINES) if line])
+        finally:
+            server.should_exit = True
+            thread.join(TIMEOUT)
+
+    def test_the_litert_file_translates_as_the_run_and_madlads_tags_are_refused(self):
+        root = pathlib.Path(_ROOT[0].name)
+        run = made("v1.1")[1]
+        litert = open_artifact(export_litert_run(run, root / "v1.1.tflite", max_beam_size=4))
+        for beams in (1, 4):
+            self.assertEqual(run_texts(litert, beams), run_texts(open_artifact(run), beams))
+        with self.assertRaisesRegex(T2TError, "user-defined symbols: export it as a SavedModel"):
+            export_litert_run(made("madlad", "mt5")[1], root / "madlad.tflite")
+
+    def test_ctranslate2_agrees_with_its_own_converter_where_that_reads_the_checkpoint_right(self):
+        """Tied (v1.0): the same tokens as CTranslate2's TransformersConverter. Untied (MADLAD): that converter reads
+        transformers 5's `tie_word_embeddings` (always true there) and scales the decoder output, which transformers
+        does not; our export translates as the run, whose tokens are generate()'s."""
+        import ctranslate2
+
+        root = pathlib.Path(_ROOT[0].name)
+        for kind, model_type in (("v1.0", "t5"), ("madlad", "mt5")):
+            checkpoint, run, _, tokenizer = made(kind, model_type)
+            ours = export_ctranslate2_run(run, root / f"{kind}-ct2")
+            theirs = ctranslate2.converters.TransformersConverter(str(checkpoint)).convert(
+                str(root / f"{kind}-ct2-theirs"))
+            sources = [tokenizer.convert_ids_to_tokens(tokenizer(tag(kind) + line)["input_ids"])
+                       for line in LINES if line]
+            translators = [ctranslate2.Translator(str(path), intra_threads=1) for path in (ours, theirs)]
+            for beams in (1, 4):
+                with self.subTest(kind=kind, beams=beams):
+                    found = [[result.hypotheses[0] for result in translator.translate_batch(
+                        sources, beam_size=beams, max_decoding_length=20)] for translator in translators]
+                    if kind == "v1.0":
+                        self.assertEqual(found[0], found[1])
+                    self.assertEqual(run_texts(open_artifact(ours), beams), run_texts(open_artifact(run), beams))
