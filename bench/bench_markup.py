@@ -4,7 +4,7 @@
 
 For each pair of the default corpus's test split whose English holds inline
 tags (emphasis, UI items, links, ahelp spans, line breaks, icons; see
-`data.help_markup`), the English tags are placed on the words of the human
+`help_markup.py`), the English tags are placed on the words of the human
 German translation from the word alignment of the two (one forced-decoding
 pass of the run's model over the reference, `decoding.aligner`, layer and
 heads from `--layer` / `--heads` / `--rows` or the run's `decoding.alignment_*`), and

@@ -32,7 +32,9 @@ refused connection, a connection closed without an answer, a timeout (60 s). Lat
 answered request of a phase. The load average is sampled every second; the machine is described by lscpu.
 Results: bench/results/serving_load.json and .md; `serving_10k_failures`, `serving_overload_p99_ms` (the p99 of the
 valid requests with 200 clients retrying, retries included) and `serving_max_retries` (the most retries any
-request needed, at any concurrency) are merged into bench/results/summary.json.
+request needed, at any concurrency) are merged into bench/results/summary.json. `python -m tests.serving_simulation
+--clients 1000` runs such a crowd against the server's admission alone on a virtual clock (no machine's speed
+decides it), to compare with what this measures.
 """
 
 import argparse
@@ -339,7 +341,7 @@ async def measure(export, args, work):
         ready_s, health = await server.wait_ready()
         memory["ready"] = server.memory_mb()
         load.phase("malformed_10k")
-        phases["malformed_10k"] = await phase_malformed(server, memory)
+        phases["malformed_10k"] = await phase_malformed(server, memory, args.malformed_requests)
         if args.soak_seconds > 0:
             load.phase("soak")
             phases["soak"] = await phase_soak(server, args.soak_seconds)
@@ -469,6 +471,8 @@ def main(argv=None):
     parser.add_argument("--saved-model", help="an export to serve (default: train and export mini in --work)")
     parser.add_argument("--work", default="/tmp/t2t-serving-load", help="where the run, export and log go")
     parser.add_argument("--train-minutes", type=float, default=3.0)
+    parser.add_argument("--malformed-requests", type=int, default=10_000,
+                        help="requests of phase 1 (default 10,000; fewer for a quick check of the bench itself)")
     parser.add_argument("--soak-seconds", type=float, default=0.0,
                         help="after phase 1, translate this long within the queue's bound, reading the server's "
                              "memory every 20 s (e.g. 300; default: no soak)")

@@ -3,15 +3,16 @@
 The help packages are unpacked under `--help-dir` (as `t2t_keras.data.libreoffice.fetch_packages` leaves
 them: DIR/libreoffice-help-en-us, DIR/libreoffice-help-<lang>), downloaded with `apt-get download` when
 missing. The pairs are those of the default corpus's test (or dev) split whose English holds a tag
-(`data.help_markup.marked_split_pairs`; `--split dev` takes the dev pages, to choose settings on
+(`help_markup.marked_split_pairs`; `--split dev` takes the dev pages, to choose settings on
 them before measuring on test).
 """
 
 import json
 import pathlib
 
+from help_markup import marked_split_pairs
+
 from t2t_keras.data import help_html, libreoffice
-from t2t_keras.data.help_markup import marked_split_pairs
 from t2t_keras.decoding.markup import parse_markup
 
 

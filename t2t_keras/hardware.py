@@ -40,7 +40,7 @@ class Hardware:
         """This process's hardware: the accelerators TensorFlow sees, or (`before_tensorflow`) those the system
         lists without starting TensorFlow."""
         tpus, gpus = listed_accelerators() if before_tensorflow else _tensorflow_accelerators()
-        return cls(tpus, gpus, cpu_flags(), cpu_cores())
+        return cls(tpus, gpus, usable_cpu_flags(cpu_flags(), os.environ.get("ONEDNN_MAX_CPU_ISA")), cpu_cores())
 
 
 def cpu_flags(cpuinfo="/proc/cpuinfo"):
@@ -54,6 +54,19 @@ def cpu_flags(cpuinfo="/proc/cpuinfo"):
     except OSError:
         pass
     return frozenset()
+
+
+def usable_cpu_flags(flags, max_isa=None):
+    """The CPU's flags less those above oneDNN's instruction-set cap (`ONEDNN_MAX_CPU_ISA`, e.g. AVX2): TensorFlow
+    sends bfloat16 to oneDNN whenever the CPU reports AVX-512, and oneDNN capped below AVX-512 has no bfloat16
+    kernel (a bfloat16 matmul ends the process with SIGSEGV), nor AMX's int8 under a cap below AMX."""
+    cap = (max_isa or "").strip().upper()
+    if not cap or cap in ("ALL", "DEFAULT"):
+        return frozenset(flags)
+    dropped = ("amx",) if cap.startswith("AVX512") and "AMX" not in cap else ("avx512", "amx")
+    if cap.startswith("AVX10") or "AMX" in cap:
+        dropped = ()
+    return frozenset(flag for flag in flags if not flag.startswith(dropped))
 
 
 def cpu_cores():

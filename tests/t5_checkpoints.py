@@ -12,8 +12,6 @@ import json
 import pathlib
 import shutil
 
-import numpy as np
-
 from tests.hf_checkpoints import sentences, train_sentencepiece
 
 MADLAD_TAGS = ["<2de>", "<2en>", "<2fr>"]
@@ -47,11 +45,14 @@ def _weights(model, seed):
     return model
 
 
-def t5_checkpoint(directory, kind="v1.1", seed=0, model_type="t5"):
+def t5_checkpoint(directory, kind="v1.1", seed=0, model_type="t5", sizes=TINY, vocab_size=None, dtype=None,
+                  shard_bytes=None):
     """A checkpoint of `kind`: "v1.0" (tied, ReLU), "v1.1" (untied, gated GELU), "madlad" (v1.1 with language tags,
-    decoder.embed_tokens apart, decoder start 0); `model_type` "t5" or "mt5"."""
+    decoder.embed_tokens apart, decoder start 0); `model_type` "t5" or "mt5"; `sizes` of T5Config; `vocab_size`
+    (default: the tokenizer's ids and 5 more, as T5's 32,128 exceed its 32,100 tokens); `dtype`: the torch dtype of
+    the stored tensors (torch.bfloat16 as the released MADLAD-400 files); `shard_bytes`: shards of at most that many
+    bytes and their `model.safetensors.index.json`, as `save_pretrained(max_shard_size=...)` writes them."""
     import torch
-    from safetensors.torch import save_file
     from transformers import T5Config, T5ForConditionalGeneration
 
     directory = pathlib.Path(directory)
@@ -60,34 +61,64 @@ def t5_checkpoint(directory, kind="v1.1", seed=0, model_type="t5"):
     directory.mkdir(parents=True)
     tokenizer = _tokenizer(directory, work, MADLAD_TAGS if kind == "madlad" else (), seed)
     tied = kind == "v1.0"
-    config = T5Config(vocab_size=len(tokenizer) + 5, feed_forward_proj="relu" if tied else "gated-gelu",
-                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.1, **TINY)
+    config = T5Config(vocab_size=vocab_size or len(tokenizer) + 5, feed_forward_proj="relu" if tied else "gated-gelu",
+                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.1, **sizes)
     model = _weights(T5ForConditionalGeneration(config), seed)
     state = {name: value.detach().clone().contiguous() for name, value in model.state_dict().items()
              if "embed_tokens" not in name and name != "lm_head.weight"}
+    del model
     if not tied:  # lm_head apart, as transformers 4 saved an untied model
         generator = torch.Generator().manual_seed(seed + 1)
         state["lm_head.weight"] = torch.randn(state["shared.weight"].shape, generator=generator) * 0.2
     if kind == "madlad":  # MADLAD's files hold the stacks' embeddings beside shared.weight
         for stack in ("encoder", "decoder"):
             state[f"{stack}.embed_tokens.weight"] = state["shared.weight"].clone()
-    save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    _save(state if dtype is None else {name: value.to(dtype) for name, value in state.items()}, directory,
+          shard_bytes)
     document = json.loads(config.to_json_string())
     document.pop("scale_decoder_outputs", None)
     document.update(architectures=["MT5ForConditionalGeneration" if model_type == "mt5" else
                                    "T5ForConditionalGeneration"], model_type=model_type,
-                    tie_word_embeddings=tied, transformers_version="4.40.0")
+                    tie_word_embeddings=tied, transformers_version="4.40.0",
+                    torch_dtype=str(dtype or torch.float32).replace("torch.", ""))
     (directory / "config.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
     generation = {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0}
     (directory / "generation_config.json").write_text(json.dumps(generation), encoding="utf-8")
     return directory
 
 
-def reference_model(directory):
-    """transformers' own model of the checkpoint, in float32, for inference."""
+def _save(state, directory, shard_bytes=None):
+    """`model.safetensors`, or shards `model-0000N-of-0000M.safetensors` of at most `shard_bytes` (a tensor larger
+    than that alone in one) named by `model.safetensors.index.json`, in the state's order."""
+    from safetensors.torch import save_file
+
+    if shard_bytes is None:
+        save_file(state, str(directory / "model.safetensors"), metadata={"format": "pt"})
+        return
+    groups, size = [[]], 0
+    for name, value in state.items():
+        nbytes = value.numel() * value.element_size()
+        if groups[-1] and size + nbytes > shard_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(name)
+        size += nbytes
+    weight_map = {}
+    for index, names in enumerate(groups):
+        shard = f"model-{index + 1:05d}-of-{len(groups):05d}.safetensors"
+        save_file({name: state[name] for name in names}, str(directory / shard), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(names, shard))
+    total = sum(value.numel() * value.element_size() for value in state.values())
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=2), encoding="utf-8")
+
+
+def reference_model(directory, dtype=None):
+    """transformers' own model of the checkpoint for inference, in `dtype` (a torch dtype; float32 by default)."""
+    import torch
     from transformers import AutoModelForSeq2SeqLM
 
-    return AutoModelForSeq2SeqLM.from_pretrained(str(directory)).eval()
+    return AutoModelForSeq2SeqLM.from_pretrained(str(directory), dtype=dtype or torch.float32).eval()
 
 
 def reference_tokenizer(directory):

@@ -91,9 +91,10 @@ class LineTest(unittest.TestCase):
         self.told = refusal(self.admission, 2, self.first, now=0.0).retry_after
         self.admission.release(2)  # two sentences answered: room for two
 
-    def test_a_place_not_yet_due_leaves_room_to_newer_requests(self):
-        self.admission.admit(2, Arrival(key=b"newer"), now=self.told - 0.5)  # the server does not idle
-        self.assertEqual(self.admission.held, 4)
+    def test_a_newer_request_waits_behind_a_place_not_yet_due(self):
+        refusal(self.admission, 2, Arrival(key=b"newer"), now=self.told - 0.5)  # the room is kept for "first"
+        self.admission.admit(2, self.first, now=self.told)
+        self.assertEqual((self.admission.held, self.admission.line_length()), (4, 1))
 
     def test_a_due_place_is_served_before_newer_requests(self):
         refusal(self.admission, 2, Arrival(key=b"newer"), now=self.told)
@@ -101,14 +102,35 @@ class LineTest(unittest.TestCase):
         self.assertEqual((self.admission.held, self.admission.line_length()), (4, 1))  # "newer" waits its turn
 
     def test_a_due_place_refused_again_keeps_its_priority(self):
-        self.admission.admit(2, Arrival(key=b"newer"), now=0.5)  # took the room before the place was due
-        again = refusal(self.admission, 2, self.first, now=self.told)
-        self.admission.release(2)
-        later = refusal(self.admission, 2, Arrival(key=b"later"), now=self.told + again.retry_after)
+        admission = measured_admission(1.0, max_batch_size=1, max_queue=4)
+        admission.admit(4, now=0.0)
+        told = refusal(admission, 2, self.first, now=0.0).retry_after
+        again = refusal(admission, 2, self.first, now=told)  # nothing answered yet: refused at its time
+        admission.release(2)
+        later = refusal(admission, 2, Arrival(key=b"later"), now=told + again.retry_after)
         self.assertGreaterEqual(later.retry_after, 1)  # "later" is told to come back: the due place goes first
-        held = self.admission.held
-        self.admission.admit(2, self.first, now=self.told + again.retry_after)  # raises Overloaded if refused
-        self.assertEqual(self.admission.held, held + 2)
+        admission.admit(2, self.first, now=told + again.retry_after)  # raises Overloaded if refused
+        self.assertEqual((admission.held, admission.line_length()), (4, 1))
+
+    def test_a_place_whose_client_was_sent_away_again_blocks_nobody_meanwhile(self):
+        admission = measured_admission(1.0, max_batch_size=1, max_queue=4)
+        admission.admit(4, now=0.0)
+        second = Arrival(key=b"second")
+        told = refusal(admission, 2, self.first, now=0.0).retry_after
+        second_told = refusal(admission, 2, second, now=0.0).retry_after  # behind "first"
+        first_back = told + refusal(admission, 2, self.first, now=told).retry_after  # nothing answered yet
+        admission.release(2)
+        self.assertLess(second_told, first_back)  # "first" is away when "second" comes
+        admission.admit(2, second, now=second_told)  # raises Overloaded if "first" held it back
+        self.assertEqual(admission.held, 4)
+
+    def test_another_client_sending_the_same_body_first_does_not_cost_the_place_its_turn(self):
+        refusal(self.admission, 4, Arrival(key=b"newer"), now=0.0)  # four sentences, behind "first"
+        self.admission.admit(2, Arrival(key=b"first"), now=self.told)  # the same body as "first", at its time
+        again = refusal(self.admission, 2, self.first, now=self.told + 0.1)  # its client, a moment later
+        # Still ahead of "newer": back once the work held past the bound, its own and a batch have drained (3 s),
+        # not "newer"'s four sentences too (7 s).
+        self.assertLessEqual(again.retry_after, math.floor(3 * (1 + JITTER_SHARE)) + 1)
 
     def test_a_place_not_claimed_in_time_is_given_up(self):
         refusal(self.admission, 2, Arrival(key=b"newer"), now=self.told)

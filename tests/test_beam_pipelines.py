@@ -3,24 +3,26 @@ of `tests.roads` and its CTranslate2 export.
 
 Quick: the local runner in this process (CTranslate2: no model start-up to speak of): the same lines as the
 single-process command, one output file per input of a glob, bad lines to the dead-letter file, --max-errors, the
-refusals made before a pipeline starts, and batches that fail their first try still giving each line once. Long
-(`bash bench/checks/run tests.test_beam_pipelines`): 1 and 2 worker processes, for the run directory and the
-CTranslate2 export; the SavedModel and the LiteRT file; batches failing in two worker processes; distill's teacher
-pass through a pipeline.
+refusals made before a pipeline starts, batches that fail their first try still giving each line once, and what a
+failed run leaves behind. Long (`bash bench/checks/run tests.test_beam_pipelines`): 1 and 2 worker processes, for
+the run directory and the CTranslate2 export; the SavedModel and the LiteRT file; batches failing in two worker
+processes; a worker process killed mid-pipeline; distill's teacher pass through a pipeline.
 """
 
+import argparse
 import hashlib
 import json
 import os
 import pathlib
 import shutil
+import signal
 import tempfile
 import unittest
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from t2t_keras.beam import line_pipeline, pipeline_paths
+from t2t_keras.beam import commands, line_pipeline, pipeline_paths
 from t2t_keras.beam.artifact_handler import ArtifactHandler
 from tests.helpers import cli_in_process, long_check, write_toy_corpus
 from tests.roads import roads
@@ -186,6 +188,116 @@ class FlakyHandlerTest(PipelineCase):
         self.run_flaky("--direct_num_workers=2", "--direct_running_mode=multi_processing")
 
 
+class KillsItsWorker(ArtifactHandler):
+    """An `ArtifactHandler` that kills the worker process it runs in (SIGKILL, as the kernel's out-of-memory killer
+    does) when a batch holds `line`, `times` times in all: the process that creates the next mark file
+    `mark`.0, `mark`.1, ... (O_EXCL) writes its id there and dies; never the process `spared` (the test's own)."""
+
+    def __init__(self, mark, line, spared, times=1, **arguments):
+        super().__init__(**arguments)
+        self.mark, self.line, self.spared, self.times = mark, line, spared, times
+
+    def run_inference(self, batch, model, inference_args=None):
+        batch = list(batch)
+        if self.line in batch and os.getpid() != self.spared:
+            for number in range(self.times):
+                try:
+                    handle = os.open(f"{self.mark}.{number}", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    continue
+                os.write(handle, str(os.getpid()).encode())
+                os.close(handle)
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super().run_inference(batch, model, inference_args)
+
+
+@long_check
+class KilledWorkerTest(PipelineCase):
+    """A worker process of the local runner killed mid-pipeline. Beam's local runner does not give the lost bundle
+    to another worker, so the command runs the pipeline again from the start: the output is that of a run without
+    faults, each line once, in order. A worker lost again fails the command with a one-line message saying so and
+    what to do, and no file of the run is left."""
+
+    arguments = property(lambda self: dict(path=str(self.roads.ctranslate2), max_batch_size=4))
+
+    def setUp(self):
+        super().setUp()
+        self.run_command(ArtifactHandler(**self.arguments), self.directory / "fault-free.txt")
+        self.fault_free = _lines(self.directory / "fault-free.txt")
+        self.work = self.directory / "killed"
+        self.work.mkdir()
+        shutil.copy(self.source, self.work / "sentences.txt")
+        self.source = self.work / "sentences.txt"
+
+    def run_command(self, handler, output, workers=2):
+        args = argparse.Namespace(input=str(self.source), output=str(output), overwrite=False, runner="direct",
+                                  workers=workers, max_errors=None)
+        return commands.run_lines(args, handler.path, handler, "sentence")
+
+    def killed(self, times):
+        """The ids of the worker processes killed, each checked to be gone and none of them this process."""
+        ids = [int((self.work / f"mark.{number}").read_text()) for number in range(times)]
+        for killed in ids:
+            self.assertNotEqual(killed, os.getpid())
+            with self.assertRaises(ProcessLookupError):
+                os.kill(killed, 0)
+        return ids
+
+    def test_a_killed_worker_costs_a_rerun_and_the_output_is_the_fault_free_one(self):
+        self.assertEqual(self.fault_free, self.single("--ctranslate2", str(self.roads.ctranslate2), self.source))
+        output = self.work / "out.txt"
+        handler = KillsItsWorker(str(self.work / "mark"), self.sentences[5], os.getpid(), **self.arguments)
+        with self.assertLogs("t2t_keras.beam.commands", "WARNING") as logs:
+            self.run_command(handler, output)
+        self.killed(1)
+        self.assertIn("running the pipeline again from the start", "\n".join(logs.output))
+        self.assertEqual(_lines(output), self.fault_free)
+        self.assertEqual((self.work / "out.txt.errors.jsonl").read_text(), "")
+
+    def test_a_worker_lost_again_fails_the_command_in_one_line_and_leaves_no_file(self):
+        from t2t_keras.errors import T2TError
+
+        handler = KillsItsWorker(str(self.work / "mark"), self.sentences[5], os.getpid(), times=2, **self.arguments)
+        with self.assertRaises(T2TError) as raised:
+            self.run_command(handler, self.work / "out.txt")
+        self.killed(2)
+        message = str(raised.exception)
+        self.assertIn("A worker process of the pipeline stopped mid-run", message)
+        self.assertIn("Run the same command again", message)
+        self.assertEqual(sorted(os.listdir(self.work)), ["mark.0", "mark.1", "sentences.txt"])
+        self.run_command(handler, self.work / "out.txt")  # the same command: the marks spare the workers now
+        self.assertEqual(_lines(self.work / "out.txt"), self.fault_free)
+
+
+class FailedRunTest(PipelineCase):
+    """What a failed run wrote is removed, so that the same command runs again; --overwrite keeps whole outputs."""
+
+    def written(self, plan):
+        for path in (*plan.outputs, plan.errors):
+            pathlib.Path(path).write_text("whole\n")
+            pathlib.Path(path).with_name(f".{pathlib.Path(path).name}.123.456.part").write_text("half")
+
+    def test_one_output(self):
+        plan = pipeline_paths.plan_files(str(self.source), str(self.directory / "out.txt"))
+        self.written(plan)
+        pipeline_paths.remove_written(plan, overwrite=False)
+        self.assertEqual(os.listdir(self.directory), ["sentences.txt"])
+
+    def test_a_directory_of_outputs_with_and_without_overwrite(self):
+        self.write("two.txt", self.sentences[:2])
+        out = self.directory / "out"
+        for overwrite in (True, False):
+            plan = pipeline_paths.plan_files(str(self.directory / "*.txt"), str(out), overwrite=overwrite)
+            pipeline_paths.clear_previous(plan)
+            self.written(plan)
+            pipeline_paths.remove_written(plan, overwrite=overwrite)
+            if overwrite:
+                self.assertEqual(sorted(os.listdir(out)), ["sentences.txt", "two.txt"])
+                self.assertEqual(_lines(out / "two.txt"), ["whole"])
+                shutil.rmtree(out)
+        self.assertEqual(sorted(os.listdir(self.directory)), ["sentences.txt", "two.txt"])
+
+
 class ScorePipelineTest(PipelineCase):
 
     def test_score_writes_the_scores_the_single_process_prints_and_dead_letters_a_missing_side(self):
@@ -268,8 +380,8 @@ class DistillTeacherPassTest(PipelineCase):
     """distill --runner: the teacher's pass through the pipeline writes the translations the in-process pass writes."""
 
     def test_the_same_distilled_corpus(self):
-        from t2t_keras.config import load_config
         from t2t_keras.beam.teacher_pass import runner_choice
+        from t2t_keras.config import load_config
         from t2t_keras.distillation.distill import prepare_student
 
         student = ["model.hidden_dim=16", "model.num_heads=4", "model.intermediate_dim=32", "data.vocab_size=100",

@@ -14,7 +14,7 @@ import unittest
 from unittest import mock
 
 from t2t_keras import fast_path, switches
-from t2t_keras.hardware import UNKNOWN_CAPABILITY, Hardware, listed_accelerators
+from t2t_keras.hardware import UNKNOWN_CAPABILITY, Hardware, listed_accelerators, usable_cpu_flags
 from t2t_keras.switches.decisions import GRAPH_SEARCH_HYPOTHESES, Decisions
 from t2t_keras.switches.threads import search_record
 from tests.test_kernel_choice import export_with, run_with
@@ -195,6 +195,32 @@ class BeforeTensorflowTest(unittest.TestCase):
             for visible, gpus in cases.items():
                 environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
                 self.assertEqual(listed_accelerators(root, environ), (4, (UNKNOWN_CAPABILITY,) * gpus), msg=visible)
+
+
+class OneDnnCapTest(unittest.TestCase):
+    """oneDNN capped below AVX-512 (`ONEDNN_MAX_CPU_ISA=AVX2`) has no bfloat16 kernel, and TensorFlow would still
+    send it bfloat16 on an AVX-512 CPU: under such a cap the table chooses as for a CPU without those units."""
+
+    def test_a_cap_below_avx512_makes_an_amx_cpu_choose_as_an_avx2_one(self):
+        avx2 = choices(Decisions.of(DEVICES["AVX2 CPU, 2 cores"]))
+        for cap in ("AVX2", "avx2_vnni", "SSE41"):
+            capped = Hardware(cpu_flags=usable_cpu_flags(AMX, cap), cores=2)
+            self.assertEqual(choices(Decisions.of(capped))[:3], avx2[:3], msg=cap)
+            self.assertIsNone(Decisions.of(capped).quantization(10_000_000)[0], msg=cap)
+
+    def test_a_cap_at_avx512_keeps_bfloat16_and_drops_only_amx(self):
+        capped = usable_cpu_flags(AMX, "AVX512_CORE_BF16")
+        self.assertEqual(capped, AMX - {"amx_tile", "amx_bf16", "amx_int8"})
+        self.assertEqual(Decisions.of(Hardware(cpu_flags=capped, cores=2)).precision, "mixed_bfloat16")
+
+    def test_no_cap_or_one_at_amx_changes_nothing(self):
+        for cap in (None, "", "ALL", "DEFAULT", "AVX512_CORE_AMX"):
+            self.assertEqual(usable_cpu_flags(AMX, cap), AMX, msg=cap)
+
+    def test_detect_reads_the_cap(self):
+        with mock.patch.dict(os.environ, {"ONEDNN_MAX_CPU_ISA": "AVX2"}):
+            flags = Hardware.detect(before_tensorflow=True).cpu_flags
+        self.assertFalse({flag for flag in flags if flag.startswith(("avx512", "amx"))})
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ import unittest
 
 import lxml.html
 
-from t2t_keras.data import help_html, help_markup
+from bench import help_markup
+from t2t_keras.data import help_html
 from t2t_keras.decoding.markup import MarkupError, parse_markup, strip_markup
 from t2t_keras.decoding.tag_placement import place_tags
 from t2t_keras.errors import T2TError
@@ -205,8 +206,8 @@ class HelpMarkupTest(unittest.TestCase):
     def test_split_pairs_are_the_corpus_pairs_of_the_split_with_markup(self):
         test = help_markup.marked_split_pairs(self.roots[0], self.roots[1], "test")  # a tiny tree: all of it
         self.assertEqual([(p.paragraph_id, p.source_plain) for p in test],
-                         [("par_id1", "Specifies general settings."), ("par_id2", "Choose Tools - Options - Load/Save."),
-                          ("par_id6", "Press the Enter key.")])
+                         [("par_id1", "Specifies general settings."),
+                          ("par_id2", "Choose Tools - Options - Load/Save."), ("par_id6", "Press the Enter key.")])
         self.assertEqual(help_markup.marked_split_pairs(self.roots[0], self.roots[1], "dev"), [])
 
 

@@ -1,4 +1,16 @@
-"""`training.mixed_precision: auto` and `training.jit_compile: auto`: the hardware's fast path and the fallback."""
+"""`training.mixed_precision: auto` and `training.jit_compile: auto`: the hardware's fast path and the fallback.
+
+A worker running this module once died with SIGSEGV, in a whole-suite run on a 2-core AMD EPYC, after other
+modules had run in the same worker; the module passed alone and in a fresh worker. It has not happened again: 10
+runs of the module alone and 3 in one worker after `tests.test_model` passed on an Intel Xeon with AVX-512 BF16 and
+AMX. A segmentation fault comes from native code (TensorFlow's oneDNN or XLA kernels here: the bfloat16 training
+steps of `TrainedRunFusionTest`, auto-clustered); one of that kind is TensorFlow's bfloat16 `MatMul` when oneDNN is
+held below AVX-512 (`ONEDNN_MAX_CPU_ISA=AVX2`) on a CPU that has it: TensorFlow still hands bfloat16 to oneDNN,
+which has no kernel for it, and the process dies at the first product. So that the next crash says where it
+happened, the suite's set-up (`tests/setup.sh`) turns on Python's faulthandler: the stack of every thread of the
+process that died (which test, which op) comes before the runner's line naming the module, and the runner runs the
+module once more in a fresh worker. Alone: `python -X faulthandler -m unittest tests.test_precision`.
+"""
 
 import pathlib
 import tempfile

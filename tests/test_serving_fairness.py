@@ -7,6 +7,12 @@ keep about three times that queued or waiting. Without the line of refused reque
 whose requests a batch answered take the room it frees with their next ones at once, and a refused client finds
 the queue full each time it comes back: there the unluckiest request of this crowd needed about 10 retries. What
 is asserted is counted (answers, retries), not timed.
+
+A crowd of 1,000 runs on a virtual clock (`serving_simulation`): the real `Admission` decides, a simulated
+server drains its queue at a set speed, and the simulated clients come back when told, so latencies can be
+asserted without a machine's speed deciding them. They are held to Little's law: with every client always
+waiting on one request, the mean latency is at least clients / answers a second whatever the policy, and a fair
+one keeps the 99th percentile near it.
 """
 
 import asyncio
@@ -16,6 +22,7 @@ import unittest
 import httpx
 
 from t2t_keras.serving.server import create_app
+from tests.serving_simulation import Crowd, Simulation, summary
 from tests.serving_stub import StubTranslator
 from tests.test_server import TIMEOUT, start_server, wait_until_ready
 
@@ -71,6 +78,34 @@ class FairnessTest(unittest.TestCase):
         self.assertLessEqual(max(retries), FAIR_RETRIES, f"retries per request: {sorted(retries)}")
         stats = app.state.batcher.stats()
         self.assertEqual(stats["sentences"], sum(len(sentences) for sentences, _, _ in outcomes))  # each once
+
+
+class VirtualClockCrowdTest(unittest.TestCase):
+    """1,000 honest clients, each told its Retry-After up to 0.1 s before it gets it and back up to 0.1 s late."""
+
+    def run_crowd(self, **options):
+        simulation = Simulation(Crowd(clients=1000, network_seconds=0.1, seed=0, **options))
+        simulation.run()
+        return simulation, summary(simulation)
+
+    def assert_fair(self, simulation, figures, max_retries, little_share):
+        crowd = simulation.crowd
+        self.assertEqual(figures["gave_up"], 0, figures)
+        self.assertEqual({o.client for o in simulation.outcomes}, set(range(crowd.clients)))  # every one answered
+        self.assertLessEqual(figures["max_retries"], max_retries, figures)
+        self.assertLessEqual(figures["p99_s"], little_share * figures["little_mean_s"], figures)
+        self.assertGreater(figures["busy_share"], 0.98, figures)  # fair, not by idling the model
+
+    def test_distinct_requests_are_answered_in_their_turn(self):
+        simulation, figures = self.run_crowd(keys="unique", malformed_share=0.0, max_queue_seconds=1.0)
+        demand = simulation.crowd.clients * (1 + simulation.crowd.max_sentences) / 2  # sentences always waiting
+        self.assertGreater(demand, 5 * simulation.admission.limit())  # overloaded five times and more
+        self.assert_fair(simulation, figures, max_retries=3, little_share=1.25)
+
+    def test_many_clients_sending_the_same_bodies_from_one_address(self):
+        simulation, figures = self.run_crowd()  # the bench's requests: 1 to 3 of 20 sentences, 30% malformed
+        self.assert_fair(simulation, figures, max_retries=6, little_share=1.5)
+        self.assertLessEqual(figures["p99_s"], 5 * figures["drain_s"], figures)
 
 
 if __name__ == "__main__":

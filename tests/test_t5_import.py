@@ -9,6 +9,7 @@ embeddings stored beside `shared.weight`, `spiece.model` beside the tokenizer.js
 import json
 import pathlib
 import tempfile
+from unittest import mock
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 from t2t_keras.export.litert_export import export_litert_run
 from t2t_keras.export.saved_model import export_run
+from t2t_keras.pretrained import checkpoint as checkpoint_lib
 from t2t_keras.pretrained.importer import import_checkpoint
 from t2t_keras.runs import load_run_model, open_run
 from tests import hf_checkpoints, t5_checkpoints
@@ -164,7 +166,9 @@ class T5ImportTest(TestCase):
             save_file({name: tensors[name] for name in members}, str(copy / shard), metadata={"format": "pt"})
         index = {"metadata": {}, "weight_map": {name: shard for shard, members in shards.items() for name in members}}
         (copy / "model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
-        sharded = load_run_model(import_checkpoint("t5", copy, copy.parent / "sharded-run"))
+        # blocks of 64 bytes: every matrix is read and assigned a row (a column when transposed) at a time
+        with mock.patch.object(checkpoint_lib, "BLOCK_BYTES", 64):
+            sharded = load_run_model(import_checkpoint("t5", copy, copy.parent / "sharded-run"))
         for ours, theirs in zip(sharded.weights, load_run_model(run).weights):
             self.assertAllClose(ours.numpy(), theirs.numpy(), atol=0)
 
@@ -188,6 +192,37 @@ class T5ImportTest(TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(open_run(copy.parent / "bfloat16-kept").load_config().decoding.precision, "bfloat16")
         self.assertEqual(open_run(run).load_config().decoding.precision, "float32")
+
+
+    def test_a_sharded_bfloat16_checkpoint_gives_transformers_logits_in_float32_and_in_bfloat16(self):
+        """Five bfloat16 shards: float32 logits within TOLERANCE of transformers' float32 model (the weights are
+        bfloat16 values, held exactly); with --precision bfloat16 the run's bfloat16 model is no further from
+        those float32 logits than twice transformers' own model in bfloat16 is."""
+        import torch
+
+        from t2t_keras.decoding.weight_precision import bfloat16_copy
+
+        checkpoint = t5_checkpoints.t5_checkpoint(root_dir() / "bfloat16-shards", "v1.1", dtype=torch.bfloat16,
+                                                  shard_bytes=8000)
+        self.assertGreaterEqual(len(list(checkpoint.glob("model-*-of-*.safetensors"))), 3)
+        run = import_checkpoint("t5", checkpoint, root_dir() / "bfloat16-shards-run", precision="bfloat16")
+        config = open_run(run).load_config()
+        self.assertEqual(config.decoding.precision, "bfloat16")
+        source, target_in = _inputs(config)
+        model = load_run_model(run)
+        ours = np.asarray(model((source, target_in)))
+        ours_bfloat16 = np.asarray(bfloat16_copy(model)((source, target_in)), np.float32)
+        theirs = {}
+        for dtype in (torch.float32, torch.bfloat16):
+            with torch.no_grad():
+                theirs[dtype] = t5_checkpoints.reference_model(checkpoint, dtype)(
+                    input_ids=torch.tensor(source), attention_mask=torch.tensor(source != 0),
+                    decoder_input_ids=torch.tensor(target_in)).logits.float().numpy()
+        exact = theirs[torch.float32]
+        self.assertLessEqual(float(np.max(np.abs(ours - exact))), TOLERANCE)
+        their_error = float(np.max(np.abs(theirs[torch.bfloat16] - exact)))
+        self.assertGreater(float(np.max(np.abs(ours_bfloat16 - ours))), 0.0)  # computed in bfloat16 indeed
+        self.assertLessEqual(float(np.max(np.abs(ours_bfloat16 - exact))), 2 * their_error)
 
 
 class T5DecodingTest(TestCase):

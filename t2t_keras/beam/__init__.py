@@ -11,7 +11,8 @@ Nothing here is imported unless a command is given `--runner`: Apache Beam is th
     line_pipeline      read -> check -> RunInference (failed batches retried line by line) -> group by file ->
                        sort by line number -> one file per input, written atomically; the dead-letter file
     pipeline_paths     the inputs a glob names, the output file of each, and the refusals made before a run
-    runner_options     --runner, --workers and any other pipeline flag as Beam's PipelineOptions
+    runner_options     --runner, --workers and any other pipeline flag as Beam's PipelineOptions; a worker
+                       process of the local runner that stopped, recognized in a failed pipeline
     corpus_pipeline    prepare: read, clean, filter, de-duplicate, tokenize and write the shards `train` reads
     corpus_command     prepare --runner: the run's tokenizer, the corpus pipeline, the manifest `train` reads
     teacher_pass       distill --runner: each shard of the teacher's sources translated by the line pipeline

@@ -14,6 +14,10 @@ from t2t_keras.errors import DataError, T2TError
 logger = logging.getLogger(__name__)
 
 MAX_BATCH_LINES = 32  # BatchElements' largest batch
+# Beam's local runner fails the whole pipeline when one of its worker processes stops (it does not give the lost
+# bundle to another worker): the command runs it again from the start this many times, as Dataflow, Flink and
+# Spark retry a lost worker's work themselves.
+LOST_WORKER_RERUNS = 1
 # translate's flags whose outputs are not one line per line of plain text: not on the pipeline road
 PLAIN_ONLY = (("--alignments", "alignments"), ("--markup", "markup"), ("--terminology", "terminology"),
               ("--with-quality", "quality"), ("--min-quality", "min_quality"))
@@ -29,17 +33,29 @@ def run_lines(args, path, handler, check, extra=()):
     plan = pipeline_paths.plan_files(args.input, args.output, overwrite=args.overwrite)
     handler.load_model()  # refuses what the artifact cannot do before any worker starts
     retry = ArtifactHandler(**dict(_handler_arguments(handler), max_batch_size=1))
-    pipeline_paths.clear_previous(plan)  # an old dead-letter file never counts for this run
     options = runner_options.pipeline_options(args.runner, args.workers, extra)
-    try:
-        with beam.Pipeline(options=options) as pipeline:
-            line_pipeline.build_line_pipeline(pipeline, plan, handler, retry, check, args.max_errors)
-    except Exception as error:
-        failure = _failure(error, plan, args.max_errors)
-        if failure is error:
-            raise
-        raise failure from error
-    return plan
+    for attempt in range(1 + LOST_WORKER_RERUNS):
+        pipeline_paths.clear_previous(plan)  # an old dead-letter file never counts for this run
+        try:
+            with beam.Pipeline(options=options) as pipeline:
+                line_pipeline.build_line_pipeline(pipeline, plan, handler, retry, check, args.max_errors)
+            return plan
+        except Exception as error:
+            failure = _failure(error, plan, args)
+            if failure is error:
+                raise
+            if _rerun(args, error, attempt):
+                continue
+            raise failure from error
+
+
+def _rerun(args, error, attempt):
+    """Whether a pipeline the local runner lost a worker of runs again from the start (what it wrote is gone)."""
+    if attempt >= LOST_WORKER_RERUNS or args.runner != "direct" or not runner_options.lost_worker(error):
+        return False
+    logger.warning("A worker process of the pipeline stopped mid-run (%s); running the pipeline again from the "
+                   "start (%d of %d).", str(error).strip()[:200], attempt + 1, LOST_WORKER_RERUNS)
+    return True
 
 
 def _handler_arguments(handler):
@@ -48,15 +64,23 @@ def _handler_arguments(handler):
                 score_format=handler.score_format, batch_tokens=handler.batch_tokens)
 
 
-def _failure(error, plan, max_errors):
-    """The error a failed pipeline ends the command with: too many bad lines in one line, else Beam's own."""
+def _failure(error, plan, args):
+    """The error a failed pipeline ends the command with: too many bad lines in one line (their dead-letter file
+    kept); else, with what the run wrote removed (`pipeline_paths.remove_written`) so that the same command runs
+    again, a worker process of the local runner that stopped in one line, or Beam's own error."""
     from apache_beam.io.filesystems import FileSystems
 
+    max_errors = args.max_errors
     if max_errors is not None and FileSystems.exists(plan.errors):
         with FileSystems.open(plan.errors) as handle:
             count = sum(1 for _ in iter(handle.readline, b""))
         if count > max_errors:
             return DataError(line_pipeline.too_many_bad_lines(count, max_errors, plan.errors))
+    pipeline_paths.remove_written(plan, args.overwrite)
+    if args.runner == "direct" and runner_options.lost_worker(error):
+        left = ("Its dead-letter file was removed, and --overwrite writes every output again." if args.overwrite
+                else "No file of this run was kept.")
+        return T2TError(runner_options.lost_worker_message(error, left))
     return error
 
 

@@ -9,9 +9,10 @@ import itertools
 import json
 import logging
 import pathlib
+import shutil
 
 from t2t_keras.beam import corpus_pipeline, runner_options
-from t2t_keras.errors import ConfigError, DataError
+from t2t_keras.errors import ConfigError, DataError, T2TError
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +48,10 @@ def prepare_command(config, run_dir, runner, workers=None, extra=(), max_ratio=N
 
 def _prepared(run, config, options, max_ratio):
     import apache_beam as beam
+    from apache_beam.options.pipeline_options import StandardOptions
 
     from t2t_keras.data.corpus_parts import training_parts
-    from t2t_keras.data.sources import split_files, components
+    from t2t_keras.data.sources import components, split_files
 
     data, out_dir = config.data, run.prepared_dir
     parts = training_parts(data)
@@ -60,10 +62,17 @@ def _prepared(run, config, options, max_ratio):
     tokenizer_path, trained = _tokenizer(run, config, parts)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = (str(tokenizer_path), data.tokenizer)
-    with beam.Pipeline(options=options) as pipeline:
-        shards, counted = corpus_pipeline.build_corpus_pipeline(pipeline, files, tokenizer, str(out_dir),
-                                                                data.max_length, data.pairs_per_shard, max_ratio)
-        _record(shards, counted, str(out_dir / SHARDS_RECORD))
+    try:
+        with beam.Pipeline(options=options) as pipeline:
+            shards, counted = corpus_pipeline.build_corpus_pipeline(
+                pipeline, files, tokenizer, str(out_dir), data.max_length, data.pairs_per_shard, max_ratio)
+            _record(shards, counted, str(out_dir / SHARDS_RECORD))
+    except Exception as error:
+        shutil.rmtree(out_dir, ignore_errors=True)  # held only this run's shards: the same command runs again
+        if options.view_as(StandardOptions).runner == "DirectRunner" and runner_options.lost_worker(error):
+            raise T2TError(runner_options.lost_worker_message(error, f"The shards it wrote in {out_dir} were "
+                                                              "removed.")) from error
+        raise
     return _manifest(out_dir, parts, config, tokenizer_path, trained, max_ratio)
 
 

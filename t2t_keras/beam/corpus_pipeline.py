@@ -1,7 +1,7 @@
 """`prepare --runner`: the training corpus read, cleaned, filtered, de-duplicated, tokenized and written as the
 shards `train` reads (`data.shards`, `data.manifest`), by a Beam pipeline.
 
-    corpus files (each part of data.sources) -> numbered lines, a text corpus's two files joined by line number
+    corpus files (each part of data.sources) -> pairs, a text corpus's two files read side by side
       -> strip both sides; drop a pair with an empty side (or a line that is not UTF-8: "bad")
       -> optional length-ratio filter -> exact de-duplication (Distinct)
       -> tokenize with the run's tokenizer, in batches (BatchElements) -> drop pairs over data.max_length
@@ -13,9 +13,11 @@ hash of its text; the manifest's "order" says so. The reader shuffles shards and
 """
 
 import hashlib
+import itertools
 import math
 
 import apache_beam as beam
+import numpy as np
 
 from t2t_keras.beam import line_checks
 
@@ -45,35 +47,34 @@ def build_corpus_pipeline(pipeline, parts, tokenizer, out_dir, max_length, pairs
 
 
 class _ReadPart(beam.PTransform):
-    """`(part, (source, target))` of each line of a part's files: "tsv" one file, "text" two joined by line."""
+    """`(part, (source, target))` of each line of a part's files: "tsv" one file, "text" two read side by side
+    (line N of one with line N of the other, in one pass: no shuffle to join them; a line the shorter file lacks
+    is an empty side)."""
 
     def __init__(self, index, kind, files):
         super().__init__()
         self.index, self.kind, self.files = index, kind, list(files)
 
     def expand(self, begin):
-        if self.kind == "tsv":
-            return (begin | "File" >> beam.Create(self.files) | "Lines" >> beam.FlatMap(_tsv_pairs)
-                    | "Tag" >> beam.Map(lambda pair, index: (index, pair), self.index))
-        sides = [begin | f"File {side}" >> beam.Create([path]) | f"Lines {side}" >> beam.FlatMap(_numbered)
-                 for side, path in enumerate(self.files)]
-        return ({"source": sides[0], "target": sides[1]} | "Join by line" >> beam.CoGroupByKey()
-                | "Pair" >> beam.Map(_joined, self.index))
+        read = _tsv_pairs if self.kind == "tsv" else _text_pairs
+        return (begin | "Files" >> beam.Create([tuple(self.files)])
+                | "Lines" >> beam.FlatMap(_tagged, read, self.index))
 
 
-def _numbered(path):
-    for number, raw in line_checks.numbered_lines(path):
-        yield number, raw
+def _tagged(files, read, index):
+    for pair in read(files):
+        yield index, pair
 
 
-def _tsv_pairs(path):
-    for number, raw in line_checks.numbered_lines(path):
-        yield raw.split(b"\t", 1) if b"\t" in raw else [raw, b""]
+def _tsv_pairs(files):
+    for path in files:
+        for _, raw in line_checks.numbered_lines(path):
+            yield tuple(raw.split(b"\t", 1)) if b"\t" in raw else (raw, b"")
 
 
-def _joined(item, index):
-    _, sides = item
-    return index, (next(iter(sides["source"]), b""), next(iter(sides["target"]), b""))
+def _text_pairs(files):
+    sides = [(raw for _, raw in line_checks.numbered_lines(path)) for path in files]
+    yield from itertools.zip_longest(*sides, fillvalue=b"")
 
 
 def _cleaned(item, max_ratio):
@@ -105,24 +106,40 @@ def _loaded(tokenizer):
 
 
 def _tokenized(batch, tokenizer, limit):
-    from t2t_keras.data.prepare import tokenize_pairs
+    """`(part, digest, source ids, target ids)` of each pair of `batch` that fits `limit`, the ids as the bytes of
+    the shards' dtype (cheap for the runner to move; a numpy array would be pickled)."""
+    from t2t_keras.data.framing import piece_functions
+    from t2t_keras.data.shards import ids_dtype
 
-    sources, targets = tokenize_pairs([pair for _, pair in batch], _loaded(tokenizer), parallel_calls=1)
-    for (index, pair), source, target in zip(batch, sources, targets):
+    loaded = _loaded(tokenizer)
+    dtype = ids_dtype(loaded.vocab_size)
+    sides = [_pieces(function, [pair[side] for _, pair in batch], dtype)
+             for side, function in enumerate(piece_functions(loaded))]
+    for (index, pair), source, target in zip(batch, *sides):
         if len(source) > limit or len(target) > limit:
             yield beam.pvalue.TaggedOutput("overlong", index)
         else:
-            yield index, _digest(pair), source, target
+            yield index, _digest(pair), source.tobytes(), target.tobytes()
+
+
+def _pieces(function, texts, dtype):
+    """The ids of each of `texts` by the tokenizer's piece `function`, in one eager call for the batch (a tf.data
+    pipeline per batch would trace its function again each time)."""
+    import tensorflow as tf
+
+    ragged = function(tf.constant(texts))
+    flat = ragged.flat_values.numpy().astype(dtype)
+    return np.split(flat, np.cumsum(ragged.row_lengths().numpy())[:-1])
 
 
 def _digest(pair):
-    return hashlib.sha256("\t".join(pair).encode("utf-8")).hexdigest()
+    return hashlib.sha256("\t".join(pair).encode("utf-8")).digest()[:16]
 
 
 def _dealt(item, pairs_per_shard, per_part):
     index, digest, source, target = item
     shards = max(1, math.ceil(per_part[index] / pairs_per_shard))
-    return (index, int(digest[:15], 16) % shards), (digest, source, target)
+    return (index, int.from_bytes(digest[:8], "big") % shards), (digest, source, target)
 
 
 def _write(group, out_dir, tokenizer):
@@ -130,10 +147,11 @@ def _write(group, out_dir, tokenizer):
     from t2t_keras.data.shards import ids_dtype, write_shard
 
     (index, bucket), pairs = group
-    pairs = sorted(pairs, key=lambda pair: pair[0])
-    sources, targets = [pair[1] for pair in pairs], [pair[2] for pair in pairs]
+    pairs, dtype = sorted(pairs, key=lambda pair: pair[0]), ids_dtype(_loaded(tokenizer).vocab_size)
+    sources = [np.frombuffer(pair[1], dtype) for pair in pairs]
+    targets = [np.frombuffer(pair[2], dtype) for pair in pairs]
     name = f"part-{index}-bucket-{bucket:05d}"
-    files = write_shard(out_dir, name, sources, targets, ids_dtype(_loaded(tokenizer).vocab_size))
+    files = write_shard(out_dir, name, sources, targets, dtype)
     return dict(name=name, part=index, bucket=bucket, pairs=len(pairs), files=files,
                 source_tokens=int(sum(len(row) for row in sources)),
                 target_tokens=int(sum(len(row) for row in targets)))

@@ -72,6 +72,25 @@ def clear_previous(plan):
         FileSystems.mkdirs(plan.directory)
 
 
+def remove_written(plan, overwrite):
+    """Removes what a failed run of `plan` wrote: its dead-letter file and the temporary files of writes cut
+    short; without `overwrite`, also its outputs and the output directory it made (none of them existed before
+    it). An output kept with `overwrite` is whole: an earlier run's, or this run's."""
+    from apache_beam.io.filesystems import FileSystems
+
+    written = (plan.errors, *plan.outputs)
+    directories = {posixpath.dirname(path) if "://" in path else os.path.dirname(path) or "." for path in written}
+    patterns = [FileSystems.join(directory, ".*.part") for directory in sorted(directories)]
+    parts = [m.path for result in FileSystems.match(patterns) for m in result.metadata_list]
+    names = tuple(f".{posixpath.basename(path)}." for path in written)
+    found = [path for path in written[:1 if overwrite else None] if FileSystems.exists(path)]
+    found += [path for path in parts if posixpath.basename(path).startswith(names)]
+    if found:
+        FileSystems.delete(found)
+    if plan.directory and not overwrite and FileSystems.exists(plan.directory):
+        FileSystems.delete([plan.directory])
+
+
 def write_whole(path, data: bytes):
     """Writes `data` to `path` through a temporary sibling renamed into place: a reader, or a retried bundle,
     never sees half of it."""

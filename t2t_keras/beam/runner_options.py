@@ -2,6 +2,11 @@
 
 Any flag the command itself does not know (`--project`, `--region`, `--temp_location`, `--flink_master`,
 `--spark_master_url`, `--requirements_file`, `--sdk_container_image`, ...) is handed to Beam as it was given.
+
+A worker process of the local runner that stops mid-bundle (killed, out of memory) fails the whole pipeline: Beam's
+local runner (the FnApiRunner under `DirectRunner`) reads each bundle's results from the worker's data channel, and
+when that channel closes it raises "Channel closed prematurely." instead of giving the bundle to another worker.
+`lost_worker` recognizes that failure, so that a command can say what happened and how to go on.
 """
 
 import os
@@ -12,6 +17,9 @@ RUNNERS = {"direct": "DirectRunner", "dataflow": "DataflowRunner", "flink": "Fli
            "spark": "SparkRunner"}
 # --workers N as each runner's own flag (the local runner: N worker processes).
 WORKER_FLAGS = {"dataflow": "--num_workers", "flink": "--parallelism", "spark": "--parallelism"}
+# What Beam's local runner raises when a worker process it started stops: its data channel closed mid-bundle, or
+# the worker's exit status (`local_job_service.SubprocessSdkWorker`).
+LOST_WORKER_SIGNS = ("Channel closed prematurely", "Worker subprocess exited")
 
 
 def pipeline_flags(runner, workers=None, extra=()):
@@ -37,3 +45,23 @@ def pipeline_options(runner, workers=None, extra=()):
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return PipelineOptions(pipeline_flags(runner, workers, extra))
+
+
+def lost_worker(error):
+    """Whether `error`, or an error it was raised from, is the runner's report of a worker process that stopped."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if type(error).__module__.startswith("grpc") or any(sign in str(error) for sign in LOST_WORKER_SIGNS):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def lost_worker_message(error, left):
+    """The one-line message of a local pipeline failed by a stopped worker process; `left`: what it left behind."""
+    said = str(error).strip()[:200] or type(error).__name__
+    return (f"A worker process of the pipeline stopped mid-run (Beam: {said}; killed, or out of memory: see the log "
+            "above), and Beam's local runner does not give its work to another worker, so the pipeline failed. "
+            f"{left} Run the same command again; if a worker stops again, give fewer --workers (each holds a model "
+            "of its own).")

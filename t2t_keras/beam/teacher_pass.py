@@ -11,11 +11,12 @@ import types
 
 from t2t_keras.beam import line_pipeline, pipeline_paths, runner_options
 from t2t_keras.beam.artifact_handler import ArtifactHandler
-from t2t_keras.errors import DataError
+from t2t_keras.errors import DataError, T2TError
 from t2t_keras.runs import RunDirectory
 
 WORK_DIRECTORY = ".teacher-pipeline"  # under RUN/distilled/ while a shard is translated
 SEARCH_FIELDS = ("beam_size", "alpha", "length_penalty", "max_extra_length", "stopping")
+KEPT = "The shards the teacher finished are kept, and distill goes on from the first one not done."
 
 
 def pipeline_translate(teacher, settings, student_dir, runner, workers=None, extra=()):
@@ -35,8 +36,13 @@ def pipeline_translate(teacher, settings, student_dir, runner, workers=None, ext
         source, output = work / "source.txt", work / "translations.txt"
         source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         plan = pipeline_paths.Plan((str(source),), (str(output),), str(output) + pipeline_paths.ERRORS_SUFFIX, "")
-        with beam.Pipeline(options=options) as pipeline:
-            line_pipeline.build_line_pipeline(pipeline, plan, handler, retry)
+        try:
+            with beam.Pipeline(options=options) as pipeline:
+                line_pipeline.build_line_pipeline(pipeline, plan, handler, retry)
+        except Exception as error:
+            if runner == "direct" and runner_options.lost_worker(error):
+                raise T2TError(runner_options.lost_worker_message(error, KEPT)) from error
+            raise
         translations = output.read_text(encoding="utf-8").splitlines()
         if len(translations) != len(lines):
             raise DataError(f"The teacher's pipeline wrote {len(translations)} lines for {len(lines)}: see "

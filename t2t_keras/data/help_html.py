@@ -61,7 +61,7 @@ def page_paragraphs(path, text_of=None) -> dict[tuple[str, int], str]:
     embeds more than once (e.g. once per platform). Code samples are skipped:
     their translations rename identifiers, which is not translation.
     ``text_of`` (default :func:`element_text`) makes the text of a paragraph
-    element; ``data.help_markup`` passes one that keeps the inline tags.
+    element; ``bench/help_markup.py`` passes one that keeps the inline tags.
     """
     text_of = element_text if text_of is None else text_of
     document = lxml.html.document_fromstring(

@@ -73,12 +73,9 @@ def prepare_corpus(config, out_dir, *, tokenizer_path=None, seed=None, pairs_per
     out_dir = pathlib.Path(out_dir)
     seed = config.training.seed if seed is None else seed
     tokenizer_path = pathlib.Path(tokenizer_path or out_dir / tokenizer_filename(data.tokenizer))
-    if overwrite:
-        _clear(out_dir, tokenizer_path)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    settings = dict(source=parts[0].source if len(parts) == 1 else MIXTURE, tokenizer_kind=data.tokenizer,
-                    vocab_size=data.vocab_size, max_length=data.max_length, pairs_per_shard=pairs_per_shard,
-                    window_shards=window_shards, sample_pairs=sample_pairs, seed=seed)
+    _make_out_dir(out_dir, tokenizer_path, overwrite)
+    settings = _settings(data, parts, pairs_per_shard=pairs_per_shard, window_shards=window_shards,
+                         sample_pairs=sample_pairs, seed=seed)
     manifest = _started_manifest(out_dir, _corpus_record(parts), settings)
     tokenizer = _ready_tokenizer(manifest, out_dir, tokenizer_path,
                                  lambda: itertools.chain.from_iterable(part.pairs() for part in parts))
@@ -87,10 +84,24 @@ def prepare_corpus(config, out_dir, *, tokenizer_path=None, seed=None, pairs_per
     return manifest
 
 
+def _settings(data, parts, **chosen):
+    """The manifest's "settings", which a resumed or reused preparation must match: the corpus (`MIXTURE` for
+    several parts), the tokenizer's kind and size, `data.max_length`, then the shard sizes, sample and seed."""
+    return dict(source=parts[0].source if len(parts) == 1 else MIXTURE, tokenizer_kind=data.tokenizer,
+                vocab_size=data.vocab_size, max_length=data.max_length, **chosen)
+
+
 def _corpus_record(parts):
     """The manifest's "corpus": every part's fingerprints, tagged with the part in a mixture."""
     return [dict(entry, **({"part": index} if len(parts) > 1 else {}))
             for index, part in enumerate(parts) for entry in part.entries]
+
+
+def _make_out_dir(out_dir, tokenizer_path, overwrite):
+    """Creates `out_dir`; with `overwrite`, a preparation there (and the tokenizer it trained) is removed first."""
+    if overwrite:
+        _clear(out_dir, tokenizer_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
 
 
 def _clear(out_dir, tokenizer_path):

@@ -116,14 +116,12 @@ def beam_search(model, source, beam_size=DEFAULTS.beam_size, alpha=DEFAULTS.alph
     ids = common.search_ids(model)
     bound, limits = common.output_lengths(model, source, max_extra_length, max_length, max_output_length)
     source_mask, state = _start(model, source, beam_size, bound, ids, rule, growing_cache)
-    if forced_prefix is not None:
-        forced_prefix = ops.repeat(ops.convert_to_tensor(forced_prefix, "int32"), beam_size, axis=0)
     scoring = functools.partial(normalized_score, alpha=alpha, kind=length_penalty)
     step = functools.partial(beam_step, model, min_length=min_length, scoring=scoring, num_return=num_return,
                              vocabulary=common.searched_vocabulary(model, output_ids), stopping=stopping,
                              growing=growing_cache, ids=ids, rule=rule, end_at_limit=end_at_limit)
-    final = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), beam_size,
-                 growing_cache, rule.compacts)
+    row_inputs = common.row_inputs(source_mask, _per_beam(forced_prefix, beam_size))
+    final = _run(step, state, bound, limits, row_inputs, beam_size, growing_cache, rule.compacts)
     return {name: final[f"finished_{key}"][:, :num_return] for name, key in NBEST.items()}
 
 
@@ -132,6 +130,13 @@ def _start(model, source, beam_size, bound, ids, rule, growing):
     source_mask, cache = common.encoded(model, source, bound, beam_size, growing)
     batch = common.dim(source, 0)
     return source_mask, {**initial_state(batch, beam_size, bound, cache, ids), **rule.initial_state(batch, beam_size)}
+
+
+def _per_beam(forced_prefix, beam_size):
+    """Each sentence's forced prefix repeated for its beams, as its source rows are (None: no prefix)."""
+    if forced_prefix is None:
+        return None
+    return ops.repeat(ops.convert_to_tensor(forced_prefix, "int32"), beam_size, axis=0)
 
 
 NBEST = {"tokens": "seq", "scores": "scores", "log_probs": "log_probs"}  # the results, from the finished set

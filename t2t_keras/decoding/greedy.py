@@ -46,27 +46,20 @@ def greedy_decode(model, source, max_extra_length=DEFAULTS.max_extra_length, max
     source = ops.convert_to_tensor(source, "int32")
     ids = common.search_ids(model)
     bound, limits = common.output_lengths(model, source, max_extra_length, max_length, max_output_length)
-    source_mask, cache = common.encoded(model, source, bound, growing=growing_cache)
-    argmax = _is_argmax(temperature)
-    choose = _argmax if argmax else _sampler(temperature, top_k, top_p, epsilon, seed, sample_keys, source, ids.pad)
-    state = _initial_state(common.dim(source, 0), bound, cache, ids)
+    source_mask, state = _start(model, source, bound, ids, growing_cache)
+    choose = _chooser(temperature, top_k, top_p, epsilon, seed, sample_keys, source, ids.pad)
     step = functools.partial(greedy_step, model, min_length=min_length, choose=choose, ids=ids,
                              vocabulary=common.searched_vocabulary(model, output_ids), growing=growing_cache,
                              end_at_limit=end_at_limit)
-    state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix), growing_cache and argmax,
-                 growing_cache)
+    state = _run(step, state, bound, limits, common.row_inputs(source_mask, forced_prefix),
+                 growing_cache and _is_argmax(temperature), growing_cache)
     return {"tokens": state["tokens"], "scores": state["scores"]}
 
 
-def _run(step, state, bound, limits, row_inputs, compact, growing):
-    """The search loop: one that drops finished sentences (`compact`, graph mode), or a plain one (over a growing
-    cache if `growing`). A sampler keeps every row in the batch: its draw keys follow the rows' places."""
-    if compact:
-        from t2t_keras.decoding.compaction import compacting_loop  # graph mode
-
-        return compacting_loop(step, state, ("tokens", "scores", "finished"), bound, {"limits": limits}, row_inputs,
-                               done="finished")
-    return search_loop(functools.partial(step, limits=limits, **row_inputs), state, "finished", bound, growing)
+def _start(model, source, bound, ids, growing):
+    """The source mask and the search's initial state: the source encoded once, nothing written yet."""
+    source_mask, cache = common.encoded(model, source, bound, growing=growing)
+    return source_mask, _initial_state(common.dim(source, 0), bound, cache, ids)
 
 
 def _initial_state(batch, bound, cache, ids):
@@ -83,6 +76,14 @@ def _initial_state(batch, bound, cache, ids):
 def _is_argmax(temperature):
     """True when `temperature` is a Python number <= 0, which means plain argmax."""
     return isinstance(temperature, (int, float)) and temperature <= 0
+
+
+def _chooser(temperature, top_k, top_p, epsilon, seed, keys, source, pad):
+    """`choose(log_probs, step) -> tokens`, how each step picks its token: the argmax when `temperature` is a
+    Python number <= 0 (`_is_argmax`), otherwise a seeded sample (`_sampler`)."""
+    if _is_argmax(temperature):
+        return _argmax
+    return _sampler(temperature, top_k, top_p, epsilon, seed, keys, source, pad)
 
 
 def _argmax(log_probs, step):
@@ -102,6 +103,17 @@ def _sampler(temperature, top_k, top_p, epsilon, seed, keys, source, pad):
         return sampling.sample_tokens(log_probs, base_seed, step, keys, temperature, top_k, top_p, epsilon)
 
     return choose
+
+
+def _run(step, state, bound, limits, row_inputs, compact, growing):
+    """The search loop: one that drops finished sentences (`compact`, graph mode), or a plain one (over a growing
+    cache if `growing`). A sampler keeps every row in the batch: its draw keys follow the rows' places."""
+    if compact:
+        from t2t_keras.decoding.compaction import compacting_loop  # graph mode
+
+        return compacting_loop(step, state, ("tokens", "scores", "finished"), bound, {"limits": limits}, row_inputs,
+                               done="finished")
+    return search_loop(functools.partial(step, limits=limits, **row_inputs), state, "finished", bound, growing)
 
 
 def greedy_step(model, state, source_mask, limits, min_length, choose, ids, forced_prefix=None, vocabulary=None,

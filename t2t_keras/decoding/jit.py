@@ -7,6 +7,10 @@ On JAX the model's weights are arguments of the compiled function (through a `ke
 constants baked into it, so the program stays small and sees the weights the model holds at each call. PyTorch and
 TensorFlow run the function as it is (on TensorFlow, `tf.function(jit_compile=True)` compiles a search:
 `sharding.compiled_search`).
+
+Who calls it: people who use the library on JAX (docs/code.md, "On JAX and PyTorch", shows it beside `fit`).
+Nothing in the package does: the commands and the run's generator run on TensorFlow. `tests/test_backends.py`
+checks it on each backend (`tests/backend_child.py`); `bench/bench_backends.py` measures searches through it.
 """
 
 import functools

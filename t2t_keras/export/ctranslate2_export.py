@@ -95,10 +95,16 @@ def export_ctranslate2_run(run_dir, out_dir, quantization="float32", average_las
     model, record = weights_to_export(run, source, average_last)
     out_dir = export_ctranslate2(model, load_tokenizer(tokenizer_path, config.data.tokenizer), out_dir, quantization,
                                  request or GenerationRequest.from_config(config.decoding), overwrite, record, table)
-    estimate = run.path / QUALITY_ESTIMATE_FILE  # t2t-keras qe-train: the artifact applies it beside the model
+    _copy_quality_estimate(run, out_dir)
+    return out_dir
+
+
+def _copy_quality_estimate(run, out_dir):
+    """The run's quality estimate (`t2t-keras qe-train`), if it has one, copied beside the model: the artifact
+    applies it to its translations."""
+    estimate = run.path / QUALITY_ESTIMATE_FILE
     if estimate.exists():
         write_text_atomic(out_dir / QUALITY_ESTIMATE_FILE, estimate.read_text(encoding="utf-8"))
-    return out_dir
 
 
 def _check_tokenizer_file(tokenizer_path):
@@ -137,15 +143,21 @@ def export_ctranslate2(model, tokenizer, out_dir, quantization="float32", reques
     metadata = _metadata(model, tokenizer, quantization, request, weights, shortlist is not None)
 
     with staged_directory(out_dir, overwrite, _model_bytes(model, quantization), " for the weights") as staging:
-        spec.validate()
-        spec.optimize(quantization=quantization)
-        spec.save(str(staging))
-        _save_tokenizer(tokenizer, staging)
-        (staging / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-        if vmap is not None:
-            (staging / VMAP_FILE).write_text(vmap, encoding="utf-8")
+        _write_model_files(staging, spec, quantization, tokenizer, metadata, vmap)
     logger.info("Exported a CTranslate2 model (%s) to %s", quantization, out_dir)
     return out_dir
+
+
+def _write_model_files(directory, spec, quantization, tokenizer, metadata, vmap):
+    """What a CTranslate2 directory holds: the model (`spec`, quantized), the tokenizer, our metadata and, with
+    a shortlist, the vocabulary map."""
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    spec.save(str(directory))
+    _save_tokenizer(tokenizer, directory)
+    (directory / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    if vmap is not None:
+        (directory / VMAP_FILE).write_text(vmap, encoding="utf-8")
 
 
 def _save_tokenizer(tokenizer, directory):

@@ -85,15 +85,21 @@ def head_grid_figure(weights, query_tokens, key_tokens, title="", columns=4):
         y = figure_height - top - row * cell_height - TITLE_INCHES - height
         axes = figure.add_axes((x / figure_width, y / figure_height, width / figure_width, height / figure_height))
         image = _draw_head(axes, weights[head], query_tokens, key_tokens, f"head {head}")
-    bar_height = min(height, cell_height * rows - TITLE_INCHES - bottom)
+    _add_colorbar(figure, image, top, min(height, cell_height * rows - TITLE_INCHES - bottom))
+    if title:
+        figure.suptitle(title, fontsize=11, y=1 - 0.08 / figure_height, va="top")
+    return figure
+
+
+def _add_colorbar(figure, image, top, bar_height):
+    """The heads' one colour bar (they share the 0-1 scale of `_draw_head`) in the figure's right margin, level
+    with the first row's maps (under `top` inches of figure title) and `bar_height` inches tall."""
+    figure_width, figure_height = figure.get_size_inches()
     bar = figure.add_axes(((figure_width - COLORBAR_INCHES + 0.1) / figure_width,
                            (figure_height - top - TITLE_INCHES - bar_height) / figure_height,
                            0.12 / figure_width, bar_height / figure_height))
     figure.colorbar(image, cax=bar).set_label("attention weight", fontsize=8)
     bar.tick_params(labelsize=7)
-    if title:
-        figure.suptitle(title, fontsize=11, y=1 - 0.08 / figure_height, va="top")
-    return figure
 
 
 def figure_png(figure, dpi=100):

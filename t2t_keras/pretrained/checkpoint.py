@@ -1,7 +1,7 @@
 """A Hugging Face checkpoint directory as people download it: its config.json, its weights, its other files.
 
 Weights are read without PyTorch from `model.safetensors` (or its shards, named by
-`model.safetensors.index.json`), one tensor at a time from a memory map of the file
+`model.safetensors.index.json`), one tensor at a time, a large one a block of rows at a time
 (float32, float16 or bfloat16 tensors, each given as float32), never the whole checkpoint
 at once; an older checkpoint's
 `pytorch_model.bin` (or its shards) needs torch, and is read whole. Every file read is
@@ -109,14 +109,18 @@ def _file_digest(path):
     return digest.hexdigest()
 
 
+# safetensors' dtype -> (numpy dtype of the stored values, read as float32); bfloat16 is read as its bits
 SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64}
+BLOCK_BYTES = 4 << 20  # the float32 bytes of one block of rows read at a time (`row_blocks`)
 
 
 class SafetensorsTensors(collections.abc.Mapping):
-    """The tensors of safetensors files by name, each read as float32 from a memory map when looked up.
+    """The tensors of safetensors files by name, each read as float32 from its file when looked up.
 
     The format: an 8-byte little-endian header length, a JSON header naming each tensor's dtype, shape and byte
-    range, then the data. bfloat16 is the upper half of a float32, so widening it is exact.
+    range, then the data. Values are read into a new array (not a memory map, whose pages would count towards the
+    process's memory until it is closed); `rows` reads a block of a tensor's leading axis, so that a large tensor
+    never needs to be held whole (`row_blocks`). bfloat16 is the upper half of a float32, so widening it is exact.
     """
 
     def __init__(self, paths):
@@ -133,25 +137,89 @@ class SafetensorsTensors(collections.abc.Mapping):
                 if name != "__metadata__":
                     self._where[name] = (path, entry, 8 + length)
 
-    def __getitem__(self, name):
-        path, entry, start = self._where[name]
-        dtype = SAFETENSORS_DTYPES.get(entry.get("dtype"))
-        if dtype is None:
+    def shape(self, name):
+        return tuple(self._where[name][1]["shape"])
+
+    def rows(self, name, start, stop):
+        """Rows `start:stop` of tensor `name` (along its first axis), as float32."""
+        path, entry, data = self._where[name]
+        stored = SAFETENSORS_DTYPES.get(entry.get("dtype"))
+        if stored is None:
             raise CheckpointError(f"{path}'s tensor {name} has dtype {entry.get('dtype')}; the import reads "
                                   f"{sorted(SAFETENSORS_DTYPES)}: convert the checkpoint to float32 first.")
+        shape = self.shape(name)
         begin, end = entry["data_offsets"]
-        shape = tuple(entry["shape"])
-        values = np.memmap(path, dtype=dtype, mode="r", offset=start + begin, shape=shape) \
-            if end > begin else np.zeros(shape, dtype)
-        if entry["dtype"] == "BF16":
-            return (np.asarray(values, np.uint32) << 16).view(np.float32)
-        return np.array(values, dtype=np.float32)
+        if end - begin != int(np.prod(shape)) * np.dtype(stored).itemsize:
+            raise CheckpointError(f"{path}'s tensor {name} holds {end - begin} bytes, not those of its shape {shape} "
+                                  f"in {entry['dtype']}: the file is damaged; download it again.")
+        values = np.empty((stop - start, *shape[1:]) if shape else (), stored)
+        offset = data + begin + start * (values.nbytes // max(stop - start, 1))
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            if values.nbytes and handle.readinto(memoryview(values.reshape(-1)).cast("B")) != values.nbytes:
+                raise CheckpointError(f"{path} ends inside its tensor {name}: the file is truncated; download it "
+                                      "again.")
+        if stored is np.uint16:  # bfloat16: its 16 bits become a float32's upper half
+            widened = values.astype(np.uint32)
+            widened <<= 16
+            return widened.view(np.float32)
+        return values if stored is np.float32 else values.astype(np.float32)
+
+    def __getitem__(self, name):
+        shape = self.shape(name)
+        return self.rows(name, 0, shape[0] if shape else 1)
+
+    def __contains__(self, name):  # Mapping's own would read the tensor
+        return name in self._where
 
     def __iter__(self):
         return iter(self._where)
 
     def __len__(self):
         return len(self._where)
+
+    def renamed(self, prefix):
+        """The same tensors, each name preceded by `prefix` (nothing is read)."""
+        copy = SafetensorsTensors([])
+        copy._where = {prefix + name: where for name, where in self._where.items()}
+        return copy
+
+
+def tensor_shape(tensors, name):
+    """The shape of tensor `name` of `tensors` (a `SafetensorsTensors`, read without its values, or a dict)."""
+    return tensors.shape(name) if isinstance(tensors, SafetensorsTensors) else tuple(np.shape(tensors[name]))
+
+
+def row_blocks(tensors, name, block_bytes=None):
+    """`(start, rows)` blocks of tensor `name` along its first axis, each about `block_bytes` (`BLOCK_BYTES`) as
+    float32: a large tensor of a `SafetensorsTensors` is read a block at a time; one of a dict (or a vector) is one
+    block."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
+    shape = tensor_shape(tensors, name)
+    if not isinstance(tensors, SafetensorsTensors) or len(shape) < 2:
+        yield 0, tensors[name]
+        return
+    step = max(1, block_bytes // (4 * int(np.prod(shape[1:])) or 1))
+    for start in range(0, shape[0], step):
+        yield start, tensors.rows(name, start, min(start + step, shape[0]))
+
+
+def equal_tensors(tensors, first, second):
+    """Whether tensors `first` and `second` of `tensors` hold the same values, compared a block at a time."""
+    shape = tensor_shape(tensors, first)
+    if shape != tensor_shape(tensors, second):
+        return False
+    if not isinstance(tensors, SafetensorsTensors) or len(shape) < 2:
+        return np.array_equal(tensors[first], tensors[second])
+    return all(np.array_equal(block, tensors.rows(second, start, start + len(block)))
+               for start, block in row_blocks(tensors, first))
+
+
+def renamed(tensors, prefix):
+    """`tensors` with `prefix` before each name: a `SafetensorsTensors` without reading, a dict's values shared."""
+    if isinstance(tensors, SafetensorsTensors):
+        return tensors.renamed(prefix)
+    return {prefix + name: value for name, value in tensors.items()}
 
 
 def _safetensors(data, path):

@@ -24,11 +24,9 @@ id, then the text's pieces.
 
 import json
 
-import numpy as np
-
 from t2t_keras.data.pretrained_tokenizer import archive_files
 from t2t_keras.pretrained import settings
-from t2t_keras.pretrained.checkpoint import CheckpointError
+from t2t_keras.pretrained.checkpoint import CheckpointError, equal_tensors
 from t2t_keras.pretrained.t5_weights import T5_ALIASES, t5_assignments
 from t2t_keras.pretrained.weights import EmbeddingNames
 
@@ -80,7 +78,8 @@ def _sizes(config):
     """The model section's sizes and T5's switches."""
     proj = settings.value(config, "feed_forward_proj", "relu")
     if proj not in FEED_FORWARD:
-        raise settings.refuse("feed_forward_proj", proj, f"the feed-forward variants imported are {sorted(FEED_FORWARD)}")
+        raise settings.refuse("feed_forward_proj", proj,
+                              f"the feed-forward variants imported are {sorted(FEED_FORWARD)}")
     if not settings.value(config, "is_encoder_decoder", True):
         raise settings.refuse("is_encoder_decoder", False, "only the encoder-decoder translation model is imported")
     gated, activation = FEED_FORWARD[proj]
@@ -102,7 +101,7 @@ def _sizes(config):
 
 def _untied(tensors):
     """Whether the output projection is a matrix of its own: an `lm_head.weight` other than `shared.weight`."""
-    return "lm_head.weight" in tensors and not np.array_equal(tensors["lm_head.weight"], tensors[SHARED])
+    return "lm_head.weight" in tensors and not equal_tensors(tensors, "lm_head.weight", SHARED)
 
 
 def _scaled_output(config):
@@ -115,7 +114,7 @@ def _scaled_output(config):
 def _check_stack_embeddings(tensors):
     """Both stacks embed with shared.weight (as transformers 4 ties them): a copy stored apart must equal it."""
     for name in T5_ALIASES:
-        if name in tensors and not np.array_equal(tensors[name], tensors[SHARED]):
+        if name in tensors and not equal_tensors(tensors, name, SHARED):
             raise CheckpointError(f"The checkpoint's {name} differs from {SHARED}, which T5 models embed with; "
                                   "the two do not belong to one model: download the checkpoint again.")
 

@@ -22,8 +22,9 @@ hidden states (`tensors_of(..., permutation)`).
 from typing import NamedTuple
 
 import numpy as np
+import tensorflow as tf
 
-from t2t_keras.pretrained.checkpoint import CheckpointError
+from t2t_keras.pretrained.checkpoint import CheckpointError, renamed, row_blocks, tensor_shape
 
 
 class Assignment(NamedTuple):
@@ -92,12 +93,13 @@ def assignments(model, embeddings):
 
 
 def set_weights(model, tensors, embeddings, ignored=(), planned=None):
-    """Assigns `tensors` (`{name: float32 array}`) to `model` (built); `ignored`: names read elsewhere or left
-    out on purpose (an alias of a tied matrix, a stored position table that was checked). `planned`: the
-    `Assignment`s of another family's layout (T5's), instead of the BART-style `assignments`."""
+    """Assigns `tensors` (`{name: float32 array}`, or a `checkpoint.SafetensorsTensors`) to `model` (built);
+    `ignored`: names read elsewhere or left out on purpose (an alias of a tied matrix, a stored position table that
+    was checked). `planned`: the `Assignment`s of another family's layout (T5's), instead of the BART-style
+    `assignments`. Each tensor is read when it is assigned, a large one a block of rows at a time (`_assign`)."""
     if planned is None:
         if not any(name.startswith("model.") for name in tensors):  # a base model's, saved without "model."
-            tensors = {"model." + name: value for name, value in tensors.items()}
+            tensors = renamed(tensors, "model.")
         planned = assignments(model, embeddings)
     missing = sorted({entry.name for entry in planned if entry.name not in tensors})
     if missing:
@@ -109,15 +111,44 @@ def set_weights(model, tensors, embeddings, ignored=(), planned=None):
         raise CheckpointError(f"The checkpoint has weights t2t_keras has no place for: {unused[:4]}"
                               f"{' ...' if len(unused) > 4 else ''}. Its model differs from the one config.json "
                               "describes to us (a switch the import does not know): it is not imported.")
-    for variable, name, transposed, _ in planned:
-        value = tensors[name].reshape(-1) if len(variable.shape) == 1 else tensors[name]
-        value = value.T if transposed else value
-        if tuple(value.shape) != tuple(variable.shape):
-            raise CheckpointError(f"The checkpoint's {name} has shape {tensors[name].shape}, but config.json implies "
-                                  f"{tuple(reversed(variable.shape)) if transposed else tuple(variable.shape)}: the "
-                                  "weights and config.json do not belong together; download both again.")
-        variable.assign(np.asarray(value, dtype=np.float32))
+    for entry in planned:  # every shape first: a refused checkpoint changes nothing
+        _check_shape(entry, tensor_shape(tensors, entry.name))
+    for entry in planned:
+        _assign(entry, tensors)
 
+
+def _check_shape(entry, shape):
+    """Refuses a tensor whose shape is not the variable's (its transpose for PyTorch's Linear; any shape of as many
+    values for a vector)."""
+    expected = tuple(entry.variable.shape)
+    found = (int(np.prod(shape)),) if len(expected) == 1 else tuple(reversed(shape)) if entry.transposed else shape
+    if found != expected:
+        raise CheckpointError(f"The checkpoint's {entry.name} has shape {shape}, but config.json implies "
+                              f"{tuple(reversed(expected)) if entry.transposed else expected}: the weights and "
+                              "config.json do not belong together; download both again.")
+
+
+def _assign(entry, tensors):
+    """Sets `entry.variable` from its tensor: whole, or a block of the tensor's rows at a time into the variable's
+    rows (its columns when transposed), so that only one block is held besides the variable."""
+    variable = entry.variable
+    if len(variable.shape) == 1:
+        variable.assign(tensors[entry.name].reshape(-1))
+        return
+    for start, rows in row_blocks(tensors, entry.name):
+        if start == 0 and len(rows) == variable.shape[1 if entry.transposed else 0]:  # the whole tensor
+            variable.assign(rows.T if entry.transposed else rows)
+        else:
+            _assign_block(variable, start, rows, entry.transposed)
+
+
+def _assign_block(variable, start, rows, transposed):
+    """Writes `rows` into the variable's rows from `start` (its columns when `transposed`) in place. Not through
+    `variable[...].assign`: that slice reads the variable first, and the write then copies the whole variable."""
+    (height, width), stop = variable.shape, start + len(rows)
+    begin, end, value = ([0, start], [height, stop], rows.T) if transposed else ([start, 0], [stop, width], rows)
+    tf.raw_ops.ResourceStridedSliceAssign(ref=variable.value.handle, begin=begin, end=end, strides=[1, 1],
+                                          value=value)
 
 
 def tensors_of(model, embeddings, permutation=None, shapes=None):

@@ -11,19 +11,26 @@ refused request keeps a place in a line, as at a counter that hands out numbers:
 * it is told to come back (Retry-After) once the work ahead of it, queued and in the line, has drained to
   where it fits, at the measured throughput, plus jitter, so that the clients refused together come back
   spread out rather than all at once;
-* from that time on its place is "due", and a due place is served before any request behind it: a request
-  that comes later, or back later, is refused while the due places ahead of it do not leave it room;
-* a retry is known by what it sends again: the same client address, path and body (`request_key`), once its
-  place is due. One with the key of a place not yet due is another client sending the same (an honest one
-  comes back no sooner than told), and takes a place of its own;
+* a new request goes behind the whole line: it is refused while the places in the line and the work queued
+  leave it no room, whether their clients are back yet or not (that room is theirs when they come);
+* a client back at its place is admitted if the places ahead of it whose clients are due back by now leave it
+  room. A place whose client was told to come back later (it was refused again) blocks nobody meanwhile, so
+  the places due together do not keep refusing each other while their clients are away; refused again, a
+  client keeps its place, not the last one, and is told the drain time of the work ahead of it anew;
+* a retry is known by what it sends again: the same client address, path and body (`request_key`). An honest
+  client comes back no sooner than told, so a request is the client of the place of its key whose time came
+  most recently. Clients behind one address may send the same body at once (short sentences): one that comes
+  at another's time takes that place first, and the place's own client, back a moment later (up to twice the
+  mean lateness of the clients, `SAME_BODY_SECONDS` at most), shares the place's turn rather than going to the
+  end of the line;
 * a place not claimed `GRACE_SECONDS` after the time its client was told is given up (the client went away).
 
 Not every client comes back: many give up or send something else. The places count for the share of the
 recent ones that were claimed (`claimed`), so a crowd that never retries does not make the line hold room
-for nobody, nor stretch the Retry-After of those who do retry. A place not yet due blocks nobody, and up to
-a batch is queued for anyone who comes: the server never idles while refusing. A request is
-admitted once it fits, so the most retries an honest client needs stays small: once to get a place, once or
-twice more when room was short at its time.
+for nobody, nor stretch the Retry-After of those who do retry. Up to a batch is queued for anyone who comes:
+the server never idles while refusing. So the most retries an honest client needs stays small: once to get a
+place, once or twice more when its turn came before the room (Retry-After is whole seconds).
+`tests/serving_simulation.py` runs crowds of 1,000 clients against this on a virtual clock.
 
 Deadlines: a request may wait queued until its deadline (`deadline_seconds` after its arrival, or sooner if
 it says so in a `grpc-timeout` or `x-envoy-expected-rq-timeout-ms` header, as gRPC and Envoy send it). One
@@ -31,9 +38,11 @@ whose wait behind the work queued, as predicted, would run past its deadline is 
 answers one whose deadline passes while it is queued with 503 before it is translated.
 """
 
+import bisect
 import collections
 import dataclasses
 import hashlib
+import heapq
 import math
 import random
 import re
@@ -48,7 +57,8 @@ MIN_QUEUED_BATCHES = 2  # the bound at least: one batch running, the next one fi
 RECENT_WEIGHT = 0.2  # weight of the newest batch in the running throughput
 GRACE_SECONDS = 2.0  # how long a refused request's place waits past the time its client was told to come back
 CLAIM_WEIGHT = 0.05  # weight of the newest place in the running share of places claimed (not given up)
-SETTLE_SECONDS = 0.5  # places that fell due this recently do not go before one whose client is back (`_ahead`)
+SAME_BODY_SECONDS = 1.0  # a place taken is taken again by the next request with its key at most this long after its
+LATENESS_WEIGHT = 0.05  # time (twice the mean lateness of the clients, `lateness`); weight of the newest in that mean
 MAX_RETRY_AFTER_SECONDS = 10.0  # told at most: a longer line is waited in several turns (see `retry_after`)
 JITTER_SHARE = 0.1  # Retry-After is drawn from wait * [1 - this, 1 + this], then rounded at random (see retry_after)
 MAX_PLACES = 100_000  # refused requests kept in the line at most (about 10 MB); past it they get no place
@@ -92,8 +102,11 @@ class Arrival:
 class _Place:
     key: bytes  # of the request that holds it
     sentences: int
-    due: float  # when its client was first told to come back; it is served first from then on
-    expires: float  # when the place is given up if unclaimed
+    turn: int  # its order in the line: the number of the first place of its turn
+    back: float  # when its client was last told to come back
+    expires: float  # when the place is given up if unclaimed (or forgotten, if taken)
+    taken: bool = False  # its client came back and was admitted
+    shared_until: float = -math.inf  # till then a request with its key and no place of its own shares its turn
 
 
 def request_key(*parts):
@@ -176,9 +189,13 @@ class Admission:
         self.held = 0  # sentences accepted and not yet answered
         self.counts = collections.Counter()
         self.claimed = 1.0  # running share of the places whose clients came back for them
-        self._line = collections.OrderedDict()  # number -> _Place, in the order of their first refusal
-        self._numbers = collections.defaultdict(list)  # key -> the numbers of its places, oldest first
+        self.lateness = SAME_BODY_SECONDS / 2  # running mean of how late after their time clients came back (s)
+        self._line = {}  # number -> _Place
+        self._order = []  # (turn, number) of every place, sorted: the line's order
+        self._numbers = collections.defaultdict(list)  # key -> the numbers of its places
         self._next_number = 0
+        self._waiting = self._waiting_sentences = 0  # places in the line not taken, and their sentences
+        self._expiries = []  # heap of (expires, number) for every time a place was given one; some are stale
         self._rng = rng or random.Random()
 
     def limit(self):
@@ -201,30 +218,27 @@ class Admission:
         arrival = arrival or Arrival()
         self._give_up_places(now)
         number = self._place_of(arrival.key, now)
-        due, ahead = (sentences * self.claimed for sentences in self._ahead(number, now))
+        due, ahead = self._ahead(number, now)
         limit = self.limit()
+        first = ahead if number is None else due  # a new request goes behind the whole line
         fits = self.held == 0 or (self.held + num_sentences <= limit and (
-            self.held + due + num_sentences <= limit or self.held + num_sentences <= self.max_batch_size))
+            self.held + first + num_sentences <= limit or self.held + num_sentences <= self.max_batch_size))
         late = arrival.deadline is not None and now + self._start_wait() > arrival.deadline
         if fits and not late:
             if number is not None:
-                self._remove(number)
-                self._claim(1.0)
+                self._take(number, now)
             self.held += num_sentences
             return
-        # Back once a batch more than its own sentences has left: room opens a batch at a time, and the queue
-        # (at least two batches) still has work for the model meanwhile.
+        # Back once the work ahead has drained to where it fits with a batch to spare: room opens a batch at a time.
         wait = self.drain_seconds(self.held + ahead + num_sentences - limit + self.max_batch_size)
         retry_after = self._keep_place(number, arrival.key, num_sentences, now, wait)
-        self.counts["rejected_requests"] += 1
-        self.counts["rejected_sentences"] += num_sentences
+        self._refused(num_sentences, late)
         if late:
-            self.counts["rejected_deadline"] += 1
             raise DeadlineExceeded(f"The request would wait past its deadline: {self.held} sentences are waiting or "
                                    f"being translated ahead of it. Send it again in {retry_after} s, or with a "
                                    "longer timeout.", retry_after)
         raise Overloaded(f"The server is busy: {self.held} sentences are waiting or being translated, and it holds "
-                         f"at most {limit} ({self._bound_name()}); {len(self._line)} refused requests wait their "
+                         f"at most {limit} ({self._bound_name()}); {self._waiting} refused requests wait their "
                          f"turn: send the request again in {retry_after} s.", retry_after)
 
     def release(self, num_sentences):
@@ -259,7 +273,7 @@ class Admission:
         """Refused requests that keep a place; with `now`, those given up by then left out."""
         if now is not None:
             self._give_up_places(now)
-        return len(self._line)
+        return self._waiting
 
     def stats(self, now=None):
         """Counters and gauges at `now` (default: the present)."""
@@ -275,47 +289,104 @@ class Admission:
     def _place_of(self, key, now):
         """The number of the place a request with `key` comes back to now, or None (a new request).
 
-        An honest client comes back when it was told, not sooner: the request is the client of its key's oldest
-        place that is due and not given up. A request with the key of a place not yet due is another client
-        sending the same body, and gets a place of its own.
+        An honest client comes back when it was told, not sooner, and a moment later: the request is the client of
+        the place of its key whose client was told to come back most recently before now. Failing that, it shares
+        the turn of a place of its key whose time came less than `_shared_seconds()` ago, and which was taken or
+        told to come back later since: another client sending the same body (from the same address) came first at
+        that time, and is not told apart from the place's client. A turn is shared once.
         """
+        found = shared = None
         for number in self._numbers.get(key, ()):
             place = self._line[number]
-            if place.due <= now < place.expires:
-                return number
-        return None
+            if not place.taken and place.back <= now < place.expires:
+                if found is None or place.back > self._line[found].back:
+                    found = number
+            elif now < place.shared_until and shared is None:
+                shared = number
+        if found is not None or shared is None:
+            return found
+        place = self._line[shared]
+        place.shared_until = -math.inf
+        if place.taken:
+            return shared
+        return self._new_place(key, place.sentences, place.turn)
 
     def _ahead(self, number, now):
-        """Sentences of the due places before place `number`, and of all the places before it (for a request
-        without a place: the whole line's).
+        """Sentences of the places before place `number` whose clients are due back by `now` and not yet back, and
+        of all the places before it not taken (for a request without a place: None, and the whole line's); each
+        counted for the share of places claimed.
 
-        For a request back at its place, the places that fell due less than `SETTLE_SECONDS` ago are not counted:
-        their clients are on their way too, and whichever comes first goes first.
+        A place whose client was told to come back later blocks nobody meanwhile: those behind it that are back go
+        on, and it goes before them again once it is due.
         """
-        due_before = now if number is None else now - SETTLE_SECONDS
+        if number is None:
+            return None, self._waiting_sentences * self.claimed
         due = ahead = 0
-        for place_number, place in self._line.items():
+        for _, place_number in self._order:
             if place_number == number:
                 break
-            if place.expires > now:
+            place = self._line[place_number]
+            if not place.taken:
                 ahead += place.sentences
-                due += place.sentences if place.due <= due_before else 0
-        return due, ahead
+                due += place.sentences if place.back <= now else 0
+        return due * self.claimed, ahead * self.claimed
 
     def _keep_place(self, number, key, num_sentences, now, wait):
-        """Retry-After of a refused request, which keeps its place (and its due time) or takes the last one."""
+        """Retry-After of a refused request, which keeps its place or takes the last one."""
         retry_after = self.retry_after(wait)
-        if number is not None:
-            self._line[number].expires = now + retry_after + GRACE_SECONDS
-        elif key is not None and len(self._line) < MAX_PLACES:
-            self._line[self._next_number] = _Place(key, num_sentences, now + retry_after,
-                                                   now + retry_after + GRACE_SECONDS)
-            self._numbers[key].append(self._next_number)
-            self._next_number += 1
+        if number is None:
+            if key is None or len(self._line) >= MAX_PLACES:
+                return retry_after
+            number = self._new_place(key, num_sentences)
+        place = self._line[number]
+        if place.taken:
+            self._count_waiting(place, 1)
+        elif place.back <= now:  # refused at its time: shared with a client sending the same body, for a moment
+            place.shared_until = place.back + self._shared_seconds()
+        place.taken, place.back, place.expires = False, now + retry_after, now + retry_after + GRACE_SECONDS
+        heapq.heappush(self._expiries, (place.expires, number))
         return retry_after
+
+    def _new_place(self, key, sentences, turn=None):
+        """The number of a new place, taken (its client is deciding), last in the line or at `turn`."""
+        number, self._next_number = self._next_number, self._next_number + 1
+        place = self._line[number] = _Place(key, sentences, number if turn is None else turn, 0.0, 0.0, True)
+        self._numbers[key].append(number)
+        bisect.insort(self._order, (place.turn, number))
+        return number
+
+    def _take(self, number, now):
+        """The client of place `number` is admitted. The place stays, taken, a moment past its time (see
+        `_place_of`); taken twice, it is gone."""
+        place = self._line[number]
+        if place.taken:
+            self._remove(number)
+            return
+        self._count_waiting(place, -1)
+        self.lateness += LATENESS_WEIGHT * (now - place.back - self.lateness)
+        place.taken, place.expires = True, place.back + self._shared_seconds()
+        place.shared_until = place.expires
+        heapq.heappush(self._expiries, (place.expires, number))
+        self._claim(1.0)
+
+    def _shared_seconds(self):
+        """How long after a place's time another request with its key shares its turn: twice the mean lateness of
+        the clients coming back, `SAME_BODY_SECONDS` at most."""
+        return min(SAME_BODY_SECONDS, 2 * self.lateness)
+
+    def _count_waiting(self, place, sign):
+        self._waiting += sign
+        self._waiting_sentences += sign * place.sentences
+
+    def _refused(self, num_sentences, late):
+        self.counts["rejected_requests"] += 1
+        self.counts["rejected_sentences"] += num_sentences
+        if late:
+            self.counts["rejected_deadline"] += 1
 
     def _remove(self, number):
         place = self._line.pop(number)
+        del self._order[bisect.bisect_left(self._order, (place.turn, number))]
         numbers = self._numbers[place.key]
         numbers.remove(number)
         if not numbers:
@@ -325,14 +396,17 @@ class Admission:
         self.claimed += CLAIM_WEIGHT * (claimed - self.claimed)
 
     def _give_up_places(self, now):
-        """Drops the places not claimed in time, from the front (the oldest expire first)."""
-        while self._line:
-            number, place = next(iter(self._line.items()))
-            if place.expires > now:
-                return
+        """Drops the places not claimed in time (their clients went away), and the taken ones past their time."""
+        while self._expiries and self._expiries[0][0] <= now:
+            expires, number = heapq.heappop(self._expiries)
+            place = self._line.get(number)
+            if place is None or place.expires != expires:
+                continue  # gone, or given a later time since
+            if not place.taken:
+                self._count_waiting(place, -1)
+                self._claim(0.0)
+                self.counts["places_given_up"] += 1
             self._remove(number)
-            self._claim(0.0)
-            self.counts["places_given_up"] += 1
 
     def _bound_name(self):
         if self.max_queue is not None:

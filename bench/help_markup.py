@@ -1,4 +1,7 @@
-"""Help paragraphs with their inline markup, for measuring tag transfer (`bench/bench_markup.py`).
+"""Help paragraphs with their inline markup, for measuring tag transfer (`bench_markup.py`).
+
+It lives beside the benchmarks that use it (through `help_test_pairs.py`); nothing in the package imports it.
+`tests/test_markup.py` checks it against `t2t_keras.data.help_html`, whose paragraph walk it reuses.
 
 The compiled help keeps the inline markup of the ``.xhp`` sources as HTML;
 it is mapped back to a small set of tags named as in the sources:
