@@ -61,11 +61,9 @@ def usable_cpu_flags(flags, max_isa=None):
     sends bfloat16 to oneDNN whenever the CPU reports AVX-512, and oneDNN capped below AVX-512 has no bfloat16
     kernel (a bfloat16 matmul ends the process with SIGSEGV), nor AMX's int8 under a cap below AMX."""
     cap = (max_isa or "").strip().upper()
-    if not cap or cap in ("ALL", "DEFAULT"):
+    if not cap or cap in ("ALL", "DEFAULT") or "AMX" in cap or cap.startswith("AVX10"):
         return frozenset(flags)
-    dropped = ("amx",) if cap.startswith("AVX512") and "AMX" not in cap else ("avx512", "amx")
-    if cap.startswith("AVX10") or "AMX" in cap:
-        dropped = ()
+    dropped = ("amx",) if cap.startswith("AVX512") else ("avx512", "amx")
     return frozenset(flag for flag in flags if not flag.startswith(dropped))
 
 
