@@ -201,6 +201,8 @@ def parse(argv=None):
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="translate --runner's --workers")
     parser.add_argument("--prepare-pairs", type=int, help="also time prepare against prepare --runner on N pairs")
     parser.add_argument("--prepare-workers", type=int, default=2, help="prepare --runner's --workers")
+    parser.add_argument("--prepare-only", action="store_true",
+                        help="time prepare only, keeping the translate rows of OUT/pipeline.json")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="prepare: an override of the settings both roads take")
     parser.add_argument("--sample-s", type=float, default=0.25, help="seconds between samples of the RSS")
@@ -216,8 +218,14 @@ def main(argv=None):
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     results = dict(machine=_machine(), date=time.strftime("%Y-%m-%d"), lines=args.lines,
                    input=str(args.input or default_corpus()[0]), artifact=args.ctranslate2 or args.run_dir)
+    if args.prepare_only:  # the translate rows of OUT/pipeline.json stay
+        kept = json.loads((out / "pipeline.json").read_text())
+        results.update({key: kept[key] for key in ("lines", "input", "artifact", "translate")})
+        results["prepare_date"] = results.pop("date")
+        results["date"] = kept["date"]
     try:
-        results["translate"] = bench_translate(args, work)
+        if not args.prepare_only:
+            results["translate"] = bench_translate(args, work)
         if args.prepare_pairs:
             results["prepare"], results["corpus"] = bench_prepare(args, work)
             results["prepare_pairs"] = args.prepare_pairs

@@ -149,18 +149,21 @@ class RefusalTest(PipelineCase):
 
 class FirstTryFails(ArtifactHandler):
     """An `ArtifactHandler` whose `run_inference` raises the first time it sees a batch holding an even-length line
-    (a mark file per line in `marks`, so that every worker process agrees)."""
+    not seen before (a mark file per line in `marks`, so that every worker process agrees): each such line's first
+    try fails, its next one does not."""
 
     def __init__(self, marks, **arguments):
         super().__init__(**arguments)
         self.marks = marks
 
     def run_inference(self, batch, model, inference_args=None):
-        for line in batch:
-            mark = os.path.join(self.marks, hashlib.sha256(line.encode("utf-8")).hexdigest())
-            if len(line) % 2 == 0 and not os.path.exists(mark):
-                open(mark, "w").close()
-                raise RuntimeError(f"injected failure on {line!r}")
+        marks = [os.path.join(self.marks, hashlib.sha256(line.encode("utf-8")).hexdigest())
+                 for line in batch if len(line) % 2 == 0]
+        unseen = [mark for mark in marks if not os.path.exists(mark)]
+        for mark in unseen:
+            open(mark, "w").close()
+        if unseen:
+            raise RuntimeError(f"injected failure on a batch of {len(batch)} lines")
         return super().run_inference(batch, model, inference_args)
 
 
@@ -420,6 +423,33 @@ class WorkerProcessesTest(PipelineCase):
             output = self.directory / f"out{flag}.txt"
             self.pipeline(flag, str(path), self.source, output)
             self.assertEqual(_lines(output), self.single(flag, str(path), self.source), flag)
+
+
+class SharedCoresTest(PipelineCase):
+    """The local runner's worker processes share the machine's cores: each opens its model on its share, and a
+    CTranslate2 export runs one search a core, so that a call's lines keep every search busy."""
+
+    def test_each_worker_decodes_on_its_share_of_the_cores(self):
+        from t2t_keras.beam.runner_options import worker_threads
+        from t2t_keras.switches.decisions import Decisions
+
+        cores = Decisions.before_tensorflow().cores
+        self.assertIsNone(worker_threads("direct", 1))  # the command's own process: every core
+        self.assertIsNone(worker_threads("dataflow", 8))  # a cluster's worker has its machine
+        self.assertEqual(worker_threads("direct", 2), max(1, cores // 2))
+        handler = ArtifactHandler(str(self.roads.ctranslate2), threads=1)
+        opened = handler.load_model().artifact
+        self.assertEqual((opened.translator.num_translators, opened._options["intra_threads"]), (1, 1))
+
+    def test_a_ctranslate2_call_is_split_among_its_searches(self):
+        from t2t_keras.artifacts.ctranslate2 import CTranslate2Artifact
+
+        artifact = CTranslate2Artifact(self.roads.ctranslate2, batch_size=32, threads=2)
+        self.assertEqual((artifact.translator.num_translators, artifact._options["intra_threads"]), (2, 1))
+        self.assertEqual([artifact._call_batch(lines) for lines in (1, 8, 63, 64, 1000)], [1, 4, 32, 32, 32])
+        request = artifact.request()
+        alone = [artifact.generate([line], request).best[0] for line in self.sentences]
+        self.assertEqual(list(artifact.generate(self.sentences, request).best), alone)
 
 
 if __name__ == "__main__":

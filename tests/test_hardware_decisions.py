@@ -32,15 +32,17 @@ DEVICES = {  # the declared devices of docs/performance.md's table, with the CPU
 }
 # What each choice must be: (precision, training step XLA, fused elementwise ops, float32 search of 128 hypotheses
 # with XLA, TF_XLA_FLAGS set, TF_ENABLE_ONEDNN_OPTS, TF_NUM_INTRAOP_THREADS for a 2-shard narrow export,
-# int8 for 10M parameters, search shards)
+# int8 for 10M parameters, search shards, CTranslate2's (inter, intra) threads (it runs on the host CPU), threads of
+# each of 2 local pipeline workers)
 EXPECTED = {
-    "AVX2 CPU, 2 cores": ("float32", True, False, False, True, "0", 1, None, 2),
-    "AVX-512 BF16 CPU, 16 cores": ("mixed_bfloat16", False, True, False, True, "0", 8, None, 16),
-    "AMX CPU, 2 cores": ("mixed_bfloat16", False, True, False, True, "0", 1, "int8", 2),
-    "1 GPU, compute capability 8.0": ("mixed_bfloat16", True, False, True, False, None, None, None, 1),
-    "1 GPU, compute capability 7.0": ("mixed_float16", True, False, True, False, None, None, None, 1),
-    "8 GPUs, compute capability 8.0": ("mixed_bfloat16", True, False, True, False, None, None, None, 1),
-    "TPU (8 cores)": ("mixed_bfloat16", True, False, True, False, None, None, None, 1),
+    "AVX2 CPU, 2 cores": ("float32", True, False, False, True, "0", 1, None, 2, (2, 1), 1),
+    "AVX-512 BF16 CPU, 16 cores": ("mixed_bfloat16", False, True, False, True, "0", 8, None, 16, (16, 1), 8),
+    "AMX CPU, 2 cores": ("mixed_bfloat16", False, True, False, True, "0", 1, "int8", 2, (2, 1), 1),
+    "1 GPU, compute capability 8.0": ("mixed_bfloat16", True, False, True, False, None, None, None, 1, (16, 1), None),
+    "1 GPU, compute capability 7.0": ("mixed_float16", True, False, True, False, None, None, None, 1, (16, 1), None),
+    "8 GPUs, compute capability 8.0": ("mixed_bfloat16", True, False, True, False, None, None, None, 1, (96, 1),
+                                       None),
+    "TPU (8 cores)": ("mixed_bfloat16", True, False, True, False, None, None, None, 1, (96, 1), None),
 }
 ACCELERATORS = [name for name, hardware in DEVICES.items() if hardware.tpus or hardware.gpu_capabilities]
 NARROW = search_record(2, True, 128)
@@ -52,7 +54,7 @@ def choices(decisions):
     return (decisions.precision, jit, decisions.fuse_elementwise(decisions.precision, jit),
             decisions.decoding_jit("float32", GRAPH_SEARCH_HYPOTHESES), decisions.xla_flags is not None,
             decisions.onednn("float32"), decisions.intra_op_threads(NARROW), decisions.quantization(10_000_000)[0],
-            decisions.shards)
+            decisions.shards, decisions.ctranslate2_threads(), decisions.worker_threads(2))
 
 
 class DeclaredDevicesTest(unittest.TestCase):

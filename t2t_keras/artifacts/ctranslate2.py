@@ -48,6 +48,7 @@ from t2t_keras.decoding.quality_features import WITHOUT_DISTRIBUTIONS, features_
 from t2t_keras.decoding.quality_model import QUALITY_ESTIMATE_FILE, read_quality_models
 from t2t_keras.decoding.request import LANGUAGES, QUALITY, Generation, GenerationRequest, check_lines
 from t2t_keras.errors import T2TError
+from t2t_keras.switches.decisions import Decisions
 from t2t_keras.export.ctranslate2_export import METADATA_FILE, PRETRAINED_TOKENIZER_FILE, TOKENIZER_FILE
 
 ACCEPTS = frozenset({"beam_size", "alpha", "max_extra_length", "num_return", "temperature", "top_k", "top_p", "seed"})
@@ -62,8 +63,9 @@ class CTranslate2Artifact(Artifact):
 
     Args:
         path: the CTranslate2 export directory.
-        batch_size: most sentences per CTranslate2 call.
-        threads: CPU threads of one translation (0: CTranslate2's default).
+        batch_size: most sentences per CTranslate2 batch; a call's sentences are split among the searches.
+        threads: the CPU cores it translates on (None: every core the process may use), as that many concurrent
+            searches of one thread each (`Decisions.ctranslate2_threads`: faster than one search on every core).
         compute_type: CTranslate2's compute type; "default" keeps the export's quantization.
         exact_limits: beam search with each sentence's own output limit (see the module docstring); greedy
             search always has it.
@@ -73,16 +75,16 @@ class CTranslate2Artifact(Artifact):
     task = "translation"
     signature_names = ("serving_default", "translate")
 
-    def __init__(self, path, batch_size=32, threads=0, compute_type="default", exact_limits=False):
+    def __init__(self, path, batch_size=32, threads=None, compute_type="default", exact_limits=False):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
         self.path, self.batch_size, self.exact_limits = pathlib.Path(path), batch_size, exact_limits
         metadata = _read_metadata(self.path)
         ctranslate2 = _import_runtime()
-        self.translator = ctranslate2.Translator(str(self.path), device="cpu", compute_type=compute_type,
-                                                 intra_threads=threads)
+        self.searches, intra_threads = Decisions.before_tensorflow().ctranslate2_threads(threads)
         self._runtime, self._options = ctranslate2, dict(device="cpu", compute_type=compute_type,
-                                                         intra_threads=threads)
+                                                         inter_threads=self.searches, intra_threads=intra_threads)
+        self.translator = ctranslate2.Translator(str(self.path), **self._options)
         self.max_length, self.max_beam_size = int(metadata["max_length"]), DecodingConfig.max_beam_size
         pretrained = metadata.get("tokenizer") == "pretrained"
         self.tokens = (PretrainedTokens(self.path / PRETRAINED_TOKENIZER_FILE, self.max_length) if pretrained else
@@ -133,7 +135,7 @@ class CTranslate2Artifact(Artifact):
     def _score_batch(self, sources, targets):
         """Forced decoding (CTranslate2's `score_batch`): sums `(n,)` and per-token NLL arrays, EOS included."""
         results = self.translator.score_batch(self.tokens.encode(sources), self.tokens.encode(targets),
-                                              max_batch_size=self.batch_size, max_input_length=0)
+                                              max_batch_size=self._call_batch(len(sources)), max_input_length=0)
         token_nll = [-np.asarray(r.log_probs, np.float32) for r in results]
         return np.array([t.sum() for t in token_nll]), token_nll
 
@@ -141,7 +143,8 @@ class CTranslate2Artifact(Artifact):
         """The features CTranslate2 gives (`quality_features.WITHOUT_DISTRIBUTIONS`) of `n` translations: token
         log-probabilities from `score_batch`, piece counts and unknown pieces from the export's SentencePiece model."""
         source_tokens, target_tokens = self.tokens.encode(sources), self.tokens.encode(targets)
-        results = self.translator.score_batch(source_tokens, target_tokens, max_batch_size=self.batch_size,
+        results = self.translator.score_batch(source_tokens, target_tokens,
+                                              max_batch_size=self._call_batch(len(sources)),
                                               max_input_length=0)
         unknown = self.pieces.unk_id()
         rows = []
@@ -162,11 +165,12 @@ class CTranslate2Artifact(Artifact):
         """The export's `Translator`, or for a request that samples with a seed a new one, its worker threads
         started after `set_random_seed(seed)`: CTranslate2 seeds a thread's generator once, at the thread's first
         draw (OpenNMT/CTranslate2 issue #1757), so a seed takes hold in new threads only. It loads the model again:
-        a seeded call costs a model load."""
+        a seeded call costs a model load, and it searches one batch at a time (which of several concurrent
+        searches draws for which batch would vary from call to call)."""
         if not request.sampling or request.seed is None:
             return self.translator
         self._runtime.set_random_seed(request.seed)
-        return self._runtime.Translator(str(self.path), **self._options)
+        return self._runtime.Translator(str(self.path), **dict(self._options, inter_threads=1))
 
     def _search(self, indices, sources, limits, request, hypotheses, translator):
         """Fills `hypotheses[i]` (CTranslate2 results) for `indices`, each within its own output limit."""
@@ -189,10 +193,17 @@ class CTranslate2Artifact(Artifact):
             prefix.update(sampling_temperature=request.temperature, sampling_topk=request.top_k,
                           sampling_topp=request.top_p)
         return translator.translate_batch(
-            [sources.tokens[i] for i in indices], max_batch_size=self.batch_size, beam_size=request.beam_size,
+            [sources.tokens[i] for i in indices], max_batch_size=self._call_batch(len(indices)),
+            beam_size=request.beam_size,
             num_hypotheses=request.num_return, length_penalty=0.0 if greedy else request.alpha,
             max_decoding_length=max_length, min_decoding_length=0, max_input_length=0, return_scores=True,
             return_end_token=True, suppress_sequences=self.tokens.never_generated, use_vmap=self.use_vmap, **prefix)
+
+    def _call_batch(self, lines):
+        """CTranslate2's `max_batch_size` for a call of `lines`: `batch_size`, or less, so that the call's lines
+        give every one of its concurrent searches a batch (a served request of 8 lines runs as two of 4 on 2
+        cores)."""
+        return max(1, min(self.batch_size, -(-lines // self.searches)))
 
     def _nbest(self, result, num_return):
         """Texts and scores, best first (samples come in the order drawn), padded to `num_return`."""

@@ -11,15 +11,21 @@ LITERT_SUFFIX = ".tflite"  # a LiteRT export is one file
 
 
 def open_artifact(path, model=None, ensemble=(), precision=None, shards=None, shortlist=None, batch_size=32,
-                  **options):
+                  threads=None, **options):
     """The artifact at `path`: a `RunArtifact` for a run directory (its weights by `model`: see
     `runs.run_weights`; `ensemble`: more runs decoding with it), else the export there (`batch_size` lines a
-    call). `options` go to the kind (a run's generator options, e.g. `progress`).
+    call). `options` go to the kind (a run's generator options, e.g. `progress`). `threads`: the cores it decodes
+    on (None: every core the process may use), for processes that share a machine (a pipeline's local workers);
+    TensorFlow's kinds take it only before TensorFlow's runtime has started in the process.
 
     Raises:
         T2TError: `path` is none of them, or an option does not apply to its kind.
     """
     run = open_run(path)
+    if threads is not None and (run.exists() or (pathlib.Path(path) / "saved_model.pb").exists()):
+        from t2t_keras.switches.threads import limit_tensorflow_threads
+
+        limit_tensorflow_threads(threads)
     if run.exists():
         from t2t_keras.artifacts.run import RunArtifact
 
@@ -27,18 +33,18 @@ def open_artifact(path, model=None, ensemble=(), precision=None, shards=None, sh
     check_options(f"{path}, an export: its search and weights were chosen when it was written", (),
                   model=model, ensemble=list(ensemble) or None, precision=precision, shards=shards,
                   shortlist=shortlist or None)
-    return _open_export(pathlib.Path(path), batch_size)
+    return _open_export(pathlib.Path(path), batch_size, threads)
 
 
-def _open_export(path, batch_size):
+def _open_export(path, batch_size, threads):
     if path.is_file() or path.suffix == LITERT_SUFFIX:
         from t2t_keras.artifacts.litert import LiteRTArtifact
 
-        return LiteRTArtifact(path)
+        return LiteRTArtifact(path, threads)
     if (path / CTRANSLATE2_MODEL).exists():
         from t2t_keras.artifacts.ctranslate2 import CTranslate2Artifact
 
-        return CTranslate2Artifact(path, batch_size=batch_size)
+        return CTranslate2Artifact(path, batch_size=batch_size, threads=threads)
     if not (path / "saved_model.pb").exists():
         raise T2TError(f"{path} is neither a run directory (no config.yaml), a SavedModel (no saved_model.pb), a "
                        f"CTranslate2 model (no {CTRANSLATE2_MODEL}) nor a LiteRT file: give what `t2t-keras train "

@@ -8,6 +8,9 @@ from apache_beam.ml.inference.base import ModelHandler
 # threads that use it (Beam's own sharing is per RunInference stage; the retry stage reuses the first's model).
 _OPENED = {}
 _OPENING = threading.Lock()
+# The lines of one inference call (BatchElements' batch): the artifact sorts them by length and decodes them
+# `batch_size` at a time, so they pad about as little as one process's whole file (bench/results/pipeline.md)
+LINES_PER_CALL = 512
 
 
 class _LoadedArtifact:
@@ -28,21 +31,27 @@ class ArtifactHandler(ModelHandler):
       open_options: `open_artifact`'s options (model, precision, ensemble, ...).
       request: the `GenerationRequest` fields given (`cli.REQUEST_FLAGS`), resolved by the artifact.
       operation: "generate" or "score".
-      max_batch_size: most lines a batch of BatchElements holds.
+      max_batch_size: the lines of one inference call: BatchElements' batch (all of that size but a bundle's
+        last). The artifact decodes them `batch_size` at a time, sorted by length among themselves, so a call of
+        many lines pads as little as the single-process command, which sorts a whole file.
+      batch_size: the artifact's own batch (`open_artifact`'s `batch_size`).
+      threads: the cores the artifact decodes on in a worker process (`open_artifact`'s `threads`; None: its
+        default, every core), where several local workers share the machine (`Decisions.worker_threads`).
       score_format: `(token_level, as_json)` of `evaluation.scoring.format_score`.
       batch_tokens: padded tokens per scoring batch.
     """
 
-    def __init__(self, path, open_options=None, request=None, operation="generate", max_batch_size=32,
-                 score_format=(False, False), batch_tokens=4096):
+    def __init__(self, path, open_options=None, request=None, operation="generate", max_batch_size=LINES_PER_CALL,
+                 score_format=(False, False), batch_tokens=4096, batch_size=32, threads=None):
         super().__init__()
         self.path, self.open_options, self.request = str(path), dict(open_options or {}), dict(request or {})
         self.operation, self.max_batch_size = operation, max_batch_size
+        self.batch_size, self.threads = batch_size, threads
         self.score_format, self.batch_tokens = tuple(score_format), batch_tokens
 
     def load_model(self):
         key = (self.path, repr(sorted(self.open_options.items())), repr(sorted(self.request.items())),
-               self.operation)
+               self.operation, self.threads)
         with _OPENING:
             if key not in _OPENED:
                 _OPENED[key] = self._open()
@@ -52,7 +61,8 @@ class ArtifactHandler(ModelHandler):
         from t2t_keras.artifacts import open_artifact
         from t2t_keras.beam.pipeline_paths import local_copy
 
-        artifact = open_artifact(local_copy(self.path), batch_size=self.max_batch_size, **self.open_options)
+        artifact = open_artifact(local_copy(self.path), batch_size=self.batch_size, threads=self.threads,
+                                 **self.open_options)
         if self.operation == "score":
             artifact.require("score")
             return _LoadedArtifact(artifact, None)
@@ -76,7 +86,7 @@ class ArtifactHandler(ModelHandler):
         return [format_score(score, *self.score_format) for score in scores]
 
     def batch_elements_kwargs(self):
-        return {"min_batch_size": 1, "max_batch_size": self.max_batch_size}
+        return {"min_batch_size": self.max_batch_size, "max_batch_size": self.max_batch_size}
 
     def share_model_across_processes(self):
         return False  # one model per worker process (each process decodes on its own cores)

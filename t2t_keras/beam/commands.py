@@ -13,7 +13,6 @@ from t2t_keras.errors import DataError, T2TError
 
 logger = logging.getLogger(__name__)
 
-MAX_BATCH_LINES = 32  # BatchElements' largest batch
 # Beam's local runner fails the whole pipeline when one of its worker processes stops (it does not give the lost
 # bundle to another worker): the command runs it again from the start this many times, as Dataflow, Flink and
 # Spark retry a lost worker's work themselves.
@@ -61,7 +60,8 @@ def _rerun(args, error, attempt):
 def _handler_arguments(handler):
     return dict(path=handler.path, open_options=handler.open_options, request=handler.request,
                 operation=handler.operation, max_batch_size=handler.max_batch_size,
-                score_format=handler.score_format, batch_tokens=handler.batch_tokens)
+                score_format=handler.score_format, batch_tokens=handler.batch_tokens,
+                batch_size=handler.batch_size, threads=handler.threads)
 
 
 def _failure(error, plan, args):
@@ -90,7 +90,8 @@ def translate_command(args, path, open_options, request, extra=()):
     if clashing:
         raise T2TError(f"translate --runner writes plain translations: leave out {', '.join(clashing)} (the "
                        "single-process road, without --runner, takes them).")
-    handler = ArtifactHandler(path, open_options, request, "generate", MAX_BATCH_LINES)
+    handler = ArtifactHandler(path, open_options, request, "generate",
+                              threads=runner_options.worker_threads(args.runner, args.workers))
     return _report(run_lines(args, path, handler, "sentence", extra), "translated")
 
 
@@ -99,8 +100,9 @@ def score_command(args, path, open_options, extra=()):
     if args.source is not None or args.target is not None:
         raise T2TError("score --runner reads SOURCE<TAB>TARGET lines from --input GLOB; --source and --target "
                        "are the single-process road.")
-    handler = ArtifactHandler(path, open_options, None, "score", MAX_BATCH_LINES,
-                              score_format=(args.token_level, args.json), batch_tokens=args.batch_tokens)
+    handler = ArtifactHandler(path, open_options, None, "score",
+                              score_format=(args.token_level, args.json), batch_tokens=args.batch_tokens,
+                              threads=runner_options.worker_threads(args.runner, args.workers))
     return _report(run_lines(args, path, handler, "pair", extra), "scored")
 
 

@@ -82,14 +82,12 @@ def _record(shards, counted, path):
 
     from t2t_keras.beam.pipeline_paths import write_whole
 
-    def write(records, read_count, reasons, unique):
-        text = json.dumps(dict(shards=records, pairs=corpus_pipeline.counts(read_count, reasons, unique)))
+    def write(records, counts):
+        text = json.dumps(dict(shards=records, pairs=corpus_pipeline.counts(counts)))
         write_whole(path, text.encode("utf-8"))
 
-    read_count, reasons, unique = counted
     (shards | "All shards" >> beam.combiners.ToList()
-     | "Record" >> beam.Map(write, beam.pvalue.AsSingleton(read_count), beam.pvalue.AsList(reasons),
-                            beam.pvalue.AsSingleton(unique)))
+     | "Record" >> beam.Map(write, beam.pvalue.AsSingleton(counted)))
 
 
 def _tokenizer(run, config, parts):

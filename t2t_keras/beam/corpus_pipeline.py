@@ -1,17 +1,21 @@
 """`prepare --runner`: the training corpus read, cleaned, filtered, de-duplicated, tokenized and written as the
 shards `train` reads (`data.shards`, `data.manifest`), by a Beam pipeline.
 
-    corpus files (each part of data.sources) -> pairs, a text corpus's two files read side by side
-      -> strip both sides; drop a pair with an empty side (or a line that is not UTF-8: "bad")
-      -> optional length-ratio filter -> exact de-duplication (Distinct)
-      -> tokenize with the run's tokenizer, in batches (BatchElements) -> drop pairs over data.max_length
-      -> dealt into ceil(kept / data.pairs_per_shard) shards per part by a hash of the pair -> shards written
+    corpus files (each part of data.sources) -> blocks of BLOCK_PAIRS pairs, a text corpus's two files read side
+      by side -> strip both sides; drop a pair with an empty side (or a line that is not UTF-8: "bad")
+      -> optional length-ratio filter -> each pair to one of BUCKETS buckets by the hash of its text
+      -> per bucket (GroupByKey): exact de-duplication, tokenization with the run's tokenizer in batches, pairs
+         over data.max_length dropped -> dealt into ceil(kept / data.pairs_per_shard) shards per part by the same
+         hash -> per shard (GroupByKey): written
 
+The pipeline's elements are blocks of pairs, never single pairs: Beam's local runner spends tens of microseconds
+on each element of each step, which for millions of pairs cost more than the work (bench/results/pipeline.md).
 The kept pairs are the set `prepare` keeps (it keeps duplicates; the set is the same). Their order differs:
 `prepare` shuffles windows of consecutive pairs with the seed, here a pair's shard and place in it follow the
 hash of its text; the manifest's "order" says so. The reader shuffles shards and pairs every epoch either way.
 """
 
+import collections
 import hashlib
 import itertools
 import math
@@ -21,33 +25,40 @@ import numpy as np
 
 from t2t_keras.beam import line_checks
 
-TOKENIZE_BATCH = 1024  # BatchElements' largest batch of pairs tokenized at once
+BLOCK_PAIRS = 10_000  # pairs an element of the read carries
+BUCKETS = 64  # groups de-duplicated and tokenized apart (spread over the workers)
+TOKENIZE_BATCH = 1024  # pairs tokenized in one call
 ORDER = "hashed"  # the manifest's "order": pairs dealt into shards by the hash of their text
+COUNTS = ("read", "empty", "bad", "ratio", "duplicate", "overlong", "kept")
 
 
 def build_corpus_pipeline(pipeline, parts, tokenizer, out_dir, max_length, pairs_per_shard, max_ratio=None):
     """Adds the transforms that write the shards of `parts` (`[(kind, files)]`) into `out_dir`; returns the
-    PCollection of the written shards' records and the PCollection of the counts (one dict each)."""
+    PCollection of the written shards' records and the PCollection of the counts (one dict: `COUNTS`)."""
     read = [pipeline | f"Part {index}" >> _ReadPart(index, kind, files) for index, (kind, files) in enumerate(parts)]
     cleaned = (read | "All parts" >> beam.Flatten()
-               | "Clean" >> beam.Map(_cleaned, max_ratio).with_outputs("dropped", main="kept"))
-    unique = cleaned.kept | "De-duplicate" >> beam.Distinct()
-    tokenized = (unique | "Batches" >> beam.BatchElements(min_batch_size=1, max_batch_size=TOKENIZE_BATCH)
-                 | "Tokenize" >> beam.FlatMap(_tokenized, tokenizer, max_length - 1).with_outputs(
-                     "overlong", main="fits"))
-    per_part = (tokenized.fits | "Part of each" >> beam.Map(lambda item: item[0])
-                | "Pairs per part" >> beam.combiners.Count.PerElement())
-    shards = (tokenized.fits | "Deal" >> beam.Map(_dealt, pairs_per_shard, beam.pvalue.AsDict(per_part))
+               | "Clean" >> beam.FlatMap(_cleaned_block, max_ratio).with_outputs("counts", main="buckets"))
+    kept = (cleaned.buckets | "Buckets" >> beam.GroupByKey()
+            | "De-duplicate and tokenize" >> beam.FlatMap(_bucket, tokenizer, max_length - 1).with_outputs(
+                "counts", main="rows"))
+    per_part = (kept.rows | "Pairs of each part" >> beam.Map(lambda item: (item[0], len(item[1])))
+                | "Pairs per part" >> beam.CombinePerKey(sum))
+    shards = (kept.rows | "Deal" >> beam.FlatMap(_dealt, pairs_per_shard, beam.pvalue.AsDict(per_part))
               | "Shards" >> beam.GroupByKey() | "Write shards" >> beam.Map(_write, out_dir, tokenizer))
-    reasons = ((cleaned.dropped, tokenized.overlong | "Over-long" >> beam.Map(lambda _: "overlong"))
-               | "Dropped" >> beam.Flatten() | "Count dropped" >> beam.combiners.Count.PerElement())
-    read_count = (cleaned.kept, cleaned.dropped) | "Read" >> beam.Flatten() | beam.combiners.Count.Globally()
-    duplicates = unique | "Unique" >> beam.combiners.Count.Globally()
-    return shards, (read_count, reasons, duplicates)
+    counted = ((cleaned.counts, kept.counts) | "All counts" >> beam.Flatten()
+               | "Counts" >> beam.CombineGlobally(_summed))
+    return shards, counted
+
+
+def _summed(counters):
+    total = collections.Counter({name: 0 for name in COUNTS})
+    for counter in counters:
+        total.update(counter)
+    return dict(total)
 
 
 class _ReadPart(beam.PTransform):
-    """`(part, (source, target))` of each line of a part's files: "tsv" one file, "text" two read side by side
+    """`(part, [(source, target), ...])` blocks of a part's lines: "tsv" one file, "text" two read side by side
     (line N of one with line N of the other, in one pass: no shuffle to join them; a line the shorter file lacks
     is an empty side)."""
 
@@ -58,12 +69,14 @@ class _ReadPart(beam.PTransform):
     def expand(self, begin):
         read = _tsv_pairs if self.kind == "tsv" else _text_pairs
         return (begin | "Files" >> beam.Create([tuple(self.files)])
-                | "Lines" >> beam.FlatMap(_tagged, read, self.index))
+                | "Blocks" >> beam.FlatMap(_blocks, read, self.index))
 
 
-def _tagged(files, read, index):
-    for pair in read(files):
-        yield index, pair
+def _blocks(files, read, index):
+    """`(part, [(source, target), ...])`: the pairs of `files`, BLOCK_PAIRS at a time."""
+    pairs = read(files)
+    while block := list(itertools.islice(pairs, BLOCK_PAIRS)):
+        yield index, block
 
 
 def _tsv_pairs(files):
@@ -77,20 +90,51 @@ def _text_pairs(files):
     yield from itertools.zip_longest(*sides, fillvalue=b"")
 
 
-def _cleaned(item, max_ratio):
-    """`(part, (source, target))` decoded and stripped, or a tagged reason it is dropped."""
-    index, raw = item
+def _cleaned_block(block, max_ratio):
+    """`((part, bucket), [pair, ...])` of the pairs of `block` kept by `_cleaned`, one element per bucket, and the
+    block's counts (tagged "counts")."""
+    index, raw_pairs = block
+    counts, buckets = collections.Counter(read=len(raw_pairs)), collections.defaultdict(list)
+    for raw in raw_pairs:
+        pair, reason = _cleaned(raw, max_ratio)
+        if reason is None:
+            buckets[_digest(pair)[0] % BUCKETS].append(pair)
+        else:
+            counts[reason] += 1
+    yield from (((index, bucket), pairs) for bucket, pairs in buckets.items())
+    yield beam.pvalue.TaggedOutput("counts", dict(counts))
+
+
+def _cleaned(raw, max_ratio):
+    """`(pair, None)`: the two sides decoded and stripped, or `(None, reason)` where the pair is dropped."""
     sides = []
     for number, side in enumerate(raw, start=2):  # never line 1: a BOM is removed by the reader's decode below
         text, reason = line_checks.decoded_line(side.lstrip(b"\xef\xbb\xbf"), number)
         if reason is not None:
-            return beam.pvalue.TaggedOutput("dropped", "bad")
+            return None, "bad"
         sides.append(text.strip())
     if not sides[0] or not sides[1]:
-        return beam.pvalue.TaggedOutput("dropped", "empty")
+        return None, "empty"
     if max_ratio is not None and max(map(len, sides)) > max_ratio * min(map(len, sides)):
-        return beam.pvalue.TaggedOutput("dropped", "ratio")
-    return index, tuple(sides)
+        return None, "ratio"
+    return tuple(sides), None
+
+
+def _bucket(group, tokenizer, limit):
+    """`(part, [(digest, source ids, target ids), ...])` of one bucket's distinct pairs that fit `limit`, and its
+    counts (tagged "counts": duplicates and over-long pairs)."""
+    (index, _), blocks = group
+    seen, read = {}, 0
+    for pairs in blocks:
+        read += len(pairs)
+        seen.update(dict.fromkeys(pairs))
+    unique = list(seen)  # in the order first seen
+    rows = []
+    for start in range(0, len(unique), TOKENIZE_BATCH):
+        rows.extend(_tokenized(unique[start:start + TOKENIZE_BATCH], tokenizer, limit))
+    yield index, rows
+    yield beam.pvalue.TaggedOutput("counts", {"duplicate": read - len(unique), "overlong": len(unique) - len(rows),
+                                              "kept": len(rows)})
 
 
 _TOKENIZERS = {}
@@ -105,21 +149,19 @@ def _loaded(tokenizer):
     return _TOKENIZERS[tokenizer]
 
 
-def _tokenized(batch, tokenizer, limit):
-    """`(part, digest, source ids, target ids)` of each pair of `batch` that fits `limit`, the ids as the bytes of
-    the shards' dtype (cheap for the runner to move; a numpy array would be pickled)."""
+def _tokenized(pairs, tokenizer, limit):
+    """`(digest, source ids, target ids)` of each of `pairs` that fits `limit`, the ids as the bytes of the shards'
+    dtype (cheap for the runner to move; a numpy array would be pickled)."""
     from t2t_keras.data.framing import piece_functions
     from t2t_keras.data.shards import ids_dtype
 
     loaded = _loaded(tokenizer)
     dtype = ids_dtype(loaded.vocab_size)
-    sides = [_pieces(function, [pair[side] for _, pair in batch], dtype)
+    sides = [_pieces(function, [pair[side] for pair in pairs], dtype)
              for side, function in enumerate(piece_functions(loaded))]
-    for (index, pair), source, target in zip(batch, *sides):
-        if len(source) > limit or len(target) > limit:
-            yield beam.pvalue.TaggedOutput("overlong", index)
-        else:
-            yield index, _digest(pair), source.tobytes(), target.tobytes()
+    for pair, source, target in zip(pairs, *sides):
+        if len(source) <= limit and len(target) <= limit:
+            yield _digest(pair), source.tobytes(), target.tobytes()
 
 
 def _pieces(function, texts, dtype):
@@ -137,17 +179,22 @@ def _digest(pair):
 
 
 def _dealt(item, pairs_per_shard, per_part):
-    index, digest, source, target = item
+    """`((part, shard), [row, ...])` of one bucket's rows, one element per shard they go to."""
+    index, rows = item
     shards = max(1, math.ceil(per_part[index] / pairs_per_shard))
-    return (index, int.from_bytes(digest[:8], "big") % shards), (digest, source, target)
+    dealt = collections.defaultdict(list)
+    for row in rows:
+        dealt[int.from_bytes(row[0][:8], "big") % shards].append(row)
+    return (((index, shard), shard_rows) for shard, shard_rows in dealt.items())
 
 
 def _write(group, out_dir, tokenizer):
     """Writes one shard (named by part and bucket; `corpus_manifest` numbers them); returns its record."""
     from t2t_keras.data.shards import ids_dtype, write_shard
 
-    (index, bucket), pairs = group
-    pairs, dtype = sorted(pairs, key=lambda pair: pair[0]), ids_dtype(_loaded(tokenizer).vocab_size)
+    (index, bucket), blocks = group
+    pairs = sorted(itertools.chain.from_iterable(blocks), key=lambda pair: pair[0])
+    dtype = ids_dtype(_loaded(tokenizer).vocab_size)
     sources = [np.frombuffer(pair[1], dtype) for pair in pairs]
     targets = [np.frombuffer(pair[2], dtype) for pair in pairs]
     name = f"part-{index}-bucket-{bucket:05d}"
@@ -157,10 +204,6 @@ def _write(group, out_dir, tokenizer):
                 target_tokens=int(sum(len(row) for row in targets)))
 
 
-def counts(read_count, reasons, unique):
-    """The manifest's "pairs" from the pipeline's counts."""
-    dropped = dict(reasons)
-    kept = unique - dropped.get("overlong", 0)
-    return dict(read=read_count, empty=dropped.get("empty", 0), overlong=dropped.get("overlong", 0), kept=kept,
-                bad=dropped.get("bad", 0), ratio=dropped.get("ratio", 0),
-                duplicate=read_count - sum(value for key, value in dropped.items() if key != "overlong") - unique)
+def counts(counted):
+    """The manifest's "pairs" from the pipeline's counts (`COUNTS`)."""
+    return {name: counted[name] for name in ("read", "empty", "overlong", "kept", "bad", "ratio", "duplicate")}

@@ -38,6 +38,16 @@ def pipeline_flags(runner, workers=None, extra=()):
     return flags + list(extra)
 
 
+def worker_threads(runner, workers=None):
+    """The cores each worker process's model decodes on: a share of this machine's for the local runner's worker
+    processes (`Decisions.worker_threads`), else None (a cluster's worker has its machine)."""
+    if runner != "direct" or (workers or 1) < 2:
+        return None
+    from t2t_keras.switches.decisions import Decisions
+
+    return Decisions.before_tensorflow().worker_threads(workers)
+
+
 def pipeline_options(runner, workers=None, extra=()):
     """The `PipelineOptions` of `pipeline_flags`. The local runner's worker processes start TensorFlow without its
     C++ start-up lines, as the command itself does (a TF_CPP_MIN_LOG_LEVEL of the user's own is kept)."""

@@ -25,8 +25,10 @@ def pipeline_translate(teacher, settings, student_dir, runner, workers=None, ext
 
     request = {name: settings[name] for name in SEARCH_FIELDS}
     open_options = dict(model=teacher.weights.source, precision=settings["precision"])
-    handler = ArtifactHandler(str(teacher.run.path), open_options, request, "generate")
-    retry = ArtifactHandler(str(teacher.run.path), open_options, request, "generate", max_batch_size=1)
+    threads = runner_options.worker_threads(runner, workers)
+    handler = ArtifactHandler(str(teacher.run.path), open_options, request, "generate", threads=threads)
+    retry = ArtifactHandler(str(teacher.run.path), open_options, request, "generate", max_batch_size=1,
+                           threads=threads)
     work = RunDirectory(student_dir).distilled_dir / WORK_DIRECTORY
     options = runner_options.pipeline_options(runner, workers, extra)
 

@@ -13,6 +13,8 @@ hardware that is not here (tests/test_hardware_decisions.py; docs/performance.md
     TF_XLA_FLAGS (training)       the CPU auto-clustering flags               not set
     TF_ENABLE_ONEDNN_OPTS         0 for a float32 search                      not set
     TF_NUM_INTRAOP_THREADS        cores / shards, narrow sharded export       not set
+    local pipeline worker threads cores / workers                             not set
+    CTranslate2 threads           one search a core, one thread each          (CTranslate2 runs on the CPU)
     export --quantization auto    int8 with AMX from 5M parameters            float32
     search shards (`auto`)        one per core                                one
 
@@ -135,6 +137,20 @@ class Decisions:
             return None
         return max(1, self.cores // shards)
 
+    def ctranslate2_threads(self, cores=None):
+        """`(inter_threads, intra_threads)` of a CTranslate2 translator on `cores` cores (None: the process's):
+        one search per core, each on one thread. On 2 cores, beam 4, against CTranslate2's default (one search on
+        every core): the main job's `mini` export 4.0x the lines/s in 32-line batches and 6.4x at batch 1, a
+        width-512 model 1.5x and 2.5x, the same tokens (bench/results/ctranslate2-threads.md). CTranslate2 runs
+        on the CPU whatever the machine's accelerators."""
+        return max(1, cores or self.cores), 1
+
+    def worker_threads(self, workers):
+        """The cores each of `workers` processes decoding side by side on this machine (the local pipeline
+        runner's workers) takes: an equal share (at least 1) on a CPU, where each would otherwise start a pool of
+        every core and they would contend; None on a GPU or TPU (the device decodes; its host threads stay)."""
+        return max(1, self.cores // workers) if self.cpu_only else None
+
     @property
     def shards(self):
         """Concurrent searches a batch is split into (`decoding.shards: auto`): one per core on a CPU, where one
@@ -170,7 +186,9 @@ class Decisions:
                 "TF_ENABLE_ONEDNN_OPTS (float32 search)": self.onednn("float32") or "not set",
                 "TF_NUM_INTRAOP_THREADS (2-shard narrow export)": str(self.intra_op_threads(narrow) or "not set"),
                 "export quantization (10M parameters)": self.quantization(10_000_000)[0] or "float32",
-                "search shards": str(self.shards)}
+                "search shards": str(self.shards),
+                "CTranslate2 searches x threads": "{} x {}".format(*self.ctranslate2_threads()),
+                "threads per local pipeline worker (2 workers)": str(self.worker_threads(2) or "not set")}
 
     def describe(self):
         jit = self.jit(self.precision)

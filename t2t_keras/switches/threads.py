@@ -64,3 +64,15 @@ def choose_intra_op_threads(export_dir, environ=None, modules=None, cores=None, 
         return None
     environ[VARIABLE] = str(threads)
     return environ[VARIABLE]
+
+
+def limit_tensorflow_threads(threads):
+    """Runs this process's TensorFlow ops on `threads` cores (its intra-op pool), where its runtime has not started
+    yet (a pipeline's worker process, before its model loads); returns whether that took hold."""
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    except RuntimeError:  # the runtime started: its pool stays
+        return False
+    return True
