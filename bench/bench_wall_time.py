@@ -69,10 +69,10 @@ def child(variant, run_dir, minutes, skip):
     from bench.timing import busy_cores_seconds
     from t2t_keras.config import load_config
     from t2t_keras.pipeline import train_run
-    from t2t_keras.training import trainer
+    from t2t_keras.training import fitting, trainer
 
     if variant == "untimed":
-        trainer.timed = lambda callback, clock, part=None: callback
+        fitting.timed = lambda callback, clock, part=None: callback
         trainer.SessionClock = lambda clock: type("Untimed", (keras.callbacks.Callback,), {"clock": clock})()
         trainer._timing = lambda training, session, start: None
     ends = []
@@ -81,8 +81,8 @@ def child(variant, run_dir, minutes, skip):
         def on_train_batch_end(self, batch, logs=None):
             ends.append((time.monotonic(), busy_cores_seconds(), time.process_time()))
 
-    original = trainer._callbacks
-    trainer._callbacks = lambda *args, **kwargs: original(*args, **kwargs) + [Steps()]
+    original = fitting._callbacks
+    fitting._callbacks = lambda *args, **kwargs: original(*args, **kwargs) + [Steps()]
     load = os.getloadavg()
     train_run(load_config("mini", ["training.fuse_elementwise=false"]), run_dir, minutes)
     window = [end for end in ends if end[0] >= ends[0][0] + skip]
