@@ -14,5 +14,4 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
 bash scripts/apt-lists.sh
-export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 exec .venv/bin/t2t-keras main "$@"
