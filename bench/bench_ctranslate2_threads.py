@@ -26,13 +26,6 @@ SETTINGS = ((1, 0), (1, 1), (1, 2), (2, 1))  # (inter_threads, intra_threads); w
 MAX_DECODING = 40  # tokens of the random model's outputs (its positions end at 64)
 
 
-def default_lines(count):
-    path = pathlib.Path.home() / ".cache/t2t_keras/corpora/libreoffice-help-en-de/train.en"
-    if not path.exists():
-        sys.exit(f"{path} is missing: run `bash main.sh` (or `t2t-keras prepare`) once to fetch the default corpus.")
-    return path.read_text(encoding="utf-8").splitlines()[:count]
-
-
 def pieces(export, lines, most=None):
     import sentencepiece as spm
 
@@ -94,11 +87,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from bench_data_scale import _machine
+    from bench_pipeline import default_corpus, first_lines
+
     from t2t_keras.switches.decisions import Decisions
 
     cores = Decisions.before_tensorflow().cores
     settings = list(SETTINGS) + ([(cores, 1)] if cores > 2 else [])
-    lines = default_lines(args.lines)
+    lines = first_lines(default_corpus()[0], args.lines)
     results = {f"{pathlib.Path(args.ctranslate2).name}, {len(lines)} lines":
                measure(args.ctranslate2, pieces(args.ctranslate2, lines), args.batch1_lines, settings)}
     if args.base_width:

@@ -9,9 +9,9 @@ Every engine translates the same sentences through the same interface
 (`SavedModelArtifact` / `CTranslate2Artifact`.generate: strings in,
 strings out) with `--threads` CPU threads (TensorFlow's intra-op pool;
 CTranslate2: that many searches of one thread each, `Decisions.ctranslate2_threads`;
-figures before 2026-12-05 ran one CTranslate2 search on `--threads` threads), beam 4 (alpha 0.6) and greedy, at each batch
-size. Random-weight models (`bench_export`'s generated text and vocabulary)
-practically never emit EOS, so every output runs to its limit: inputs of
+figures before 2026-12-05 ran one CTranslate2 search on `--threads` threads),
+beam 4 (alpha 0.6) and greedy, at each batch size. Random-weight models
+(`bench_export`'s generated text and vocabulary) practically never emit EOS, so every output runs to its limit: inputs of
 SOURCE_PIECES + 1 tokens, outputs of OUTPUT_TOKENS. With `--run-dir`, the
 run's model and tokenizer are used, timed on its test sentences, and each
 engine's BLEU on the run's test split is reported (default beam search).

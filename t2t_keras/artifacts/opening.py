@@ -22,12 +22,10 @@ def open_artifact(path, model=None, ensemble=(), precision=None, shards=None, sh
         T2TError: `path` is none of them, or an option does not apply to its kind.
     """
     run = open_run(path)
-    if threads is not None and (run.exists() or (pathlib.Path(path) / "saved_model.pb").exists()):
-        from t2t_keras.switches.threads import limit_tensorflow_threads
-
-        limit_tensorflow_threads(threads)
     if run.exists():
         from t2t_keras.artifacts.run import RunArtifact
+
+        _limit_tensorflow_threads(threads)
 
         return RunArtifact(run, model or "auto", ensemble, precision, shards, shortlist, **options)
     check_options(f"{path}, an export: its search and weights were chosen when it was written", (),
@@ -51,4 +49,12 @@ def _open_export(path, batch_size, threads):
                        "--run-dir` or `t2t-keras export --out` wrote.")
     from t2t_keras.artifacts.saved_model import SavedModelArtifact
 
+    _limit_tensorflow_threads(threads)
     return SavedModelArtifact(path, batch_size=batch_size)
+
+
+def _limit_tensorflow_threads(threads):
+    if threads is not None:
+        from t2t_keras.switches.threads import limit_tensorflow_threads
+
+        limit_tensorflow_threads(threads)
