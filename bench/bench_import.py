@@ -14,7 +14,8 @@
     batches of the same size), in the same process; the figures that matter are the ratios. The machine's load
     average is read before and after each timed part.
 (c) T5: the largest |logit difference| of each T5 shape of the tests (`tests/t5_checkpoints.py`: v1.0 tied, v1.1
-    untied, an mT5 of MADLAD-400's layout; the largest into summary.json as `import_t5_max_logit_diff`), then a
+    untied, an mT5 of MADLAD-400's layout, a umT5 as released and one as transformers 5 saves it; the largest into
+    summary.json as `import_t5_max_logit_diff`), then a
     T5 v1.1 checkpoint of `--t5-size` (base: google/t5-v1_1-base's shape, d_model 768, d_ff 2048, 12 + 12 layers,
     12 heads, d_kv 64, a 32,128-token vocabulary, gated GELU, untied; random weights in float32, saved in shards
     of `T5_SIZES`' size with their index, as released): the import's seconds and peak memory, measured in a
@@ -47,7 +48,8 @@ MARIAN_SHAPES = {"classic": {}, "tc-big": {"activation": "relu", "scale_embeddin
                  "separate": {"separate": True, "eos_first": False}}
 BASE_VOCABULARY = 58101  # opus-mt-en-de's
 BATCH = 32  # sentences per call, ours and transformers'
-T5_SHAPES = {"t5-v1.0": ("v1.0", "t5"), "t5-v1.1": ("v1.1", "t5"), "mt5-madlad": ("madlad", "mt5")}
+T5_SHAPES = {"t5-v1.0": ("v1.0", "t5"), "t5-v1.1": ("v1.1", "t5"), "mt5-madlad": ("madlad", "mt5"),
+             "umt5": ("v1.1", "umt5"), "umt5-transformers5": ("transformers5", "umt5")}
 # --t5-size: (T5Config sizes, vocabulary, shard bytes); base is google/t5-v1_1-base's shape, tiny shows the road
 T5_SIZES = {
     "base": (dict(d_model=768, d_kv=64, d_ff=2048, num_layers=12, num_decoder_layers=12, num_heads=12,

@@ -77,6 +77,17 @@ def check_position_switches(position_encoding, position_sinusoid, position_offse
                           f"{prefix}hidden_dim >= 4. Received: hidden_dim={hidden_dim}")
 
 
+def check_per_layer_bias(position_encoding, relative_bias_per_layer, prefix=""):
+    """umT5's table in every layer is a choice of the relative position bias, which only relative positions have."""
+    if not isinstance(relative_bias_per_layer, bool):
+        raise ConfigError(f"{prefix}relative_bias_per_layer must be true or false. Received: "
+                          f"relative_bias_per_layer={relative_bias_per_layer!r}")
+    if relative_bias_per_layer and position_encoding != "relative":
+        raise ConfigError(f"{prefix}relative_bias_per_layer gives each layer's self-attention a relative position "
+                          f"table, but {prefix}position_encoding={position_encoding!r}: set position_encoding="
+                          "relative, or relative_bias_per_layer=false.")
+
+
 def check_relative_switches(relative_buckets, relative_max_distance, prefix=""):
     """T5's bucketed relative positions: half the buckets exact, the rest logarithmic up to the largest distance."""
     for name, value in (("relative_buckets", relative_buckets), ("relative_max_distance", relative_max_distance)):

@@ -25,6 +25,7 @@ from t2t_keras.architecture import (
     POSITION_CHOICES,
     TIE_CHOICES,
     check_choice,
+    check_per_layer_bias,
     check_position_switches,
     check_relative_switches,
     check_softmax,
@@ -114,6 +115,9 @@ class ModelConfig:
     final_logits_bias: bool = False  # a trained bias added to the output logits (Marian's final_logits_bias)
     relative_buckets: int = 32  # position_encoding relative: T5's relative_attention_num_buckets
     relative_max_distance: int = 128  # position_encoding relative: T5's relative_attention_max_distance
+    # position_encoding relative: a table in every layer's self-attention (umT5), not one per stack shared by its
+    # layers (T5)
+    relative_bias_per_layer: bool = False
     normalization: str = "layer"  # LayerNorm (§3.1), or "rms": T5's RMS normalisation (a scale, no mean, no offset)
     gated_feed_forward: bool = False  # T5 v1.1's gated feed-forward: (act(x W1) * (x G)) W2
     use_bias: bool = True  # biases in the attention and feed-forward projections (T5: none)
@@ -165,6 +169,7 @@ class ModelConfig:
 ENCODER_DECODER_SWITCHES = {"source_vocab_size": None, "scale_embeddings": True, "position_sinusoid": "interleaved",
                             "position_offset": 0,
                             "final_logits_bias": False, "relative_buckets": 32, "relative_max_distance": 128,
+                            "relative_bias_per_layer": False,
                             "normalization": "layer", "gated_feed_forward": False, "use_bias": True,
                             "scale_attention": True, "scale_decoder_output": False}
 
@@ -176,10 +181,11 @@ def _check_model_switches(model):
     except ValueError as error:
         raise ConfigError(f"model.{error}") from None
     flags = ("scale_embeddings", "final_logits_bias", "gated_feed_forward", "use_bias", "scale_attention",
-             "scale_decoder_output")
+             "scale_decoder_output", "relative_bias_per_layer")
     wrong = [f"{flag}={getattr(model, flag)!r}" for flag in flags if not isinstance(getattr(model, flag), bool)]
     if wrong:
         raise ConfigError(f"model.{', model.'.join(flags)} must each be true or false. Received: {', '.join(wrong)}")
+    check_per_layer_bias(model.position_encoding, model.relative_bias_per_layer, prefix="model.")
     if model.position_encoding == "relative" and model.architecture != "encoder_decoder":
         raise ConfigError(f"model.position_encoding=relative is implemented for the encoder-decoder; a "
                           f"{model.architecture} model takes sinusoidal or learned positions.")

@@ -75,6 +75,9 @@ class Transformer(keras.Model):
         final_logits_bias: a trained bias added to the logits (Marian).
         relative_buckets, relative_max_distance: T5's relative position
             buckets (`RelativePositionBias`), with `position_encoding="relative"`.
+        relative_bias_per_layer: with `position_encoding="relative"`, a table
+            in every layer's self-attention (umT5) instead of one per stack
+            shared by its layers (T5).
         normalization: "layer" (LayerNorm, §3.1) or "rms" (T5's RMS
             normalisation, `RMSNormalization`).
         gated_feed_forward: T5 v1.1's gated feed-forward network (`FeedForward`).
@@ -109,8 +112,8 @@ class Transformer(keras.Model):
                  tie_embeddings="all", source_vocab_size=None, normalize_first=False, layer_norm_epsilon=1e-6,
                  softmax="full", adaptive_cutoffs=None, scale_embeddings=True, position_sinusoid="interleaved",
                  position_offset=0, final_logits_bias=False, special_ids=None, relative_buckets=32,
-                 relative_max_distance=128, normalization="layer", gated_feed_forward=False, use_bias=True,
-                 scale_attention=True, scale_decoder_output=False, **kwargs):
+                 relative_max_distance=128, relative_bias_per_layer=False, normalization="layer",
+                 gated_feed_forward=False, use_bias=True, scale_attention=True, scale_decoder_output=False, **kwargs):
         super().__init__(**kwargs)
         architecture.check_choice("tie_embeddings", tie_embeddings, architecture.TIE_CHOICES)
         architecture.check_choice("position_encoding", position_encoding, architecture.POSITION_CHOICES)
@@ -119,6 +122,7 @@ class Transformer(keras.Model):
         architecture.check_softmax(softmax, tie_embeddings)
         architecture.check_choice("normalization", normalization, architecture.NORMALIZATION_CHOICES)
         architecture.check_relative_switches(relative_buckets, relative_max_distance)
+        architecture.check_per_layer_bias(position_encoding, relative_bias_per_layer)
         store_arguments(self, Transformer, locals())
         self.special_ids = SpecialIds.of(special_ids)
         self._make_embeddings()
@@ -159,7 +163,8 @@ class Transformer(keras.Model):
         block_config = {name: getattr(self, name) for name in BLOCK_ARGUMENTS}  # the model's own values
         policy = self.dtype_policy
         relative = {"relative_buckets": self.relative_buckets if self.position_encoding == "relative" else 0,
-                    "relative_max_distance": self.relative_max_distance}
+                    "relative_max_distance": self.relative_max_distance,
+                    "relative_bias_per_layer": self.relative_bias_per_layer}
         self.encoder = Encoder(self.num_layers, block_config, **relative, dtype=policy, name="encoder")
         decoder_layers = self.num_decoder_layers or self.num_layers
         self.decoder = Decoder(decoder_layers, block_config, **relative, dtype=policy, name="decoder")

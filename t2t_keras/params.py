@@ -31,6 +31,14 @@ def adaptive_softmax_params(model_dim, vocab_size, cutoffs, tail_factor=4):
     return total
 
 
+def relative_table_params(model_config, layers):
+    """T5's relative position tables of a stack of `layers`: one for the stack, or one per layer (umT5)."""
+    c = model_config
+    if c.position_encoding != "relative":
+        return 0
+    return c.relative_buckets * c.num_heads * (layers if c.relative_bias_per_layer else 1)
+
+
 def count_parameters(model_config):
     """Parameter counts by part, and `total`, for a `ModelConfig` of any `architecture`."""
     c = model_config
@@ -38,15 +46,15 @@ def count_parameters(model_config):
     attention = attention_params(d, c.head_key_dim, c.head_value_dim, c.num_heads, c.use_bias)
     feed_forward = feed_forward_params(d, c.intermediate_dim, c.use_bias, c.gated_feed_forward)
     norm = d if c.normalization == "rms" else 2 * d  # RMS normalisation has a scale and no offset
-    # pre-LN's final norm, and T5's relative position table, once per stack
-    final_norm = (norm if c.normalize_first else 0) + \
-        (c.relative_buckets * c.num_heads if c.position_encoding == "relative" else 0)
-    self_attention_stack = c.num_layers * (attention + feed_forward + 2 * norm) + final_norm
+    final_norm = norm if c.normalize_first else 0  # pre-LN's final norm, once per stack
+    self_attention_stack = (c.num_layers * (attention + feed_forward + 2 * norm) + final_norm
+                            + relative_table_params(c, c.num_layers))
     positions = c.max_length * d if c.position_encoding == "learned" else 0
     if c.architecture == "encoder_decoder":
         counts = {
             "encoder": self_attention_stack,
-            "decoder": c.decoder_layers * (2 * attention + feed_forward + 3 * norm) + final_norm,
+            "decoder": (c.decoder_layers * (2 * attention + feed_forward + 3 * norm) + final_norm
+                        + relative_table_params(c, c.decoder_layers)),
             # target embedding, a source embedding unless tied to it (of its own vocabulary), an untied projection
             "embeddings": d * (c.vocab_size + (0 if c.tie_embeddings == "all" else c.source_vocab_size or c.vocab_size)
                                + (c.vocab_size if c.tie_embeddings == "none" else 0)),

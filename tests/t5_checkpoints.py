@@ -45,15 +45,25 @@ def _weights(model, seed):
     return model
 
 
+def _model(model_type, **options):
+    """A `T5ForConditionalGeneration` (model_type t5, mt5) or `UMT5ForConditionalGeneration` (umt5) of `options`."""
+    from transformers import T5Config, T5ForConditionalGeneration, UMT5Config, UMT5ForConditionalGeneration
+
+    if model_type == "umt5":
+        return UMT5ForConditionalGeneration(UMT5Config(**options))
+    return T5ForConditionalGeneration(T5Config(**options))
+
+
 def t5_checkpoint(directory, kind="v1.1", seed=0, model_type="t5", sizes=TINY, vocab_size=None, dtype=None,
                   shard_bytes=None):
     """A checkpoint of `kind`: "v1.0" (tied, ReLU), "v1.1" (untied, gated GELU), "madlad" (v1.1 with language tags,
-    decoder.embed_tokens apart, decoder start 0); `model_type` "t5" or "mt5"; `sizes` of T5Config; `vocab_size`
+    decoder.embed_tokens apart, decoder start 0), "transformers5" (v1.1 as transformers 5 saves it: its config.json
+    and `shared.weight` alone); `model_type` "t5", "mt5" or "umt5" (v1.1 as google/umt5-* hold it, or
+    transformers5); `sizes` of T5Config; `vocab_size`
     (default: the tokenizer's ids and 5 more, as T5's 32,128 exceed its 32,100 tokens); `dtype`: the torch dtype of
     the stored tensors (torch.bfloat16 as the released MADLAD-400 files); `shard_bytes`: shards of at most that many
     bytes and their `model.safetensors.index.json`, as `save_pretrained(max_shard_size=...)` writes them."""
     import torch
-    from transformers import T5Config, T5ForConditionalGeneration
 
     directory = pathlib.Path(directory)
     work = directory.parent / f"{directory.name}-work"
@@ -61,9 +71,13 @@ def t5_checkpoint(directory, kind="v1.1", seed=0, model_type="t5", sizes=TINY, v
     directory.mkdir(parents=True)
     tokenizer = _tokenizer(directory, work, MADLAD_TAGS if kind == "madlad" else (), seed)
     tied = kind == "v1.0"
-    config = T5Config(vocab_size=vocab_size or len(tokenizer) + 5, feed_forward_proj="relu" if tied else "gated-gelu",
-                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.1, **sizes)
-    model = _weights(T5ForConditionalGeneration(config), seed)
+    model = _weights(_model(model_type, vocab_size=vocab_size or len(tokenizer) + 5, decoder_start_token_id=0,
+                            feed_forward_proj="relu" if tied else "gated-gelu", pad_token_id=0, eos_token_id=1,
+                            dropout_rate=0.1, **sizes), seed)
+    if kind == "transformers5":
+        model.save_pretrained(directory)
+        return directory
+    config = model.config
     state = {name: value.detach().clone().contiguous() for name, value in model.state_dict().items()
              if "embed_tokens" not in name and name != "lm_head.weight"}
     del model
@@ -75,16 +89,24 @@ def t5_checkpoint(directory, kind="v1.1", seed=0, model_type="t5", sizes=TINY, v
             state[f"{stack}.embed_tokens.weight"] = state["shared.weight"].clone()
     _save(state if dtype is None else {name: value.to(dtype) for name, value in state.items()}, directory,
           shard_bytes)
-    document = json.loads(config.to_json_string())
-    document.pop("scale_decoder_outputs", None)
-    document.update(architectures=["MT5ForConditionalGeneration" if model_type == "mt5" else
-                                   "T5ForConditionalGeneration"], model_type=model_type,
-                    tie_word_embeddings=tied, transformers_version="4.40.0",
-                    torch_dtype=str(dtype or torch.float32).replace("torch.", ""))
-    (directory / "config.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
+    _write_config(directory, config, model_type, tied, dtype or torch.float32)
     generation = {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0}
     (directory / "generation_config.json").write_text(json.dumps(generation), encoding="utf-8")
     return directory
+
+
+def _write_config(directory, config, model_type, tied, dtype):
+    """config.json as transformers 4 wrote the released files: `tie_word_embeddings` false when untied, no
+    `scale_decoder_outputs`; umT5's with the `scalable_attention: true` of google/umt5-* (its per-layer tables)."""
+    document = json.loads(config.to_json_string())
+    document.pop("scale_decoder_outputs", None)
+    architecture = {"t5": "T5ForConditionalGeneration", "mt5": "MT5ForConditionalGeneration",
+                    "umt5": "UMT5ForConditionalGeneration"}[model_type]
+    document.update(architectures=[architecture], model_type=model_type, tie_word_embeddings=tied,
+                    transformers_version="4.40.0", torch_dtype=str(dtype).replace("torch.", ""))
+    if model_type == "umt5":
+        document.update(scalable_attention=True, tokenizer_class="T5Tokenizer")
+    (directory / "config.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
 
 
 def _save(state, directory, shard_bytes=None):
@@ -114,11 +136,19 @@ def _save(state, directory, shard_bytes=None):
 
 
 def reference_model(directory, dtype=None):
-    """transformers' own model of the checkpoint for inference, in `dtype` (a torch dtype; float32 by default)."""
+    """transformers' own model of the checkpoint for inference, in `dtype` (a torch dtype; float32 by default).
+
+    umT5: transformers 5.23's UMT5Config sets `tie_word_embeddings` true whatever config.json says, and its model
+    scales the decoder output by d_model^-0.5 whenever that is true; the released files' config.json says false
+    (`lm_head` apart, no scale: how transformers 4 ran them), which the model is given back here."""
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
-    return AutoModelForSeq2SeqLM.from_pretrained(str(directory), dtype=dtype or torch.float32).eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(directory), dtype=dtype or torch.float32).eval()
+    written = json.loads((pathlib.Path(directory) / "config.json").read_text(encoding="utf-8"))
+    if written["model_type"] == "umt5" and written.get("tie_word_embeddings") is False:
+        model.config.tie_word_embeddings = False
+    return model
 
 
 def reference_tokenizer(directory):

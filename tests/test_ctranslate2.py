@@ -48,6 +48,8 @@ VARIANTS = {
     "pre-LN, T5's switches": dict(position_encoding="relative", normalize_first=True, normalization="rms",
                                   gated_feed_forward=True, activation="gelu_tanh", use_bias=False,
                                   scale_attention=False, scale_embeddings=False),
+    "pre-LN, umT5's table per layer": dict(position_encoding="relative", relative_bias_per_layer=True,
+                                           normalize_first=True, normalization="rms", use_bias=False),
 }
 _SHARED = {}
 

@@ -1,8 +1,10 @@
 """T5's switches of the model: the relative position bias (its buckets against transformers' own function, one
-table per stack, cached decoding against the whole sequence), RMS normalisation, the gated feed-forward, attention
-without 1/sqrt(d_k), the scaled tied output; each serializes, and their defaults are the paper's model."""
+table per stack or umT5's one per layer, cached decoding against the whole sequence), RMS normalisation, the gated
+feed-forward, attention without 1/sqrt(d_k), the scaled tied output; each serializes, and their defaults are the
+paper's model."""
 
 import math
+import re
 
 import numpy as np
 
@@ -85,18 +87,45 @@ class ModelTest(TestCase):
         self.assertIsNone(model.source_position)
         self.assertFalse(any("/bias" in w.path for w in model.weights))
 
-    def test_cached_decoding_with_the_relative_bias_is_the_whole_sequence(self):
-        model = t5_model()
+    def test_each_layer_holds_its_own_table_with_relative_bias_per_layer(self):
+        model = t5_model(relative_bias_per_layer=True, num_decoder_layers=3)
+        tables = [w.path.split("/", 1)[1] for w in model.weights if "relative_bias" in w.path]
+        self.assertEqual(tables, [f"encoder/relative_bias_{i}/embeddings" for i in range(2)]
+                         + [f"decoder/relative_bias_{i}/embeddings" for i in range(3)])
+        self.assertIsNone(model.encoder.relative_bias)
+        self.assertEqual([table.bidirectional for table in model.decoder.relative_biases], [False] * 3)
+
+    def test_each_layer_adds_its_own_table(self):
+        """Every layer's table set to the shared model's gives its outputs; a change to the second layer's table
+        leaves the first layer's attention as it was and changes the output."""
+        shared, per_layer = t5_model(), t5_model(relative_bias_per_layer=True)
+        values = {w.path.split("/", 1)[1]: w.numpy() for w in shared.weights}
+        for weight in per_layer.weights:
+            path = weight.path.split("/", 1)[1]
+            weight.assign(values[re.sub(r"relative_bias_\d+", "relative_bias", path)])
         source, target = random_ids(2, 7), random_ids(2, 6, seed=1)
-        full = model((source, target))
-        memory, mask = model.encode(source), model.source_mask(source)
-        for slots in (6, None):
-            cache, steps = model.init_cache(memory, slots), []
-            for i in range(6):
-                step = model.decode_step(target[:, i:i + 1], cache, i, mask, growing=slots is None)
-                cache = step.cache
-                steps.append(step.logits)
-            self.assertAllClose(np.concatenate(steps, axis=1), full, atol=1e-5)
+        self.assertAllClose(per_layer((source, target)), shared((source, target)), atol=1e-6)
+        before = per_layer.encode_with_attention(source)
+        table = per_layer.encoder.relative_bias_1.embeddings  # (buckets, heads); a change the softmax sees
+        table.assign(table + np.linspace(0.0, 2.0, table.shape[0])[:, None].astype("float32"))
+        after = per_layer.encode_with_attention(source)
+        self.assertAllClose(after.weights[0], before.weights[0])
+        self.assertGreater(float(np.max(np.abs(after.weights[1] - before.weights[1]))), 1e-3)
+
+    def test_cached_decoding_with_the_relative_bias_is_the_whole_sequence(self):
+        for per_layer in (False, True):
+            model = t5_model(relative_bias_per_layer=per_layer)
+            source, target = random_ids(2, 7), random_ids(2, 6, seed=1)
+            full = model((source, target))
+            memory, mask = model.encode(source), model.source_mask(source)
+            for slots in (6, None):
+                cache, steps = model.init_cache(memory, slots), []
+                for i in range(6):
+                    step = model.decode_step(target[:, i:i + 1], cache, i, mask, growing=slots is None)
+                    cache = step.cache
+                    steps.append(step.logits)
+                with self.subTest(per_layer=per_layer, slots=slots):
+                    self.assertAllClose(np.concatenate(steps, axis=1), full, atol=1e-5)
 
     def test_the_tied_output_scale_divides_the_logits_by_sqrt_d_model(self):
         scaled, plain = t5_model(scale_decoder_output=True), t5_model()
@@ -105,18 +134,21 @@ class ModelTest(TestCase):
         self.assertAllClose(scaled((source, target)), np.asarray(plain((source, target))) / math.sqrt(16), atol=1e-5)
 
     def test_every_switch_serializes(self):
-        model = t5_model(scale_decoder_output=True)
-        clone = Transformer.from_config(model.get_config())
-        clone.build()
-        clone.set_weights(model.get_weights())
-        self.assertEqual(clone.get_config(), model.get_config())
-        source, target = random_ids(2, 5), random_ids(2, 4, seed=1)
-        self.assertAllClose(clone((source, target)), model((source, target)))
+        for per_layer in (False, True):
+            model = t5_model(scale_decoder_output=True, relative_bias_per_layer=per_layer)
+            clone = Transformer.from_config(model.get_config())
+            clone.build()
+            clone.set_weights(model.get_weights())
+            self.assertEqual(clone.get_config(), model.get_config())
+            self.assertEqual(clone.get_config()["relative_bias_per_layer"], per_layer)
+            source, target = random_ids(2, 5), random_ids(2, 4, seed=1)
+            self.assertAllClose(clone((source, target)), model((source, target)))
 
     def test_the_defaults_are_the_papers_model(self):
         model = tiny_transformer()
         self.assertIsNotNone(model.source_position)
         self.assertIsNone(model.encoder.relative_bias)
+        self.assertFalse(model.relative_bias_per_layer)
         self.assertIsInstance(model.encoder.blocks[0].feed_forward_connection.layer_norm, layers.LayerNormalization)
         self.assertIsNone(model.encoder.blocks[0].feed_forward.gate)
         self.assertTrue(model.encoder.blocks[0].self_attention.attention.scale)
@@ -137,7 +169,12 @@ class ConfigTest(TestCase):
                                    (["model.normalization=batch"], "normalization must be one of"),
                                    (["model.use_bias=maybe"], "use_bias"),
                                    (["model.architecture=decoder_only", "model.position_encoding=relative"],
-                                    "position_encoding=relative is implemented for the encoder-decoder")):
+                                    "position_encoding=relative is implemented for the encoder-decoder"),
+                                   (["model.relative_bias_per_layer=true"],
+                                    "relative_bias_per_layer gives each layer's self-attention a relative position "
+                                    "table, but model.position_encoding='sinusoidal'"),
+                                   (["model.position_encoding=relative", "model.relative_bias_per_layer=3"],
+                                    "relative_bias_per_layer=3")):
             with self.subTest(overrides=overrides), self.assertRaisesRegex(ConfigError, pattern):
                 load_config("tiny", overrides)
 
@@ -148,7 +185,9 @@ class ParameterCountTest(TestCase):
 
         for overrides in ([], ["model.position_encoding=relative", "model.normalization=rms", "model.use_bias=false",
                                "model.gated_feed_forward=true", "model.normalize_first=true",
-                               "model.tie_embeddings=none"]):
+                               "model.tie_embeddings=none"],
+                          ["model.position_encoding=relative", "model.relative_bias_per_layer=true",
+                           "model.num_decoder_layers=3"]):
             config = load_config("tiny", overrides)
             model = build_model(config.model)
             with self.subTest(overrides=overrides):

@@ -41,6 +41,8 @@ CASES = [
                                                     gated_feed_forward=True, activation="gelu_tanh",
                                                     scale_attention=False),
                     relative_buckets=8, relative_max_distance=20), (_x(2, 3, 8), _x(2, 4, 8, seed=1)), {}),
+    (layers.Encoder(num_layers=2, block_config=dict(BLOCK, normalize_first=True), relative_buckets=8,
+                    relative_max_distance=20, relative_bias_per_layer=True), (_x(2, 3, 8),), {}),
 ]
 
 

@@ -1,9 +1,10 @@
 """`t2t-keras import --from t5`: T5-family checkpoints made here with transformers (T5 v1.0, v1.1 / mT5, a
-MADLAD-400 shape) become runs that give transformers' logits, token ids, and greedy and beam tokens and texts.
+MADLAD-400 shape, umT5) become runs that give transformers' logits, token ids, and greedy and beam tokens and texts.
 
 The checkpoints (`tests/t5_checkpoints.py`) are written as the released files are: config.json of transformers 4
 (`tie_word_embeddings`, no `scale_decoder_outputs`), `lm_head.weight` apart when untied, MADLAD's stack
-embeddings stored beside `shared.weight`, `spiece.model` beside the tokenizer.json transformers 5 writes.
+embeddings stored beside `shared.weight`, `spiece.model` beside the tokenizer.json transformers 5 writes; umT5
+also as transformers 5 saves it (`shared.weight` alone, `tie_word_embeddings: true`).
 """
 
 import json
@@ -98,9 +99,21 @@ class T5ImportTest(TestCase):
     def test_mt5_madlad_shape_logits_are_transformers(self):
         self.assert_same_logits("madlad", "mt5")
 
+    def test_umt5_logits_are_transformers_with_a_table_in_every_layer(self):
+        """As google/umt5-* hold it (untied, no scale) and as transformers 5 saves it (tied, the output scaled)."""
+        for kind, tied in (("v1.1", ("none", False)), ("transformers5", ("all", True))):
+            with self.subTest(kind=kind):
+                self.assert_same_logits(kind, "umt5")
+                run = made(kind, "umt5")[1]
+                config = open_run(run).load_config().model
+                self.assertTrue(config.relative_bias_per_layer)
+                self.assertEqual((config.tie_embeddings, config.scale_decoder_output), tied)
+                tables = [w.path for w in load_run_model(run).weights if "relative_bias" in w.path]
+                self.assertEqual(len(tables), config.num_layers + config.decoder_layers)
+
     def test_token_ids_are_transformers_tokenizers(self):
-        for kind in ("v1.1", "madlad"):
-            _, run, _, theirs = made(kind, "mt5" if kind == "madlad" else "t5")
+        for kind, model_type in (("v1.1", "t5"), ("madlad", "mt5"), ("v1.1", "umt5")):
+            _, run, _, theirs = made(kind, model_type)
             ours = open_run(run).load_tokenizer()
             self.assertEqual(ours.tokenize(LINES).to_list(), [theirs(tag(kind) + line)["input_ids"] for line in LINES])
             self.assertEqual(ours.tokenize_target(LINES).to_list(), [theirs(line)["input_ids"] for line in LINES])
@@ -124,10 +137,11 @@ class T5ImportTest(TestCase):
         self.assertNotEqual(refused.returncode, 0)
         self.assertRegex(refused.stderr.decode(), r"^[^\n]*--target-lang 'xx'.*<2de>, <2en>, <2fr>[^\n]*\n?$")
 
-    def test_umt5_and_other_model_types_are_refused_naming_what_is_imported(self):
-        checkpoint = made("v1.1")[0]
-        for model_type, pattern in (("umt5", "one relative position table per layer"),
-                                    ("bart", "only Marian .*T5 / mT5 / MADLAD-400 are imported")):
+    def test_other_model_types_and_umt5s_tables_under_another_type_are_refused(self):
+        for source, model_type, pattern in (
+                ("t5", "bart", "only Marian .*T5 / mT5 / umT5 / MADLAD-400 are imported"),
+                ("umt5", "mt5", r"no place for: \['decoder.block.1.layer.0.SelfAttention.relative_attention_bias")):
+            checkpoint = made("v1.1", source)[0]
             copy = root_dir() / f"type-{model_type}"
             copy.mkdir()
             for path in checkpoint.iterdir():
@@ -247,6 +261,17 @@ class T5DecodingTest(TestCase):
             with self.subTest(beams=beams):
                 self.assert_decodes_as_generate("madlad", "mt5", beams)
 
+    def test_umt5_greedy_and_beam_4_give_generates_texts(self):
+        for beams in (1, 4):
+            with self.subTest(beams=beams):
+                self.assert_decodes_as_generate("v1.1", "umt5", beams)
+
+    @long_check
+    def test_umt5_saved_by_transformers_5_greedy_and_beam_4_give_generates_texts(self):
+        for beams in (1, 4):
+            with self.subTest(beams=beams):
+                self.assert_decodes_as_generate("transformers5", "umt5", beams)
+
     @long_check
     def test_tied_v1_0_greedy_and_beam_4_give_generates_texts(self):
         for beams in (1, 4):
@@ -256,6 +281,16 @@ class T5DecodingTest(TestCase):
 
 def run_texts(artifact, num_beams):
     return artifact.generate(LINES, artifact.request(beam_size=num_beams)).best
+
+
+def ct2_ids(directory, hypotheses):
+    """The ids of CTranslate2 `hypotheses` (token lists) in the model at `directory`: the converters name the ids
+    past the tokenizer's apart (ours `madeupwordN`, its umT5 loader `<unused_N>`)."""
+    directory = pathlib.Path(directory)
+    path = next(path for path in (directory / "target_vocabulary.json", directory / "shared_vocabulary.json")
+                if path.exists())
+    index = {token: i for i, token in enumerate(json.loads(path.read_text(encoding="utf-8")))}
+    return [[index[token] for token in tokens] for tokens in hypotheses]
 
 
 @long_check
@@ -294,26 +329,38 @@ class T5ExportTest(TestCase):
         with self.assertRaisesRegex(T2TError, "user-defined symbols: export it as a SavedModel"):
             export_litert_run(made("madlad", "mt5")[1], root / "madlad.tflite")
 
+    def test_the_umt5_saved_model_and_litert_file_translate_as_the_run(self):
+        root = root_dir()
+        run = made("v1.1", "umt5")[1]
+        expected = {beams: run_texts(open_artifact(run), beams) for beams in (1, 4)}
+        for artifact in (export_run(run, root / "umt5-saved", max_beam_size=4),
+                         export_litert_run(run, root / "umt5.tflite", max_beam_size=4)):
+            for beams in (1, 4):
+                with self.subTest(artifact=pathlib.Path(artifact).name, beams=beams):
+                    self.assertEqual(run_texts(open_artifact(artifact), beams), expected[beams])
+
     def test_ctranslate2_agrees_with_its_own_converter_where_that_reads_the_checkpoint_right(self):
-        """Tied (v1.0): the same tokens as CTranslate2's TransformersConverter. Untied (MADLAD): that converter reads
+        """Tied (v1.0, a umT5 saved by transformers 5): the same tokens as CTranslate2's TransformersConverter (for
+        umT5 its UMT5Loader, a table per layer). Untied (MADLAD, umT5 as released): that converter reads
         transformers 5's `tie_word_embeddings` (always true there) and scales the decoder output, which transformers
-        does not; our export translates as the run, whose tokens are generate()'s."""
+        4 and the released config do not; our export translates as the run, whose tokens are generate()'s."""
         import ctranslate2
 
         root = root_dir()
-        for kind, model_type in (("v1.0", "t5"), ("madlad", "mt5")):
+        for kind, model_type in (("v1.0", "t5"), ("madlad", "mt5"), ("transformers5", "umt5"), ("v1.1", "umt5")):
             checkpoint, run, _, tokenizer = made(kind, model_type)
-            ours = export_ctranslate2_run(run, root / f"{kind}-ct2")
+            ours = export_ctranslate2_run(run, root / f"{kind}-{model_type}-ct2")
             theirs = ctranslate2.converters.TransformersConverter(str(checkpoint)).convert(
-                str(root / f"{kind}-ct2-theirs"))
+                str(root / f"{kind}-{model_type}-ct2-theirs"))
             sources = [tokenizer.convert_ids_to_tokens(tokenizer(tag(kind) + line)["input_ids"])
                        for line in LINES if line]
             translators = [ctranslate2.Translator(str(path), intra_threads=1) for path in (ours, theirs)]
             for beams in (1, 4):
-                with self.subTest(kind=kind, beams=beams):
-                    found = [[result.hypotheses[0] for result in translator.translate_batch(
-                        sources, beam_size=beams, max_decoding_length=20)] for translator in translators]
-                    if kind == "v1.0":
+                with self.subTest(kind=kind, model_type=model_type, beams=beams):
+                    found = [ct2_ids(path, [result.hypotheses[0] for result in translator.translate_batch(
+                        sources, beam_size=beams, max_decoding_length=20)])
+                        for path, translator in zip((ours, theirs), translators)]
+                    if kind in ("v1.0", "transformers5"):
                         self.assertEqual(found[0], found[1])
                     if beams == 1:  # CTranslate2's beam search ranks by its own length penalty: greedy is the road's
                         self.assertEqual(run_texts(open_artifact(ours), beams), run_texts(open_artifact(run), beams))

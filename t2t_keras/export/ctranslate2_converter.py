@@ -19,7 +19,8 @@ Keras layers' weights, as CTranslate2's own converters do for other toolkits:
   stores once (its `optimize` aliases equal variables); a source vocabulary of
   its own (`source_pieces`) is the encoder's;
 * T5's switches are CTranslate2's T5 options: the relative position bias
-  (`relative_attention_bias`, the stack's one table in every layer), RMS
+  (`relative_attention_bias` of every self-attention: the stack's one table in
+  every layer, or umT5's table of each layer, as its umT5 converter sets them), RMS
   normalisation (`rms_norm`), the gated feed-forward (`ffn_glu`), attention
   without 1/sqrt(d_k) (`queries_scale` 1) and the scaled tied output
   (`scale_outputs`), as its own T5 converter sets them;
@@ -94,9 +95,9 @@ class TransformerConverter:
         spec.embeddings[0].weight = _numpy(model.source_embedding.embeddings)
         if model.source_position is not None:
             spec.position_encodings.encodings = self._positions(model.source_position)
-        for layer_spec, block in zip(spec.layer, model.encoder.blocks):
+        for layer_spec, block, table in zip(spec.layer, model.encoder.blocks, model.encoder.relative_biases):
             _set_attention(layer_spec.self_attention, block.self_attention, block.self_attention_connection,
-                           self_attention=True, relative=model.encoder.relative_bias)
+                           self_attention=True, relative=table)
             _set_feed_forward(layer_spec.ffn, block.feed_forward, block.feed_forward_connection)
         if model.encoder.final_norm is not None:
             _set_layer_norm(spec.layer_norm, model.encoder.final_norm)
@@ -106,9 +107,9 @@ class TransformerConverter:
         spec.embeddings.weight = _numpy(model.target_embedding.embeddings)
         if model.target_position is not None:
             spec.position_encodings.encodings = self._positions(model.target_position)
-        for layer_spec, block in zip(spec.layer, model.decoder.blocks):
+        for layer_spec, block, table in zip(spec.layer, model.decoder.blocks, model.decoder.relative_biases):
             _set_attention(layer_spec.self_attention, block.self_attention, block.self_attention_connection,
-                           self_attention=True, relative=model.decoder.relative_bias)
+                           self_attention=True, relative=table)
             _set_attention(layer_spec.attention, block.cross_attention, block.cross_attention_connection,
                            self_attention=False)
             _set_feed_forward(layer_spec.ffn, block.feed_forward, block.feed_forward_connection)
@@ -170,7 +171,7 @@ def _check_supported(model, source_vocabulary=False):
 
 def _set_attention(spec, attention, connection, self_attention, relative=None):
     """Fused projections and the sublayer's LayerNorm (applied before or after, as `pre_norm` says); `relative`:
-    the stack's `RelativePositionBias`, whose table every layer's self-attention adds."""
+    the `RelativePositionBias` this self-attention adds (the stack's one table, or the layer's own)."""
     query, key, value = (_linear(d) for d in (attention.query_dense, attention.key_dense, attention.value_dense))
     if self_attention:
         _fill_linear(spec.linear[0], *_fuse(query, key, value))

@@ -59,9 +59,9 @@ class Decoder(TransformerStack):
         self_mask = masks.attention_mask(causal=masks.causal_mask(ops.shape(inputs)[1]))
         cross_mask = masks.attention_mask(key_padding=memory_mask)
         length = ops.shape(inputs)[1]
-        bias = self.position_bias(length, length)
+        biases = self.position_biases(length, length)
         x, self_weights, cross_weights = inputs, [], []
-        for block in self.blocks:
+        for block, bias in zip(self.blocks, biases):
             x, layer_self, layer_cross = block(x, memory, self_attention_mask=self_mask,
                                                cross_attention_mask=cross_mask, training=training,
                                                self_attention_bias=bias)
@@ -80,14 +80,14 @@ class Decoder(TransformerStack):
         if cache_index is None:  # keys: the `slots` earlier positions, then the queries'
             one = inputs.shape[1] == 1  # a single new position sees every key: no mask to apply
             causal = None if one else masks.causal_mask(queries, slots + queries, offset=slots)
-            bias = self.position_bias(queries, slots + queries, slots)
+            biases = self.position_biases(queries, slots + queries, slots)
         else:
             causal = masks.causal_mask(queries, slots, offset=cache_index)  # empty slots stay hidden
-            bias = self.position_bias(queries, slots, cache_index)
+            biases = self.position_biases(queries, slots, cache_index)
         self_mask = masks.attention_mask(causal=causal)
         cross_mask = masks.attention_mask(key_padding=memory_mask)
         x, self_weights, cross_weights, new_cache = inputs, [], [], []
-        for block, block_cache in zip(self.blocks, cache):
+        for block, block_cache, bias in zip(self.blocks, cache, biases):
             x, layer_self, layer_cross, layer_cache = block.decode_step(
                 x, block_cache, cache_index, self_attention_mask=self_mask, cross_attention_mask=cross_mask,
                 training=training, self_attention_bias=bias,

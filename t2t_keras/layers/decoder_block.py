@@ -36,8 +36,8 @@ class DecoderBlock(TransformerBlock):
         self_attention_mask: boolean, broadcastable to `(batch, target_len, target_len)`;
             the caller makes it causal (`masks.causal_mask`).
         cross_attention_mask: boolean, broadcastable to `(batch, target_len, source_len)`.
-        self_attention_bias: added to the self-attention scores (the stack's relative position bias), or None;
-            `decode_step` takes it too, for its positions against the cache.
+        self_attention_bias: added to the self-attention scores (the relative position bias of the stack or of
+            this layer), or None; `decode_step` takes it too, for its positions against the cache.
         training: whether dropout is active.
 
     Returns:

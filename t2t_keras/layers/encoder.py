@@ -38,9 +38,9 @@ class Encoder(TransformerStack):
     def call(self, inputs, padding_mask=None, training=None):
         mask = masks.attention_mask(key_padding=padding_mask)
         length = keras.ops.shape(inputs)[1]
-        bias = self.position_bias(length, length)
+        biases = self.position_biases(length, length)
         x, weights = inputs, []
-        for block in self.blocks:
+        for block, bias in zip(self.blocks, biases):
             x, layer_weights = block(x, attention_mask=mask, training=training, attention_bias=bias)
             weights.append(layer_weights)
         return EncoderOutput(self._finish(x), weights)

@@ -19,7 +19,8 @@ class EncoderBlock(TransformerBlock):
     Call arguments:
         inputs: `(batch, source_len, hidden_dim)`.
         attention_mask: boolean, broadcastable to `(batch, source_len, source_len)`.
-        attention_bias: added to the self-attention scores (the stack's relative position bias), or None.
+        attention_bias: added to the self-attention scores (the relative position bias of the stack or of this
+            layer), or None.
         training: whether dropout is active.
 
     Returns:

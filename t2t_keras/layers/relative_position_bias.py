@@ -33,8 +33,8 @@ def relative_position_bucket(relative_position, bidirectional=True, num_buckets=
 class RelativePositionBias(keras.layers.Layer):
     """The `(1, heads, query_len, key_len)` bias T5 adds to the attention scores of one stack's self-attention.
 
-    One table `(num_buckets, num_heads)` serves every layer of a stack: the encoder's
-    is bidirectional, the decoder's causal; cross-attention has none.
+    One table `(num_buckets, num_heads)` serves every layer of a stack (T5), or each layer has its own (umT5): the
+    encoder's are bidirectional, the decoder's causal; cross-attention has none.
 
     Args:
         num_heads: h.

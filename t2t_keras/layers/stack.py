@@ -1,5 +1,5 @@
 """What the encoder and decoder stacks share: N identical blocks, for pre-LN a final LayerNorm, and T5's relative
-position bias."""
+position bias (one table for the stack, or umT5's one per layer)."""
 
 import keras
 
@@ -17,12 +17,15 @@ class TransformerStack(keras.layers.Layer):
             every block's self-attention adds (`RelativePositionBias`: bidirectional in the encoder, causal in
             the decoder); 0: none.
         relative_max_distance: the distance from which all share the last bucket.
+        relative_bias_per_layer: a table of its own in every block's self-attention instead of the stack's one
+            (umT5, Chung et al., 2023); without `relative_buckets` it changes nothing.
     """
 
     block_class = None  # set by subclasses
     bidirectional = True  # whether the relative positions see keys after the query (the decoder's: no)
 
-    def __init__(self, num_layers, block_config=None, relative_buckets=0, relative_max_distance=128, **kwargs):
+    def __init__(self, num_layers, block_config=None, relative_buckets=0, relative_max_distance=128,
+                 relative_bias_per_layer=False, **kwargs):
         super().__init__(**kwargs)
         if num_layers <= 0:
             raise ValueError(f"num_layers must be positive. Received: num_layers={num_layers}")
@@ -30,6 +33,7 @@ class TransformerStack(keras.layers.Layer):
         self.block_config = dict(block_config or {})
         self.relative_buckets = relative_buckets
         self.relative_max_distance = relative_max_distance
+        self.relative_bias_per_layer = relative_bias_per_layer
         # One attribute per block rather than a list: tf.train.Checkpoint does not
         # follow Keras' tracked lists, and checkpoints must hold every weight.
         for i in range(num_layers):
@@ -43,28 +47,46 @@ class TransformerStack(keras.layers.Layer):
                 self.block_config.get("normalization", "layer"), self.block_config.get("layer_norm_epsilon", 1e-6),
                 self.dtype_policy, "final_norm",
             )
+        self._make_relative_biases()
+
+    def _make_relative_biases(self):
+        """`relative_bias`, the stack's one table (None without one or with a table per layer), or one attribute
+        per block, `relative_bias_0` ..., as for the blocks themselves."""
         self.relative_bias = None
-        if relative_buckets:
-            self.relative_bias = RelativePositionBias(
-                self.block_config["num_heads"], relative_buckets, relative_max_distance, self.bidirectional,
-                dtype=self.dtype_policy, name="relative_bias")
+        if not self.relative_buckets:
+            return
+        names = [f"relative_bias_{i}" for i in range(self.num_layers)] if self.relative_bias_per_layer \
+            else ["relative_bias"]
+        for name in names:
+            setattr(self, name, RelativePositionBias(
+                self.block_config["num_heads"], self.relative_buckets, self.relative_max_distance, self.bidirectional,
+                dtype=self.dtype_policy, name=name))
 
     @property
     def blocks(self):
         return [getattr(self, f"block_{i}") for i in range(self.num_layers)]
 
+    @property
+    def relative_biases(self):
+        """Each block's `RelativePositionBias`: its own, the stack's one table, or None (no relative positions)."""
+        if self.relative_buckets and self.relative_bias_per_layer:
+            return [getattr(self, f"relative_bias_{i}") for i in range(self.num_layers)]
+        return [self.relative_bias] * self.num_layers
+
     def build_shared(self, input_shape):
         """Builds what the blocks do not hold: the final norm and the relative position table."""
         if self.final_norm is not None:
             self.final_norm.build(input_shape)
-        if self.relative_bias is not None:
-            self.relative_bias.build()
+        for table in {id(table): table for table in self.relative_biases if table is not None}.values():
+            table.build()
 
-    def position_bias(self, query_length, key_length, query_start=0):
-        """The relative position bias `(1, heads, query_length, key_length)`, or None without one."""
-        if self.relative_bias is None:
-            return None
-        return self.relative_bias.bias(query_length, key_length, query_start)
+    def position_biases(self, query_length, key_length, query_start=0):
+        """Each block's relative position bias `(1, heads, query_length, key_length)` (the stack's one table's
+        computed once), or a None per block without relative positions."""
+        if self.relative_buckets and self.relative_bias_per_layer:
+            return [table.bias(query_length, key_length, query_start) for table in self.relative_biases]
+        shared = None if self.relative_bias is None else self.relative_bias.bias(query_length, key_length, query_start)
+        return [shared] * self.num_layers
 
     def _finish(self, x):
         return self.final_norm(x) if self.final_norm is not None else x
@@ -72,5 +94,6 @@ class TransformerStack(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({"num_layers": self.num_layers, "block_config": self.block_config,
-                       "relative_buckets": self.relative_buckets, "relative_max_distance": self.relative_max_distance})
+                       "relative_buckets": self.relative_buckets, "relative_max_distance": self.relative_max_distance,
+                       "relative_bias_per_layer": self.relative_bias_per_layer})
         return config

@@ -118,8 +118,8 @@ def check_model_type(config, model_type, family):
     """Refuses a config.json of another model type, naming the --from that imports it where there is one."""
     found = config.get("model_type")
     if found != model_type:
-        other = {"marian": "marian", "m2m_100": "m2m100", "t5": "t5", "mt5": "t5"}.get(found)
+        other = {"marian": "marian", "m2m_100": "m2m100", "t5": "t5", "mt5": "t5", "umt5": "t5"}.get(found)
         hint = f"import it with --from {other}" if other else \
-            "only Marian (OPUS-MT), M2M-100 / NLLB and T5 / mT5 / MADLAD-400 are imported"
+            "only Marian (OPUS-MT), M2M-100 / NLLB and T5 / mT5 / umT5 / MADLAD-400 are imported"
         raise CheckpointError(f"{CONFIG} sets model_type={found!r}, but --from {family} imports model_type "
                               f"{model_type!r}: {hint}.")

@@ -1,9 +1,10 @@
-"""T5-family checkpoints (Hugging Face's `T5ForConditionalGeneration`, `MT5ForConditionalGeneration`) in our terms:
-T5, Flan-T5, mT5 and MADLAD-400.
+"""T5-family checkpoints (Hugging Face's `T5ForConditionalGeneration`, `MT5ForConditionalGeneration`,
+`UMT5ForConditionalGeneration`) in our terms: T5, Flan-T5, mT5, MADLAD-400 and umT5.
 
 What T5 changes from the paper, each a model switch: T5's relative position bias instead of added sinusoids
-(`position_encoding: relative`, one table per stack, bidirectional in the encoder, causal in the decoder), RMS
-normalisation before each sublayer and once at the end of each stack (`normalization: rms`, `normalize_first`),
+(`position_encoding: relative`, one table per stack, bidirectional in the encoder, causal in the decoder; umT5's
+in every layer's self-attention: `relative_bias_per_layer`), RMS normalisation before each sublayer and once at
+the end of each stack (`normalization: rms`, `normalize_first`),
 no biases (`use_bias: false`), no 1/sqrt(d_k) (`scale_attention: false`), unscaled embeddings, the gated
 feed-forward of v1.1 / mT5 / MADLAD (`gated_feed_forward`, "gated-gelu": `gelu_tanh`) or v1.0's ReLU, and the
 output projection untied (`lm_head.weight`) or tied to the embedding with the decoder output scaled by
@@ -12,9 +13,10 @@ d_model^-0.5 (`scale_decoder_output`).
 config.json is read as written by either transformers: the projection is untied exactly when the weights hold an
 `lm_head.weight` that differs from `shared.weight` (transformers 5 re-saves every T5 config with
 `tie_word_embeddings: true`), and the decoder output is scaled when `scale_decoder_outputs` says so, else when
-`tie_word_embeddings` is not false (transformers 4's rule). Both stacks embed with `shared.weight`; a checkpoint
-that also stores `encoder.embed_tokens.weight` or `decoder.embed_tokens.weight` (MADLAD-400) must store the same
-matrix there.
+`tie_word_embeddings` is not false (transformers 4's rule: the released umT5 files, whose `tie_word_embeddings:
+false` transformers 5's UMT5Config overrides, are untied and unscaled). Both stacks embed with `shared.weight`; a
+checkpoint that also stores `encoder.embed_tokens.weight` or `decoder.embed_tokens.weight` (MADLAD-400) must store
+the same matrix there.
 
 The tokenizer: `spiece.model`, whose ids are the model's (<pad> 0, </s> 1, <unk> 2), the sentinels
 `<extra_id_N>` after its pieces (N = 0 the last id), </s> after each text. MADLAD-400's target language is a tag
@@ -31,7 +33,7 @@ from t2t_keras.pretrained.t5_weights import T5_ALIASES, t5_assignments
 from t2t_keras.pretrained.weights import EmbeddingNames
 
 FAMILY = "t5"
-MODEL_TYPES = ("t5", "mt5")
+MODEL_TYPES = ("t5", "mt5", "umt5")  # umt5: mT5 with a relative position table in every layer
 SPM = "spiece.model"
 SHARED = "shared.weight"
 # feed_forward_proj -> (gated, model.activation)
@@ -42,11 +44,6 @@ FEED_FORWARD = {"relu": (False, "relu"), "gated-gelu": (True, "gelu_tanh"), "gat
 def convert(checkpoint, source_lang=None, target_lang=None):
     """The `settings.Imported` of a T5-family checkpoint; `target_lang`: MADLAD-400's target language."""
     config = checkpoint.config
-    if config.get("model_type") == "umt5":
-        raise CheckpointError("config.json sets model_type='umt5': umT5 learns one relative position table per "
-                              "layer, where the model shares one per stack (model.position_encoding: relative), so "
-                              "it is not imported. --from t5 imports model_type t5 and mt5 (T5, Flan-T5, mT5, "
-                              "MADLAD-400).")
     if config.get("model_type") not in MODEL_TYPES:
         settings.check_model_type(config, "t5", FAMILY)
     if source_lang is not None:
@@ -90,7 +87,7 @@ def _sizes(config):
             "num_heads": heads, "key_dim": head_dim, "value_dim": head_dim,
             "intermediate_dim": settings.value(config, "d_ff", required=True), "activation": activation,
             "gated_feed_forward": gated, "dropout": float(settings.value(config, "dropout_rate", 0.1)),
-            "position_encoding": "relative",
+            "position_encoding": "relative", "relative_bias_per_layer": config.get("model_type") == "umt5",
             "relative_buckets": settings.value(config, "relative_attention_num_buckets", 32),
             "relative_max_distance": settings.value(config, "relative_attention_max_distance", 128),
             "max_length": max(512, int(settings.value(config, "n_positions", 512))),

@@ -3,7 +3,8 @@
 Hugging Face's names: `shared.weight` (both stacks' embedding), `{encoder,decoder}.block.N.layer.M.` with, in
 order, `SelfAttention.{q,k,v,o}` and `layer_norm` (M = 0), the decoder's `EncDecAttention.{q,k,v,o}` and
 `layer_norm` (M = 1), and `DenseReluDense.{wi,wo}` (v1.0) or `{wi_0,wi_1,wo}` (gated) with `layer_norm`;
-`block.0.layer.0.SelfAttention.relative_attention_bias.weight` (num_buckets, heads), the stack's one table;
+`block.0.layer.0.SelfAttention.relative_attention_bias.weight` (num_buckets, heads), the stack's one table (umT5:
+`block.N.layer.0...` in every block, the layer's own);
 `{encoder,decoder}.final_layer_norm.weight`; `lm_head.weight` when untied. PyTorch's `Linear` stores `(out, in)`.
 """
 
@@ -54,7 +55,8 @@ def t5_assignments(model):
     for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
         for index, block in enumerate(stack.blocks):
             found += _block(block, f"{name}.block.{index}", name == "decoder")
-        found.append(Assignment(stack.relative_bias.embeddings,
-                                f"{name}.block.0.layer.0.SelfAttention.relative_attention_bias.weight", False, ()))
+        tables = stack.relative_biases if stack.relative_bias_per_layer else [stack.relative_bias]
+        found += [Assignment(table.embeddings, f"{name}.block.{index}.layer.0.SelfAttention.relative_attention_bias"
+                             ".weight", False, ()) for index, table in enumerate(tables)]
         found.append(_norm(stack.final_norm, f"{name}.final_layer_norm.weight"))
     return found
