@@ -93,6 +93,24 @@ def greedy_texts(artifact):
     return artifact.generate(LINES, artifact.request(beam_size=1)).best
 
 
+def served_texts(artifact):
+    """The greedy translations of `LINES` that `t2t-keras serve` of `artifact` answers."""
+    import httpx
+
+    from t2t_keras.serving.server import create_app
+    from tests.test_server import TIMEOUT, start_server
+
+    server, thread, base_url = start_server(create_app(artifact, model_name="t5", max_batch_size=64, max_wait_ms=1))
+    try:
+        answer = httpx.post(f"{base_url}/v1/models/t5:predict", json={"instances": LINES, "params": {"beam_size": 1}},
+                            timeout=TIMEOUT)
+        assert answer.status_code == 200, answer.text
+        return [row["translations"] for row in answer.json()["predictions"]]
+    finally:
+        server.should_exit = True
+        thread.join(TIMEOUT)
+
+
 def checkpoint_bytes(run):
     """`(data files, weights)`: the bytes of the run's checkpoint files that hold the values, and of the weights
     among them (each floating-point tensor's values, by its shape and dtype)."""
@@ -165,6 +183,19 @@ class BFloat16ImportTest(TestCase):
         self.assertEqual(greedy_texts(open_artifact(run, precision="float32")),
                          [tokenizer.decode(row[1:], skip_special_tokens=True) for row in out])
 
+    def test_the_cli_translates_and_scores_from_the_run(self):
+        run, lines = made("bfloat16"), LINES[:4]
+        artifact = open_artifact(run)
+        translated = cli_in_process("translate", "--run-dir", run, "--beam-size", "1",
+                                    stdin="".join(f"{line}\n" for line in lines).encode())
+        self.assertEqual(translated.returncode, 0, translated.stderr)
+        self.assertEqual(translated.stdout.decode().splitlines(),
+                         artifact.generate(lines, artifact.request(beam_size=1)).best)
+        pairs = "".join(f"{line}\t{line}\n" for line in lines).encode()
+        scored = cli_in_process("score", "--run-dir", run, "--json", stdin=pairs)
+        self.assertEqual(scored.returncode, 0, scored.stderr)
+        self.assertEqual(len(scored.stdout.decode().splitlines()), len(lines))
+
     def test_a_model_in_its_own_precision_is_not_copied(self):
         model = load_run_model(made("bfloat16"))
         self.assertIs(in_precision(model, "bfloat16"), model)
@@ -219,8 +250,8 @@ class BFloat16RefusalTest(TestCase):
 
 @long_check
 class BFloat16ExportTest(TestCase):
-    """The exports of a run of bfloat16 weights: a SavedModel holds them and translates as the run; CTranslate2
-    and LiteRT hold them widened to float32 and translate as the run widened to float32."""
+    """The exports of a run of bfloat16 weights: a SavedModel holds them and translates as the run, and `serve`s
+    it; CTranslate2 and LiteRT hold them widened to float32 and translate as the run widened to float32."""
 
     def test_the_saved_model_holds_bfloat16_weights_and_translates_as_the_run(self):
         from t2t_keras.runs import load_export
@@ -240,6 +271,7 @@ class BFloat16ExportTest(TestCase):
         # The same bfloat16 weights and search; a batch padded otherwise can flip one of random weights' many
         # near-ties in bfloat16 (tests/test_weight_precision.py): 11 of 13 lines agree here
         self.assertGreaterEqual(np.mean([a == b for a, b in zip(got, want)]), 0.75, list(zip(got, want)))
+        self.assertEqual(served_texts(open_artifact(saved)), got)
 
     def test_ctranslate2_and_litert_translate_as_the_run_widened_to_float32(self):
         from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
