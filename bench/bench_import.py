@@ -27,6 +27,14 @@
 
     python bench/bench_import.py --t5-only --t5-size base --out bench/results/import_t5.json
 
+(d) `--t5-import-memory`: only the import's peak memory (as in (c), each in a process of its own) of the T5 v1.1
+    checkpoint of `--t5-size` stored three ways: float32 shards imported as float32, the same weights in bfloat16
+    shards (of half the bytes, as many) imported as float32, and imported with `--precision bfloat16` (a run of
+    bfloat16 weights), each as a ratio to the checkpoint's stored bytes and to the run's model, in float32 and in the
+    run's own dtype.
+
+    python bench/bench_import.py --t5-import-memory --t5-size small --out bench/results/import_t5_memory.json
+
 summary.json is written only with `--update-summary`.
 """
 
@@ -54,6 +62,8 @@ T5_SHAPES = {"t5-v1.0": ("v1.0", "t5"), "t5-v1.1": ("v1.1", "t5"), "mt5-madlad":
 T5_SIZES = {
     "base": (dict(d_model=768, d_kv=64, d_ff=2048, num_layers=12, num_decoder_layers=12, num_heads=12,
                   relative_attention_num_buckets=32, relative_attention_max_distance=128), 32128, 200 << 20),
+    "small": (dict(d_model=512, d_kv=64, d_ff=1024, num_layers=4, num_decoder_layers=4, num_heads=8,
+                   relative_attention_num_buckets=32, relative_attention_max_distance=128), 32128, 64 << 20),
     "tiny": (dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
                   relative_attention_num_buckets=32, relative_attention_max_distance=128), 32128, 4 << 20),
 }
@@ -161,13 +171,17 @@ def base_speed(root, count):
     return result
 
 
-def t5_checkpoint(root, size):
-    """A T5 v1.1 checkpoint of `T5_SIZES[size]`, float32, in shards with their index (random weights)."""
+def t5_checkpoint(root, size, dtype="float32"):
+    """A T5 v1.1 checkpoint of `T5_SIZES[size]`, float32 (or "bfloat16", in shards of half the bytes), in shards
+    with their index (random weights, the same for either dtype)."""
+    import torch
+
     from tests import t5_checkpoints
 
     sizes, vocabulary, shard_bytes = T5_SIZES[size]
-    return t5_checkpoints.t5_checkpoint(root / f"t5-{size}", "v1.1", sizes=sizes, vocab_size=vocabulary,
-                                        shard_bytes=shard_bytes)
+    return t5_checkpoints.t5_checkpoint(root / f"t5-{size}-{dtype}", "v1.1", sizes=sizes, vocab_size=vocabulary,
+                                        dtype=getattr(torch, dtype), shard_bytes=shard_bytes // (
+                                            2 if dtype == "bfloat16" else 1))
 
 
 def resident(field):
@@ -177,23 +191,19 @@ def resident(field):
     return int(line.split()[1]) * 1024
 
 
-def measure_import(checkpoint, run):
-    """In this process: the seconds and peak resident memory of importing `checkpoint` as `run`, above the memory
-    of the process after a warm-up import of a tiny checkpoint (TensorFlow's first-use allocations are not the
-    import's); the float32 bytes of the checkpoint's tensors and of the run's model weights."""
+def measure_import(checkpoint, run, precision="float32"):
+    """In this process: the seconds and peak resident memory of importing `checkpoint` as `run` with `precision`,
+    above the memory of the process after a warm-up import of a tiny checkpoint with that precision (TensorFlow's
+    first-use allocations are not the import's); the bytes of the checkpoint's tensors and of the run's model
+    weights, in float32 and as stored."""
     import gc
-    import resource
 
-    import numpy as np
-
-    from t2t_keras.pretrained.checkpoint import Checkpoint, tensor_shape
     from t2t_keras.pretrained.importer import import_checkpoint
-    from t2t_keras.runs import load_run_model
     from tests import t5_checkpoints
 
     with tempfile.TemporaryDirectory() as directory:
         warm = t5_checkpoints.t5_checkpoint(pathlib.Path(directory) / "tiny")
-        import_checkpoint("t5", warm, pathlib.Path(directory) / "run")
+        import_checkpoint("t5", warm, pathlib.Path(directory) / "run", precision=precision)
     gc.collect()
     before = resident("VmRSS")
     try:  # "5" resets the peak (VmHWM) to the memory now (Linux 4.0 on); else the process's peak since it started
@@ -201,23 +211,55 @@ def measure_import(checkpoint, run):
         how = "VmHWM after /proc/self/clear_refs"
     except OSError:
         how = "ru_maxrss"
-    seconds, _, load = timed(lambda: import_checkpoint("t5", checkpoint, run))
-    peak = resident("VmHWM") if how != "ru_maxrss" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    tensors = Checkpoint(checkpoint).tensors()
-    stored = 4 * sum(int(np.prod(tensor_shape(tensors, name))) for name in tensors)
-    model = 4 * sum(int(np.prod(weight.shape)) for weight in load_run_model(run).weights)
+    seconds, _, load = timed(lambda: import_checkpoint("t5", checkpoint, run, precision=precision))
+    peak = resident("VmHWM") if how != "ru_maxrss" else resource_peak()
     added = peak - before
-    return {"import_s": seconds, "import_load": load, "peak_measured_by": how, "base_mib": before / 2**20,
-            "added_peak_mib": added / 2**20, "checkpoint_float32_mib": stored / 2**20,
-            "model_float32_mib": model / 2**20, "added_peak_over_checkpoint": added / stored,
-            "added_peak_over_model": added / model}
+    return {"precision": precision, "import_s": seconds, "import_load": load, "peak_measured_by": how,
+            "base_mib": before / 2**20, "added_peak_mib": added / 2**20, **sizes_against(checkpoint, run, added)}
 
 
-def import_memory(checkpoint, run):
+def resource_peak():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def sizes_against(checkpoint, run, added):
+    """The bytes of the checkpoint's tensors (in float32, and as stored: its safetensors files) and of the run's
+    model weights (in float32, and in the run's dtype), in MiB, and `added` bytes as a ratio to each."""
+    import numpy as np
+
+    from t2t_keras.pretrained.checkpoint import Checkpoint, tensor_shape
+    from t2t_keras.runs import load_run_model, weights_bytes
+
+    tensors = Checkpoint(checkpoint).tensors()
+    weights = load_run_model(run).weights
+    sizes = {"checkpoint_float32": 4 * sum(int(np.prod(tensor_shape(tensors, name))) for name in tensors),
+             "checkpoint_stored": sum(path.stat().st_size for path in checkpoint.glob("*.safetensors")),
+             "model_float32": 4 * sum(int(np.prod(weight.shape)) for weight in weights),
+             "model_own_dtype": weights_bytes(weights)}
+    return {**{f"{name}_mib": size / 2**20 for name, size in sizes.items()},
+            **{f"added_peak_over_{name}": added / size for name, size in sizes.items()}}
+
+
+def import_memory(checkpoint, run, precision="float32"):
     """`measure_import` in a process of its own (this one has held other models)."""
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure-import", str(checkpoint), str(run)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure-import", str(checkpoint), str(run),
+                          "--measure-precision", precision], capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def t5_import_memory(root, size):
+    """(d): the import's peak memory of the `size` checkpoint in float32 and bfloat16 shards, imported as float32,
+    and of the bfloat16 one imported with --precision bfloat16."""
+    checkpoints = {dtype: t5_checkpoint(root, size, dtype) for dtype in ("float32", "bfloat16")}
+    rows = []
+    for stored, precision in (("float32", "float32"), ("bfloat16", "float32"), ("bfloat16", "bfloat16")):
+        row = {"stored": stored, "shards": len(list(checkpoints[stored].glob("model-*.safetensors")))}
+        row.update(import_memory(checkpoints[stored], root / f"run-{stored}-{precision}", precision))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return {"size": size, "sizes": T5_SIZES[size][0], "vocabulary": T5_SIZES[size][1], "rows": rows}
 
 
 def until_end(ids, end, pad):
@@ -306,7 +348,8 @@ def update_summary(report):
 
 def arguments():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="the report (default: bench/results/import.json; with --t5-only "
+    parser.add_argument("--out", help="the report (default: bench/results/import.json; with --t5-import-memory "
+                                      "bench/results/import_t5_memory.json; with --t5-only "
                                       "bench/results/import_t5.json)")
     parser.add_argument("--sentences", type=int, default=100)
     parser.add_argument("--exactness-only", action="store_true", help="the logit differences only")
@@ -315,19 +358,29 @@ def arguments():
                         help="the T5 v1.1 checkpoint timed (tiny: to see that the bench runs)")
     parser.add_argument("--update-summary", action="store_true",
                         help="write the logit differences into bench/results/summary.json")
+    parser.add_argument("--t5-import-memory", action="store_true",
+                        help="part (d) only: the import's peak memory of the --t5-size checkpoint in float32 and "
+                             "bfloat16 shards, imported as float32 and with --precision bfloat16")
     parser.add_argument("--measure-import", nargs=2, metavar=("CHECKPOINT", "RUN"), help=argparse.SUPPRESS)
+    parser.add_argument("--measure-precision", default="float32", help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
 def main():
     args = arguments()
     if args.measure_import:
-        print(json.dumps(measure_import(*map(pathlib.Path, args.measure_import))))
+        print(json.dumps(measure_import(*map(pathlib.Path, args.measure_import), args.measure_precision)))
         return
-    out = args.out or f"bench/results/{'import_t5' if args.t5_only else 'import'}.json"
+    name = "import_t5_memory" if args.t5_import_memory else "import_t5" if args.t5_only else "import"
+    out = args.out or f"bench/results/{name}.json"
     report = {"date": time.strftime("%Y-%m-%d"), "machine": machine()}
     with tempfile.TemporaryDirectory() as directory:
         root = pathlib.Path(directory)
+        if args.t5_import_memory:
+            report[f"t5_{args.t5_size}_import_memory"] = t5_import_memory(root, args.t5_size)
+            write(report, out)
+            print(json.dumps(report, indent=1))
+            return
         if not args.t5_only:
             report["max_logit_diff"] = logit_differences(root)
         report["t5_max_logit_diff"] = t5_logit_differences(root)

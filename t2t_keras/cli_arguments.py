@@ -309,7 +309,8 @@ def build_parser():
                         "or int8; LiteRT float32 (default) or int8 (dynamic range)")
     p.add_argument("--precision", choices=DECODING_PRECISIONS,
                    help="SavedModel: bfloat16 weights and arithmetic (oneDNN's bfloat16 kernels where the CPU has "
-                        "them; not with --quantization); default float32")
+                        "them; not with --quantization); default the run's weights (model.weights_dtype: float32, "
+                        "or bfloat16 for a run imported with --precision bfloat16)")
     p.add_argument("--jit-compile", choices=("auto", "true", "false"),
                    help="SavedModel searches compiled with XLA: false (the default) none, every search in graph "
                         "mode; auto those of batches under 128 hypotheses (rows padded to a power of two x beam size), "
@@ -413,8 +414,9 @@ def build_parser():
     p.add_argument("--target-lang", help="m2m100: the target language code, forced as the first output token; "
                                          "t5 (MADLAD-400): de writes the tag <2de> before every source")
     p.add_argument("--precision", choices=DECODING_PRECISIONS, default="float32",
-                   help="bfloat16: the run decodes with bfloat16 weights (decoding.precision), as a bfloat16 "
-                        "checkpoint holds them; the run's checkpoint keeps float32 (default float32)")
+                   help="the run's weights (model.weights_dtype) and decoding (decoding.precision): bfloat16 holds "
+                        "and stores half the bytes of float32, a bfloat16 checkpoint's values as they are; such a "
+                        "run decodes and exports but does not train (default float32)")
 
     p = commands.add_parser("main", help="the main job: train, average, evaluate, export, translate, report")
     _add_config_args(p)

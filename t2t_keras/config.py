@@ -68,6 +68,7 @@ def check_shards(value, prefix=""):
 
 
 DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
+WEIGHTS_DTYPES = ("float32", "bfloat16")  # model.weights_dtype
 ALIGNMENT_ROWS = ("predicts", "reads")  # decoding.alignment_rows (decoding.alignment)
 LENGTH_PENALTIES = ("gnmt", "average", "none", "power")  # decoding.length_penalty (decoding.length_penalty)
 # decoding.stopping: when a beam search is done with a sentence (decoding.stopping); the "transformers" rules are
@@ -125,6 +126,10 @@ class ModelConfig:
     scale_decoder_output: bool = False  # decoder output times d_model^-0.5 before the tied projection (T5 v1.0)
     # pad, unk, bos, eos and decoder_start ids (special_ids.SpecialIds): what the masks and the loss read
     special_ids: SpecialIds = dataclasses.field(default_factory=SpecialIds)
+    # the dtype of the weights, in memory and in the run's checkpoints: "bfloat16" (`import --precision bfloat16`)
+    # builds the model with Keras' bfloat16 policy, half the bytes of float32 and bfloat16 arithmetic; such a run
+    # decodes and exports, and is not trained (training keeps float32 weights)
+    weights_dtype: str = "float32"
 
     def __post_init__(self):
         _check_positive("model", self, "vocab_size", "source_vocab_size", "hidden_dim", "num_layers",
@@ -140,6 +145,7 @@ class ModelConfig:
         _check_model_switches(self)
         _check_choice("model", self, "tie_embeddings", TIE_CHOICES)
         _check_choice("model", self, "architecture", ARCHITECTURE_CHOICES)
+        _check_choice("model", self, "weights_dtype", WEIGHTS_DTYPES)
         check_softmax(self.softmax, self.tie_embeddings, prefix="model.")
         if self.softmax == "adaptive" and self.architecture != "encoder_decoder":
             raise ConfigError("model.softmax=adaptive is implemented for the encoder-decoder: set "
@@ -163,6 +169,11 @@ class ModelConfig:
     @property
     def decoder_layers(self):
         return self.num_decoder_layers or self.num_layers
+
+    @property
+    def dtype_policy_name(self):
+        """The name of the Keras dtype policy of `weights_dtype`: None (Keras' default, float32) or "bfloat16"."""
+        return None if self.weights_dtype == "float32" else self.weights_dtype
 
 
 # The switches a single-stack model does not take (build.build_model), with their defaults.

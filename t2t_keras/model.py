@@ -312,11 +312,13 @@ MODEL_ARGUMENTS = constructor_arguments(Transformer)
 
 
 def build_transformer(model_config, dtype=None, name="transformer"):
-    """A `Transformer` from a `config.ModelConfig`; `dtype` may be a mixed-precision policy name."""
+    """A `Transformer` from a `config.ModelConfig`; `dtype` may be a mixed-precision policy name (None: the policy
+    of `model.weights_dtype`)."""
     arguments = dataclasses.asdict(model_config)
+    del arguments["weights_dtype"]  # the dtype policy's
     architecture = arguments.pop("architecture")
     if architecture != "encoder_decoder":
         raise ConfigError(f"model.architecture={architecture!r} is not the encoder-decoder Transformer: build it "
                           "with t2t_keras.build.build_model. Training it with `t2t-keras train` is not supported "
                           "yet; set model.architecture=encoder_decoder to train a translation model.")
-    return Transformer(**arguments, dtype=dtype, name=name)
+    return Transformer(**arguments, dtype=model_config.dtype_policy_name if dtype is None else dtype, name=name)

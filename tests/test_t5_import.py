@@ -214,7 +214,7 @@ class T5ImportTest(TestCase):
         those float32 logits than twice transformers' own model in bfloat16 is."""
         import torch
 
-        from t2t_keras.decoding.weight_precision import bfloat16_copy
+        from t2t_keras.decoding.weight_precision import bfloat16_copy, in_precision
 
         checkpoint = t5_checkpoints.t5_checkpoint(root_dir() / "bfloat16-shards", "v1.1", dtype=torch.bfloat16,
                                                   shard_bytes=8000)
@@ -223,7 +223,7 @@ class T5ImportTest(TestCase):
         config = open_run(run).load_config()
         self.assertEqual(config.decoding.precision, "bfloat16")
         source, target_in = _inputs(config)
-        model = load_run_model(run)
+        model = in_precision(load_run_model(run), "float32")  # its bfloat16 weights widened (test_bfloat16_import)
         ours = np.asarray(model((source, target_in)))
         ours_bfloat16 = np.asarray(bfloat16_copy(model)((source, target_in)), np.float32)
         theirs = {}

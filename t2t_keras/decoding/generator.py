@@ -35,7 +35,7 @@ from t2t_keras.decoding.request import LANGUAGES, Generation, check_lines, joine
 from t2t_keras.decoding.searches import request_options, search
 from t2t_keras.decoding.sharding import choose_shards, compiled_search
 from t2t_keras.decoding.shortlist import ShortlistTable
-from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
+from t2t_keras.decoding.weight_precision import check_precision, in_precision
 from t2t_keras.errors import T2TError
 from t2t_keras.families import check_searchable
 from t2t_keras.fast_path import FastPath
@@ -69,7 +69,8 @@ class Generator:
         shards: a batch is decoded as this many concurrent searches (`decoding.sharding`); "auto": one per CPU
             core, 1 on a GPU or TPU.
         precision: `"float32"`, or `"bfloat16"` to decode with a copy of the model whose weights are rounded to
-            bfloat16 (`decoding.weight_precision`).
+            bfloat16 (`decoding.weight_precision`); a model of bfloat16 weights decodes itself in bfloat16, a copy
+            of it widened to float32 in float32.
         progress: show a tqdm bar; None shows one for more than `progress_threshold` lines.
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) that restricts each batch's search
             (`decoding.shortlist`).
@@ -86,7 +87,7 @@ class Generator:
                              f"Received: batch_tokens={batch_tokens}")
         check_searchable(model)
         self.precision = check_precision(precision)
-        self.model = bfloat16_copy(model) if precision == "bfloat16" else model
+        self.model = in_precision(model, precision)
         self.tokenizer, self.inputs = tokenizer, inputs
         self.jit_compile = None if jit_compile is None or jit_compile == "auto" else bool(jit_compile)
         self.batch_tokens, self.length_multiple = batch_tokens, length_multiple

@@ -11,6 +11,10 @@ search; the `mini` model's test set with beam 4: 1.24×, the same BLEU) and not 
 sentences, where graph mode's per-op dispatch dominates (`small`, batch 32: 0.55×; `base`, batch 1: 0.61×); see
 "Decoding: the vocabulary product, bfloat16 weights, and the floors" in bench/results/history.md. The outputs are those
 of a model rounded to bfloat16: check BLEU on your data before deploying it.
+
+A run of bfloat16 weights (`model.weights_dtype: bfloat16`, `import --precision bfloat16`) is such a model
+already: decoding it in bfloat16 takes the model itself, with no copy (`in_precision`), and in float32 a copy
+whose weights are its bfloat16 values widened, exactly.
 """
 
 import keras
@@ -26,16 +30,38 @@ def check_precision(precision):
     return precision
 
 
-def bfloat16_copy(model):
-    """A new model of `model`'s class and configuration, built, with every weight rounded to bfloat16; of an
-    `Ensemble`, the ensemble of its members' copies."""
+def weights_precision(model):
+    """"bfloat16" for a model whose variables are bfloat16 (Keras' bfloat16 policy), else "float32" (float32 or
+    mixed-precision policies, whose variables are float32)."""
+    return "bfloat16" if model.dtype_policy.variable_dtype == "bfloat16" else "float32"
+
+
+def in_precision(model, precision):
+    """`model` itself where its weights are `precision` already, else its copy in `precision` (`precision_copy`);
+    of an `Ensemble`, each member so."""
+    check_precision(precision)
     if isinstance(model, Ensemble):
-        return Ensemble([bfloat16_copy(member) for member in model.models])
-    copy = model.__class__.from_config({**model.get_config(), "dtype": "bfloat16"})
+        members = [in_precision(member, precision) for member in model.models]
+        return model if all(a is b for a, b in zip(members, model.models)) else Ensemble(members)
+    return model if weights_precision(model) == precision else precision_copy(model, precision)
+
+
+def bfloat16_copy(model):
+    """`precision_copy(model, "bfloat16")`: every weight rounded to bfloat16."""
+    return precision_copy(model, "bfloat16")
+
+
+def precision_copy(model, precision):
+    """A new model of `model`'s class and configuration, built, with weights and arithmetic in `precision`: float32
+    weights rounded to bfloat16, or bfloat16 ones widened to float32 (exactly); of an `Ensemble`, the ensemble of its
+    members' copies."""
+    if isinstance(model, Ensemble):
+        return Ensemble([precision_copy(member, precision) for member in model.models])
+    copy = model.__class__.from_config({**model.get_config(), "dtype": check_precision(precision)})
     copy.build()
     weights = model.get_weights()
     if len(weights) != len(copy.weights):
-        raise ValueError(f"The bfloat16 copy of {model.name} has {len(copy.weights)} weights, the model "
+        raise ValueError(f"The {precision} copy of {model.name} has {len(copy.weights)} weights, the model "
                          f"{len(weights)}: build the model (call it once or `model.build()`) before copying it.")
     for variable, value in zip(copy.weights, weights):
         variable.assign(keras.ops.cast(value, variable.dtype))

@@ -33,7 +33,8 @@ translates it with the tokens CTranslate2's own `TransformersConverter` gives th
 transformers' does (the converter's `start_from_zero_embedding` assumes that row is zero, as it is in OPUS-MT's
 checkpoints).
 
-The weights are converted by `ctranslate2_converter.TransformerConverter`.
+The weights are converted by `ctranslate2_converter.TransformerConverter`, which gives CTranslate2 float32 arrays
+(then `--quantization`): a model of bfloat16 weights (`import --precision bfloat16`) is widened, exactly.
 """
 
 import json
@@ -177,10 +178,9 @@ def _metadata(model, tokenizer, quantization, request, weights, shortlist):
 
 
 def _model_bytes(model, quantization):
-    """About the size of model.bin: the weights, a quarter of them in int8."""
-    from t2t_keras.runs import weights_bytes
-
-    return weights_bytes(model.weights) // (4 if quantization.startswith("int8") else 1)
+    """About the size of model.bin: the weights in float32 (the converter's, whatever the model's), a quarter of
+    that in int8."""
+    return 4 * model.count_params() // (4 if quantization.startswith("int8") else 1)
 
 
 def _check_export(model, tokenizer, quantization, out_dir, overwrite):

@@ -14,7 +14,8 @@ from PyPI runs every file this writes.
 
 `quantization="int8"` is the converter's dynamic-range quantization: the
 weights of the matrix products are stored in int8 (one scale per output
-channel) and the activations quantized on the fly; the rest stays float32.
+channel) and the activations quantized on the fly; the rest stays float32. A model of bfloat16 weights (a run
+imported with `--precision bfloat16`) is widened to float32 first, exactly: the file's kernels compute in float32.
 
 Refused before anything is written, with the alternative: an lm or mlm run
 (a SavedModel holds an lm; an mlm generates nothing), a WordPiece run, a
@@ -36,6 +37,7 @@ from tensorflow.lite.tools import flatbuffer_utils
 
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.decoding.request import DEFAULTS, GenerationRequest
+from t2t_keras.decoding.weight_precision import in_precision
 from t2t_keras.errors import T2TError
 from t2t_keras.export.litert_module import LiteRTModule
 from t2t_keras.export.litert_tokenizer import check_litert_tokenizer
@@ -96,7 +98,7 @@ def export_litert(model, tokenizer, out_path, quantization="float32", request=DE
     check_litert_tokenizer(tokenizer)
     check_vocab_size(tokenizer.vocab_size, model.vocab_size)
     check_size(model, quantization)
-    module = LiteRTModule(model, tokenizer, max_beam_size, request)
+    module = LiteRTModule(in_precision(model, "float32"), tokenizer, max_beam_size, request)
     metadata = {"format": 1, "task": "translation", "max_length": int(model.max_length),
                 "max_beam_size": int(max_beam_size), "length_penalty": request.length_penalty,
                 "stopping": request.stopping, "max_output_length": request.max_output_length,
@@ -130,8 +132,9 @@ def check_quantization(quantization):
 
 
 def check_size(model, quantization):
-    """Refuses a model whose weights (int8: a quarter of float32, roughly) cannot fit one flatbuffer."""
-    weight_bytes = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in model.variables)
+    """Refuses a model whose weights (float32 in the file, whatever the model's; int8: a quarter, roughly) cannot fit
+    one flatbuffer."""
+    weight_bytes = 4 * sum(math.prod(v.shape) for v in model.variables)
     estimate = weight_bytes * (0.25 if quantization == "int8" else 1.0) * HEADROOM
     if estimate > MAX_FLATBUFFER_BYTES:
         raise _too_large(estimate, quantization)

@@ -25,7 +25,7 @@ from t2t_keras.decoding.layout import layout_of
 from t2t_keras.decoding.quality_features import FEATURES
 from t2t_keras.decoding.quality_model import QUALITY_ESTIMATE_FILE, choose_model, read_quality_models
 from t2t_keras.decoding.request import DEFAULTS
-from t2t_keras.decoding.weight_precision import bfloat16_copy, check_precision
+from t2t_keras.decoding.weight_precision import check_precision, in_precision
 from t2t_keras.errors import T2TError, check_applicable
 from t2t_keras.export.constrained_module import ConstrainedTranslatorModule
 from t2t_keras.export.continuer_module import ContinuerModule
@@ -53,7 +53,8 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", request=None,
             `top_k`.
         max_beam_size: largest beam size the export accepts; None takes `decoding.max_beam_size`.
         **options: passed to `export_translator` (`text_signatures`, `jit_compile`, `overwrite`, `quantization`,
-            `precision`, `constraints` and `shards`, by default the run's `decoding.shards`;
+            `precision` (by default the run's `model.weights_dtype`: a run of bfloat16 weights exports them),
+            `constraints` and `shards`, by default the run's `decoding.shards`;
             `quantization="auto"` picks int8 or float32 by the fast path (`Decisions.quantization`);
             `shortlist=True` holds the run's vocabulary shortlist, RUN/shortlist.npz); an lm export takes
             `overwrite` only.
@@ -64,6 +65,8 @@ def export_run(run_dir, out_dir, average_last=None, source="auto", request=None,
     config = run.load_config()
     _check_exportable(config.task, run_dir, dict(max_beam_size=max_beam_size, **options))
     request = task_of(config).default_request(config.decoding) if request is None else request
+    if config.task != "lm" and options.get("precision") is None:
+        options["precision"] = config.model.weights_dtype
     if options.pop("shortlist", None):
         options["shortlist"] = run.load_shortlist()  # before the weights: a bad file fails before any work
     model, options["weights"] = weights_to_export(run, source, average_last)
@@ -134,8 +137,9 @@ def export_translator(model, tokenizer, out_dir, max_beam_size=MAX_BEAM_SIZE, re
         shortlist: None, or a vocabulary shortlist (`data.shortlist.Shortlist`) the searches apply
             in-graph (see `TranslatorModule`).
         constraints: add the `translate_constrained` signature (target terms, `export.constrained_module`).
-        precision: "float32", or "bfloat16" for a copy whose weights and arithmetic are bfloat16
-            (`decoding.weight_precision`); not with `quantization`. The inspection files keep float32.
+        precision: "float32", or "bfloat16" for weights and arithmetic in bfloat16 (`decoding.weight_precision`: a
+            copy of a float32 model; a model of bfloat16 weights itself, which "float32" widens); not with
+            `quantization`. The inspection files keep the model's own weights.
         quality: None, or the run's `QualityModel`s: the `quality` output of `translate` and `serving_default`.
 
     Returns the export directory (a `pathlib.Path`); FileExistsError if `out_dir` exists unless `overwrite`.
@@ -177,13 +181,14 @@ def _record(weights, quantization, precision, module):
 
 
 def _searched_model(model, quantization, precision):
-    """The model the signatures search: `model`, its int8 copy or its bfloat16 copy."""
-    if check_precision(precision) == "bfloat16":
-        if quantization is not None:
-            raise T2TError(f"precision=bfloat16 and quantization={quantization} exclude each other: an export holds "
-                           "one kind of weights. Export with one of them.")
-        return bfloat16_copy(model)
-    return model if quantization is None else quantized_copy(model, quantization)
+    """The model the signatures search: `model` in `precision` (`in_precision`: itself, or its copy), or its int8
+    copy (of its float32 weights)."""
+    if check_precision(precision) == "bfloat16" and quantization is not None:
+        raise T2TError(f"precision=bfloat16 and quantization={quantization} exclude each other: an export holds "
+                       "one kind of weights. Export with one of them (a run of bfloat16 weights exports them unless "
+                       "--precision float32).")
+    searched = in_precision(model, precision)
+    return searched if quantization is None else quantized_copy(searched, quantization)
 
 
 def export_continuer(model, tokenizer, out_dir, max_extra_length=DEFAULTS.max_extra_length, temperature=0.0, top_k=0,

@@ -2,8 +2,8 @@
 
 Weights are read without PyTorch from `model.safetensors` (or its shards, named by
 `model.safetensors.index.json`), one tensor at a time, a large one a block of rows at a time
-(float32, float16 or bfloat16 tensors, each given as float32), never the whole checkpoint
-at once; an older checkpoint's
+(float32, float16 or bfloat16 tensors, each given as float32, or as bfloat16 for a model of bfloat16 weights:
+a bfloat16 tensor then as stored, without widening), never the whole checkpoint at once; an older checkpoint's
 `pytorch_model.bin` (or its shards) needs torch, and is read whole. Every file read is
 recorded with its sha256, for the imported run's provenance.
 """
@@ -114,12 +114,14 @@ BLOCK_BYTES = 4 << 20  # the float32 bytes of one block of rows read at a time (
 
 
 class SafetensorsTensors(collections.abc.Mapping):
-    """The tensors of safetensors files by name, each read as float32 from its file when looked up.
+    """The tensors of safetensors files by name, each read as float32 from its file when looked up (`rows`: as
+    another dtype).
 
     The format: an 8-byte little-endian header length, a JSON header naming each tensor's dtype, shape and byte
     range, then the data. Values are read into a new array (not a memory map, whose pages would count towards the
     process's memory until it is closed); `rows` reads a block of a tensor's leading axis, so that a large tensor
-    never needs to be held whole (`row_blocks`). bfloat16 is the upper half of a float32, so widening it is exact.
+    never needs to be held whole (`row_blocks`). bfloat16 is the upper half of a float32, so widening it is exact;
+    read as bfloat16, its bits are given as they are stored.
     """
 
     def __init__(self, paths):
@@ -139,8 +141,9 @@ class SafetensorsTensors(collections.abc.Mapping):
     def shape(self, name):
         return tuple(self._where[name][1]["shape"])
 
-    def rows(self, name, start, stop):
-        """Rows `start:stop` of tensor `name` (along its first axis), as float32."""
+    def rows(self, name, start, stop, dtype=np.float32):
+        """Rows `start:stop` of tensor `name` (along its first axis), as `dtype` (a numpy dtype: float32, or the
+        bfloat16 of `ml_dtypes` that TensorFlow's `tf.bfloat16.as_numpy_dtype` is; `converted`)."""
         path, entry, data = self._where[name]
         stored = SAFETENSORS_DTYPES.get(entry.get("dtype"))
         if stored is None:
@@ -158,11 +161,7 @@ class SafetensorsTensors(collections.abc.Mapping):
             if values.nbytes and handle.readinto(memoryview(values.reshape(-1)).cast("B")) != values.nbytes:
                 raise CheckpointError(f"{path} ends inside its tensor {name}: the file is truncated; download it "
                                       "again.")
-        if stored is np.uint16:  # bfloat16: its 16 bits become a float32's upper half
-            widened = values.astype(np.uint32)
-            widened <<= 16
-            return widened.view(np.float32)
-        return values if stored is np.float32 else values.astype(np.float32)
+        return converted(values, stored, dtype)
 
     def __getitem__(self, name):
         shape = self.shape(name)
@@ -184,23 +183,47 @@ class SafetensorsTensors(collections.abc.Mapping):
         return copy
 
 
+def converted(values, stored, dtype=np.float32):
+    """`values`, read as numpy's `stored` (`SAFETENSORS_DTYPES`: bfloat16 as its bits, uint16), as `dtype`:
+    bfloat16 bits as bfloat16 without a copy; anything else through float32 (bfloat16 widened exactly), then
+    rounded to `dtype` (to nearest even, as torch and TensorFlow round to bfloat16)."""
+    dtype = np.dtype(dtype)
+    if stored is np.uint16:
+        if dtype.name == "bfloat16":
+            return values.view(dtype)
+        widened = values.astype(np.uint32)  # bfloat16's 16 bits become a float32's upper half
+        widened <<= 16
+        values = widened.view(np.float32)
+    elif values.dtype != dtype:
+        values = values.astype(np.float32)
+    return values if values.dtype == dtype else values.astype(dtype)
+
+
 def tensor_shape(tensors, name):
     """The shape of tensor `name` of `tensors` (a `SafetensorsTensors`, read without its values, or a dict)."""
     return tensors.shape(name) if isinstance(tensors, SafetensorsTensors) else tuple(np.shape(tensors[name]))
 
 
-def row_blocks(tensors, name, block_bytes=None):
-    """`(start, rows)` blocks of tensor `name` along its first axis, each about `block_bytes` (`BLOCK_BYTES`) as
-    float32: a large tensor of a `SafetensorsTensors` is read a block at a time; one of a dict (or a vector) is one
-    block."""
+def whole_tensor(tensors, name, dtype=np.float32):
+    """Tensor `name` of `tensors` (a `SafetensorsTensors` or a dict of float32 arrays) as `dtype`, read at once."""
+    if isinstance(tensors, SafetensorsTensors):
+        shape = tensors.shape(name)
+        return tensors.rows(name, 0, shape[0] if shape else 1, dtype)
+    return converted(np.asarray(tensors[name]), np.float32, dtype)
+
+
+def row_blocks(tensors, name, block_bytes=None, dtype=np.float32):
+    """`(start, rows)` blocks of tensor `name` along its first axis as `dtype`, each about `block_bytes`
+    (`BLOCK_BYTES`) as float32: a large tensor of a `SafetensorsTensors` is read a block at a time; one of a dict (or
+    a vector) is one block."""
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     shape = tensor_shape(tensors, name)
     if not isinstance(tensors, SafetensorsTensors) or len(shape) < 2:
-        yield 0, tensors[name]
+        yield 0, whole_tensor(tensors, name, dtype)
         return
     step = max(1, block_bytes // (4 * int(np.prod(shape[1:])) or 1))
     for start in range(0, shape[0], step):
-        yield start, tensors.rows(name, start, min(start + step, shape[0]))
+        yield start, tensors.rows(name, start, min(start + step, shape[0]), dtype)
 
 
 def equal_tensors(tensors, first, second):

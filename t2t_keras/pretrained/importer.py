@@ -8,6 +8,11 @@ training-only settings left out, the checkpoint's decoding defaults (those the s
 listed apart) and the chosen languages. The run's `decoding` section is those defaults
 (`generation.decoding_section`), so that `translate` decodes as transformers' `generate()` does. The run is
 built in a temporary directory beside RUN and renamed into place, so a refused or failed import leaves no run behind.
+
+`precision="bfloat16"` (`import --precision bfloat16`) makes a run of bfloat16 weights (`model.weights_dtype`):
+the model is built with bfloat16 variables, each tensor is written into its variable as bfloat16 (a bfloat16
+checkpoint's values as stored, bit for bit; float32 ones rounded to nearest even), and the run's checkpoint holds
+them, half the bytes of float32; the run decodes in bfloat16 (`decoding.precision`).
 """
 
 import logging
@@ -38,11 +43,12 @@ POSITION_TOLERANCE = 1e-4  # a stored sinusoid table against ours (float64 numpy
 def import_checkpoint(family, directory, run_dir, source_lang=None, target_lang=None, precision="float32"):
     """Imports the checkpoint in `directory` (of `family`: "marian", "m2m100" or "t5") as the run `run_dir`, which
     must not exist; `source_lang` and `target_lang` choose an NLLB / M2M-100 model's languages (`target_lang`:
-    MADLAD-400's target tag). `precision` "bfloat16": the run decodes with bfloat16 weights (its
-    `decoding.precision`; the checkpoint keeps them in float32, exactly for a bfloat16 checkpoint). Returns the
-    run."""
+    MADLAD-400's target tag). `precision` "bfloat16": the run's weights are bfloat16, in memory and in its
+    checkpoint (`model.weights_dtype`), and it decodes with them (`decoding.precision`). Returns the run."""
     if family not in FAMILIES:
         raise T2TError(f"--from must be one of {sorted(FAMILIES)}. Received: {family!r}")
+    if precision not in config_lib.WEIGHTS_DTYPES:
+        raise T2TError(f"--precision must be one of {', '.join(config_lib.WEIGHTS_DTYPES)}. Received: {precision!r}")
     run_dir = pathlib.Path(run_dir)
     if run_dir.exists():
         raise T2TError(f"{run_dir} already exists: import into a new --run-dir.")
@@ -68,7 +74,8 @@ def import_checkpoint(family, directory, run_dir, source_lang=None, target_lang=
 
 
 def _run_config(imported, checkpoint, precision="float32"):
-    """The run's config: the model section of the checkpoint, its tokenizer and languages, its decoding defaults."""
+    """The run's config: the model section of the checkpoint (its weights in `precision`), its tokenizer and
+    languages, its decoding defaults (decoding in `precision`)."""
     generation = settings.generation_defaults(checkpoint)
     data = {"tokenizer": "pretrained", "vocab_size": imported.model["vocab_size"]}
     if imported.languages:
@@ -76,7 +83,8 @@ def _run_config(imported, checkpoint, precision="float32"):
     decoding = generation_defaults.decoding_section(generation, _special_ids(imported), imported.model["max_length"])
     decoding["precision"] = precision
     try:
-        return config_lib.from_dict({"model": imported.model, "data": data, "decoding": decoding})
+        return config_lib.from_dict({"model": {**imported.model, "weights_dtype": precision}, "data": data,
+                                     "decoding": decoding})
     except ConfigError as error:
         raise CheckpointError(f"{checkpoint.directory / 'config.json'} describes a model t2t_keras cannot build: "
                               f"{error}") from None

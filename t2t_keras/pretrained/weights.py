@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from t2t_keras.pretrained.checkpoint import CheckpointError, renamed, row_blocks, tensor_shape
+from t2t_keras.pretrained.checkpoint import CheckpointError, renamed, row_blocks, tensor_shape, whole_tensor
 
 
 class Assignment(NamedTuple):
@@ -129,13 +129,15 @@ def _check_shape(entry, shape):
 
 
 def _assign(entry, tensors):
-    """Sets `entry.variable` from its tensor: whole, or a block of the tensor's rows at a time into the variable's
-    rows (its columns when transposed), so that only one block is held besides the variable."""
+    """Sets `entry.variable` from its tensor, read in the variable's dtype (bfloat16 values kept as stored, float32
+    ones rounded, for a model of bfloat16 weights): whole, or a block of the tensor's rows at a time into the
+    variable's rows (its columns when transposed), so that only one block is held besides the variable."""
     variable = entry.variable
+    dtype = tf.as_dtype(variable.dtype).as_numpy_dtype
     if len(variable.shape) == 1:
-        variable.assign(tensors[entry.name].reshape(-1))
+        variable.assign(whole_tensor(tensors, entry.name, dtype).reshape(-1))
         return
-    for start, rows in row_blocks(tensors, entry.name):
+    for start, rows in row_blocks(tensors, entry.name, dtype=dtype):
         if start == 0 and len(rows) == variable.shape[1 if entry.transposed else 0]:  # the whole tensor
             variable.assign(rows.T if entry.transposed else rows)
         else:

@@ -11,6 +11,7 @@ import tensorflow as tf
 from t2t_keras.adapters import add_adapters
 from t2t_keras.build import build_model
 from t2t_keras.config import replace
+from t2t_keras.errors import ConfigError
 from t2t_keras.fast_path import FastPath
 from t2t_keras.runs import checkpoint_step, open_run
 from t2t_keras.switches.clustering import set_auto_clustering, xla_auto_clustering
@@ -206,6 +207,7 @@ def _open(config, run_dir, init_from):
     run = open_run(run_dir)
     if init_from is not None:
         config = adopt(config, init_from, run)
+    check_float32_weights(config.model, f"--init-from {init_from.run}" if init_from is not None else run.path)
     config = run.resolve_config(config)  # saved below, once resuming has passed its checks
     if init_from is not None:
         copy_tokenizer(init_from, run, config)
@@ -214,6 +216,16 @@ def _open(config, run_dir, init_from):
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
     data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync, worker_count(strategy))
     return run, config, strategy, data
+
+
+def check_float32_weights(model_config, where):
+    """Refuses to train a model of bfloat16 weights (`model.weights_dtype`, an import with --precision bfloat16):
+    an update much smaller than a weight is lost when it is rounded to bfloat16's 8 bits of mantissa, so training
+    keeps float32 weights (and computes in bfloat16 with training.mixed_precision)."""
+    if model_config.weights_dtype != "float32":
+        raise ConfigError(f"{where} has {model_config.weights_dtype} weights (model.weights_dtype, an import with "
+                          "--precision bfloat16), which are not trained: import the checkpoint with --precision "
+                          "float32 to fine-tune.")
 
 
 def _set_up(config, run_dir, init_from=None):
