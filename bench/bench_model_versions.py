@@ -1,6 +1,7 @@
 """Resident memory of `serve --model-base-path` across version swaps, under a client that never pauses.
 
     python bench/bench_model_versions.py [--format ctranslate2] [--versions 4] [--hidden-dim 512] [--layers 6]
+                                         [--precision bfloat16]
 
 Exports `--versions` random models of one shape (a toy 100-piece vocabulary, so the weights are the layers'),
 serves the first from a base path in a `t2t-keras serve` process, then renames each next one into the base path
@@ -39,7 +40,7 @@ def memory_mb(pid):
     return tuple(int(fields[name].split()[0]) // 1024 for name in ("VmRSS", "VmHWM"))
 
 
-def make_exports(directory, count, export_format, hidden_dim, layers):
+def make_exports(directory, count, export_format, hidden_dim, layers, precision="float32"):
     """`count` exports of random models of one shape, each from its own seed."""
     import keras
 
@@ -64,7 +65,9 @@ def make_exports(directory, count, export_format, hidden_dim, layers):
         else:
             from t2t_keras.export.saved_model import export_translator
 
-            export_translator(model, tokenizer, out, max_beam_size=1, request=request)
+            # recorded as `t2t-keras export` records, so the server chooses its kernels as it would for them
+            export_translator(model, tokenizer, out, max_beam_size=1, request=request, precision=precision,
+                              weights={"source": "random", "seed": seed})
         exports.append(out)
         print(f"exported version {seed}: {sum(p.stat().st_size for p in out.rglob('*') if p.is_file()) >> 20} MB",
               flush=True)
@@ -129,10 +132,12 @@ def main(argv=None):
     parser.add_argument("--versions", type=int, default=4)
     parser.add_argument("--hidden-dim", type=int, default=512)
     parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
+                        help="a SavedModel's weights and arithmetic")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        exports = make_exports(tmp, args.versions, args.format, args.hidden_dim, args.layers)
+        exports = make_exports(tmp, args.versions, args.format, args.hidden_dim, args.layers, args.precision)
         base = tmp / "models"
         base.mkdir()
         shutil.copytree(exports[0], base / "1")

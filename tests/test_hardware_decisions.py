@@ -7,6 +7,7 @@ runs as one shard; a `train` or `translate` set-up with the hardware stubbed at 
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,29 +32,33 @@ DEVICES = {  # the declared devices of docs/performance.md's table, with the CPU
     "TPU (8 cores)": Hardware(tpus=8, cpu_flags=AMX, cores=96),
 }
 # What each choice must be: (precision, training step XLA, fused elementwise ops, float32 search of 128 hypotheses
-# with XLA, TF_XLA_FLAGS set, TF_ENABLE_ONEDNN_OPTS, TF_NUM_INTRAOP_THREADS for a 2-shard narrow export,
+# with XLA, TF_XLA_FLAGS set, TF_ENABLE_ONEDNN_OPTS, TF_ONEDNN_USE_SYSTEM_ALLOCATOR for a server of versions,
+# TF_NUM_INTRAOP_THREADS for a 2-shard narrow export,
 # int8 for 10M parameters, search shards, CTranslate2's (inter, intra) threads (it runs on the host CPU), threads of
 # each of 2 local pipeline workers)
 EXPECTED = {
-    "AVX2 CPU, 2 cores": ("float32", True, False, False, True, "0", 1, None, 2, (2, 1), 1),
-    "AVX-512 BF16 CPU, 16 cores": ("mixed_bfloat16", False, True, False, True, "0", 8, None, 16, (16, 1), 8),
-    "AMX CPU, 2 cores": ("mixed_bfloat16", False, True, False, True, "0", 1, "int8", 2, (2, 1), 1),
-    "1 GPU, compute capability 8.0": ("mixed_bfloat16", True, False, True, False, None, None, None, 1, (16, 1), None),
-    "1 GPU, compute capability 7.0": ("mixed_float16", True, False, True, False, None, None, None, 1, (16, 1), None),
-    "8 GPUs, compute capability 8.0": ("mixed_bfloat16", True, False, True, False, None, None, None, 1, (96, 1),
+    "AVX2 CPU, 2 cores": ("float32", True, False, False, True, "0", "1", 1, None, 2, (2, 1), 1),
+    "AVX-512 BF16 CPU, 16 cores": ("mixed_bfloat16", False, True, False, True, "0", "1", 8, None, 16, (16, 1), 8),
+    "AMX CPU, 2 cores": ("mixed_bfloat16", False, True, False, True, "0", "1", 1, "int8", 2, (2, 1), 1),
+    "1 GPU, compute capability 8.0": ("mixed_bfloat16", True, False, True, False, None, None, None, None, 1, (16, 1),
+                                      None),
+    "1 GPU, compute capability 7.0": ("mixed_float16", True, False, True, False, None, None, None, None, 1, (16, 1),
+                                      None),
+    "8 GPUs, compute capability 8.0": ("mixed_bfloat16", True, False, True, False, None, None, None, None, 1, (96, 1),
                                        None),
-    "TPU (8 cores)": ("mixed_bfloat16", True, False, True, False, None, None, None, 1, (96, 1), None),
+    "TPU (8 cores)": ("mixed_bfloat16", True, False, True, False, None, None, None, None, 1, (96, 1), None),
 }
 ACCELERATORS = [name for name, hardware in DEVICES.items() if hardware.tpus or hardware.gpu_capabilities]
 NARROW = search_record(2, True, 128)
-CPU_VARIABLES = ("TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS", "TF_NUM_INTRAOP_THREADS")
+CPU_VARIABLES = ("TF_XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS", "TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "TF_NUM_INTRAOP_THREADS")
 
 
 def choices(decisions):
     jit = decisions.jit(decisions.precision)
     return (decisions.precision, jit, decisions.fuse_elementwise(decisions.precision, jit),
             decisions.decoding_jit("float32", GRAPH_SEARCH_HYPOTHESES), decisions.xla_flags is not None,
-            decisions.onednn("float32"), decisions.intra_op_threads(NARROW), decisions.quantization(10_000_000)[0],
+            decisions.onednn("float32"), decisions.onednn_allocator(True), decisions.intra_op_threads(NARROW),
+            decisions.quantization(10_000_000)[0],
             decisions.shards, decisions.ctranslate2_threads(), decisions.worker_threads(2))
 
 
@@ -114,6 +119,8 @@ class StubbedGpuRunTest(unittest.TestCase):
         self.run_dir = run_with(root / "run")  # a float32 translation run
         self.export = str(export_with(root / "export", {"precision": "float32", "quantization": "float32",
                                                         "search": NARROW}))
+        self.base = root / "models"  # a model base path whose newest version is that export
+        shutil.copytree(self.export, self.base / "1")
         fast_path._detected.cache_clear()
         self.addCleanup(fast_path._detected.cache_clear)
 
@@ -127,7 +134,7 @@ class StubbedGpuRunTest(unittest.TestCase):
     def test_the_switches_set_nothing_on_an_accelerator_and_their_cpu_values_on_a_cpu(self):
         runs = {"path": None, "run_dirs": [self.run_dir], "precision": None, "litert": False}
         commands = [("train", {}), ("main", {}), ("distill", {}), ("translate", runs), ("evaluate", runs),
-                    ("translate", {"path": self.export})]
+                    ("translate", {"path": self.export}), ("serve", {"model_base_path": str(self.base)})]
         for name in ACCELERATORS:
             for command, options in commands:
                 self.assertEqual(self.switches_on(DEVICES[name], command, options), {}, msg=(name, command))
@@ -136,6 +143,9 @@ class StubbedGpuRunTest(unittest.TestCase):
         self.assertEqual(self.switches_on(cpu, "translate", runs), {"TF_ENABLE_ONEDNN_OPTS": "0"})
         self.assertEqual(self.switches_on(cpu, "translate", {"path": self.export}),
                          {"TF_ENABLE_ONEDNN_OPTS": "0", "TF_NUM_INTRAOP_THREADS": "1"})
+        self.assertEqual(self.switches_on(cpu, "serve", {"model_base_path": str(self.base)}),
+                         {"TF_ENABLE_ONEDNN_OPTS": "0", "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1",
+                          "TF_NUM_INTRAOP_THREADS": "1"})
 
     def test_training_decoding_and_export_take_the_gpus_choices(self):
         from t2t_keras.decoding.sharding import choose_shards
@@ -177,7 +187,7 @@ class StubbedGpuRunTest(unittest.TestCase):
         gpu = json.dumps({"gpus": [[8, 0]], "cores": 16})
         # unstubbed, this CPU would set TF_XLA_FLAGS for train and TF_ENABLE_ONEDNN_OPTS for both translations
         for argv in (["train", "--run-dir", self.run_dir], ["translate", "--run-dir", self.run_dir],
-                     ["translate", "--saved-model", self.export]):
+                     ["translate", "--saved-model", self.export], ["serve", "--model-base-path", str(self.base)]):
             out = subprocess.run([sys.executable, "-c", code, gpu, *argv], capture_output=True, text=True, env=env,
                                  check=True).stdout
             self.assertEqual(json.loads(out.splitlines()[-1]), [dict.fromkeys(CPU_VARIABLES), [False]], msg=argv)

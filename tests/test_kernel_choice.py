@@ -14,10 +14,13 @@ import yaml
 
 from t2t_keras.hardware import Hardware
 from t2t_keras.switches.kernels import (
+    ALLOCATOR,
     VARIABLE,
+    choose_allocator,
     choose_onednn,
     choose_onednn_for_runs,
     export_arithmetic,
+    kernels_differ,
     run_arithmetic,
 )
 
@@ -106,6 +109,56 @@ class KernelChoiceTest(unittest.TestCase):
                              capture_output=True, text=True, env=env, check=True).stdout.split()
         self.assertEqual(out, ["0", "0", "False"])
 
+    def test_a_model_base_path_chooses_for_its_newest_version(self):
+        # serve --model-base-path opens the newest numbered version first: its record decides, as for one export
+        base = pathlib.Path(self.tmp.name) / "models"
+        export_with(base / "1", {"precision": "bfloat16", "quantization": "float32"})
+        export_with(base / "10", {"precision": "float32", "quantization": "float32"})
+        export_with(base / "incoming", {"precision": "bfloat16"})  # not a version: a copy under way
+        code = ("import os, sys\nfrom t2t_keras import cli_arguments, switches\n"
+                "args = cli_arguments.build_parser().parse_args(sys.argv[1:])\n"
+                "print(switches.choose(args.command, vars(args)).get('TF_ENABLE_ONEDNN_OPTS'))")
+        env = cpu_environment(VARIABLE)
+        out = subprocess.run([sys.executable, "-c", code, "serve", "--model-base-path", str(base)],
+                             capture_output=True, text=True, env=env, check=True).stdout.split()
+        self.assertEqual(out, ["0"])
+        empty = pathlib.Path(self.tmp.name) / "empty"
+        empty.mkdir()
+        out = subprocess.run([sys.executable, "-c", code, "serve", "--model-base-path", str(empty)],
+                             capture_output=True, text=True, env=env, check=True).stdout.split()
+        self.assertEqual(out, ["None"])  # nothing to follow: TensorFlow's default
+
+    def test_a_server_whose_versions_swap_takes_glibcs_allocator_for_onednn(self):
+        environ = {}
+        self.assertEqual(choose_allocator(True, environ, modules={}), "1")
+        self.assertEqual(environ, {ALLOCATOR: "1"})
+        for versions_swap, environ, modules in ((False, {}, {}), (True, {ALLOCATOR: "0"}, {}),
+                                                (True, {}, {"tensorflow": object()})):
+            before = dict(environ)
+            self.assertIsNone(choose_allocator(versions_swap, environ, modules=modules))
+            self.assertEqual(environ, before)
+        base = pathlib.Path(self.tmp.name) / "models"
+        export_with(base / "1", {"precision": "bfloat16", "quantization": "float32"})
+        code = ("import os, sys\nfrom t2t_keras import cli_arguments, switches\n"
+                "args = cli_arguments.build_parser().parse_args(sys.argv[1:])\n"
+                "print(switches.choose(args.command, vars(args)).get('TF_ONEDNN_USE_SYSTEM_ALLOCATOR'))")
+        env = cpu_environment(VARIABLE, ALLOCATOR)
+        for argv, chosen in ((["serve", "--model-base-path", str(base)], "1"),
+                             (["serve", "--saved-model", str(base / "1")], "None")):  # one export: no swap
+            out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env,
+                                 check=True).stdout.split()
+            self.assertEqual(out, [chosen], msg=argv)
+
+    def test_a_version_whose_kernels_differ_from_the_processs_is_named(self):
+        float32 = self.export("f32", {"precision": "float32", "quantization": "float32"})
+        bfloat16 = self.export("bf16", {"precision": "bfloat16", "quantization": "float32"})
+        self.assertIsNone(kernels_differ(float32, environ={VARIABLE: "0"}))
+        self.assertIsNone(kernels_differ(bfloat16, environ={}))
+        self.assertIsNone(kernels_differ(self.export("ids-only", None), environ={VARIABLE: "0"}))
+        message = kernels_differ(bfloat16, environ={VARIABLE: "0"})  # started for a float32 version
+        self.assertIn("computes in bfloat16 and runs on TensorFlow's own kernels", message)
+        self.assertIn("restart the server", message)
+        self.assertIn("runs on oneDNN's kernels", kernels_differ(float32, environ={}))
 
     def test_a_translation_run_that_searches_in_float32_turns_onednn_off(self):
         root = pathlib.Path(self.tmp.name)

@@ -429,3 +429,98 @@ class ServeCommandVersionsTest(CTranslate2SwapTest):
             self.assertEqual(process.wait(timeout=TIMEOUT), 0)
         finally:
             end_process(process)
+
+
+def resident_mb(pid):
+    """The resident memory (VmRSS) of process `pid`, MB."""
+    with open(f"/proc/{pid}/status") as status:
+        fields = dict(line.split(":", 1) for line in status)
+    return int(fields["VmRSS"].split()[0]) / 1024
+
+
+class MemoryAfterSwapBase:
+    """`t2t-keras serve --model-base-path` in its own process, versions of a 30M-weight model swapped in under a
+    client that never pauses: after each swap the server's resident memory is back to about one model's, not two
+    (during a swap two are loaded). Subclasses make the exports (`export(model, tokenizer, out)`) and say where
+    their weights are (`weights_bytes(export)`)."""
+
+    HIDDEN_DIM, LAYERS = 512, 4  # about 30M weights, 120 MB: what an allocator keeping the old version would hold
+    KEPT = 0.4  # the most of one model's weights a swap may leave behind (allocator slack, TensorFlow's caches)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        root = pathlib.Path(cls.tmp.name)
+        tokenizer = train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "vocab.model",
+                                        vocab_size=100)
+        cls.exports = []
+        for seed in (1, 2, 3):
+            keras.utils.set_random_seed(seed)
+            model = tiny_transformer(vocab_size=100, max_length=32, hidden_dim=cls.HIDDEN_DIM, num_layers=cls.LAYERS,
+                                     num_heads=8, intermediate_dim=4 * cls.HIDDEN_DIM)
+            cls.exports.append(cls.export(model, tokenizer, root / f"export-{seed}"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_memory_returns_to_one_models_size_after_each_swap(self):
+        base = pathlib.Path(self.tmp.name) / "models"
+        shutil.copytree(self.exports[0], base / "1")
+        command = [sys.executable, "-m", "t2t_keras", "serve", "--model-base-path", str(base), "--port", "0",
+                   "--model-name", "toy", "--file-system-poll-wait-seconds", str(POLL_SECONDS)]
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("TF_ENABLE_ONEDNN", "TF_ONEDNN"))}
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                                   env=dict(environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=ROOT)
+        try:
+            base_url = f"http://{HOST}:{port_from_log(process)}"
+            threading.Thread(target=lambda: list(process.stderr), daemon=True).start()  # never a full pipe
+            wait_until_ready(base_url)
+            client = Client(base_url)
+            client.wait_for(20)
+            one_model = resident_mb(process.pid)
+            limit = one_model + self.KEPT * self.weights_bytes(self.exports[0]) / 2 ** 20
+            for number in (2, 3):
+                copy_slowly(self.exports[number - 1], base / str(number), POLL_SECONDS / 2)
+                wait_until(lambda: states(base_url).get(str(number - 1)) == "END", f"version {number} not in")
+                client.wait_for(len(client.answers) + 20)
+                after = resident_mb(process.pid)
+                self.assertLess(after, limit, f"after the swap to version {number}: {after:.0f} MB resident, "
+                                              f"{one_model:.0f} MB with one version")
+            self.assertTrue(all(status == 200 for status, _ in client.stop()))
+        finally:
+            end_process(process)
+
+
+@long_check
+class SavedModelMemoryTest(MemoryAfterSwapBase, TestCase):
+    """float32 exports, recorded as `t2t-keras export` records them: the server runs TensorFlow's own kernels."""
+
+    PRECISION = "float32"
+
+    @classmethod
+    def export(cls, model, tokenizer, out):
+        return export_translator(model, tokenizer, out, max_beam_size=1, precision=cls.PRECISION,
+                                 weights={"source": "latest"}, request=GenerationRequest(beam_size=1,
+                                                                                         max_extra_length=6))
+
+    @staticmethod
+    def weights_bytes(export):
+        return sum(path.stat().st_size for path in (export / "variables").glob("variables.data-*"))
+
+
+@long_check
+class BFloat16SavedModelMemoryTest(SavedModelMemoryTest):
+    """bfloat16 exports: the server keeps oneDNN's kernels for them (switches/kernels.py), and oneDNN's allocator."""
+
+    PRECISION = "bfloat16"
+
+
+@long_check
+@unittest.skipIf(ctranslate2 is None, "ctranslate2 is not installed: pip install ctranslate2==4.8.5")
+class CTranslate2MemoryTest(MemoryAfterSwapBase, TestCase):
+    export = staticmethod(CTranslate2SwapTest.export)
+
+    @staticmethod
+    def weights_bytes(export):
+        return (export / "model.bin").stat().st_size

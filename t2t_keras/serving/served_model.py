@@ -37,6 +37,7 @@ from t2t_keras.serving.lifecycle import Lifecycle
 from t2t_keras.serving.metrics import ServingMetrics
 from t2t_keras.serving.version_source import SingleExport, VersionDirectory
 from t2t_keras.serving.versions import VersionManager
+from t2t_keras.switches.kernels import kernels_differ
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,9 @@ class ServedModel:
         opener = _opener(export, self.max_batch_size)
         if isinstance(export, (str, os.PathLike)):
             check_servable_path(export)
+            differ = kernels_differ(export)
+            if differ is not None:
+                logger.warning(differ)
         artifact = export if opener is None else opener()
         check_servable(artifact)
         if self.warm_up:

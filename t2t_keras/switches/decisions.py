@@ -13,6 +13,7 @@ hardware that is not here (tests/test_hardware_decisions.py; docs/performance.md
     TF_XLA_FLAGS (training)       the CPU auto-clustering flags               not set
     TF_ENABLE_ONEDNN_OPTS         0 for a float32 search                      not set
     TF_NUM_INTRAOP_THREADS        cores / shards, narrow sharded export       not set
+    oneDNN's allocator            glibc's for serve --model-base-path         not set
     local pipeline worker threads cores / workers                             not set
     CTranslate2 threads           one search a core, one thread each          (CTranslate2 runs on the CPU)
     export --quantization auto    int8 with AMX from 5M parameters            float32
@@ -125,6 +126,14 @@ class Decisions:
         unknown): "0" (TensorFlow's own kernels, switches/kernels.py) for float32 on a CPU; else None, not set."""
         return "0" if self.cpu_only and arithmetic == "float32" else None
 
+    def onednn_allocator(self, versions_swap):
+        """`TF_ONEDNN_USE_SYSTEM_ALLOCATOR` for a process whose models come and go (`versions_swap`: a server of a
+        model base path): "1" on a CPU, where oneDNN's own allocator keeps the memory of two versions loaded during
+        a swap for the life of the process (+132 and +169 MB after two swaps of a 30M-weight float32 SavedModel,
+        +57 and +83 MB in bfloat16; with glibc's allocator +13 / +26 and -6 / +7; a translation's CPU time 1.01x,
+        bench/results/model-versions.md); else None, not set."""
+        return "1" if self.cpu_only and versions_swap else None
+
     def intra_op_threads(self, search):
         """`TF_NUM_INTRAOP_THREADS` for an export whose record says `search` (`threads.search_record`, or None):
         `cores // shards` (at least 1) for a narrow sharded graph-mode search on a CPU (switches/threads.py); else
@@ -184,6 +193,7 @@ class Decisions:
         return {"precision": self.precision, "training step": step, "float32 search": search,
                 "TF_XLA_FLAGS (training)": "CPU auto-clustering" if self.xla_flags else "not set",
                 "TF_ENABLE_ONEDNN_OPTS (float32 search)": self.onednn("float32") or "not set",
+                "TF_ONEDNN_USE_SYSTEM_ALLOCATOR (serve --model-base-path)": self.onednn_allocator(True) or "not set",
                 "TF_NUM_INTRAOP_THREADS (2-shard narrow export)": str(self.intra_op_threads(narrow) or "not set"),
                 "export quantization (10M parameters)": self.quantization(10_000_000)[0] or "float32",
                 "search shards": str(self.shards),

@@ -34,6 +34,7 @@ from t2t_keras.config_paths import RUN_CONFIG_FILE
 from t2t_keras.switches.decisions import Decisions
 
 VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+ALLOCATOR = "TF_ONEDNN_USE_SYSTEM_ALLOCATOR"  # oneDNN's tensors from glibc's allocator, not oneDNN's own pool
 RECORD = pathlib.Path("assets.extra") / "weights.json"
 
 
@@ -63,6 +64,24 @@ def choose_onednn(export_dir, environ=None, modules=None, decisions=None):
     return _set(export_arithmetic(export_dir), environ, modules, decisions)
 
 
+def kernels_differ(export_dir, environ=None, decisions=None):
+    """Why the export at `export_dir` would have had other kernels than this process's (it started with
+    `TF_ENABLE_ONEDNN_OPTS` chosen for another export: a model base path's first version), or None where they
+    agree or the export recorded no arithmetic."""
+    environ = os.environ if environ is None else environ
+    arithmetic = export_arithmetic(export_dir)
+    if arithmetic is None:
+        return None
+    decisions = Decisions.before_tensorflow() if decisions is None else decisions
+    wanted, running = decisions.onednn(arithmetic) or "1", environ.get(VARIABLE, "1")
+    if wanted == running:
+        return None
+    kernels = "TensorFlow's own kernels" if running == "0" else "oneDNN's kernels"
+    return (f"{export_dir} computes in {arithmetic} and runs on {kernels}, chosen when this process started "
+            f"(TF_ENABLE_ONEDNN_OPTS={running}); it would run faster on the others: restart the server to choose "
+            "for it.")
+
+
 def run_arithmetic(run_dir, precision=None):
     """"float32" or "bfloat16": what a translation run's search computes in (`precision`, else the run's
     `decoding.precision`); None for a run of another task, or whose config.yaml cannot be read."""
@@ -85,6 +104,21 @@ def choose_onednn_for_runs(run_dirs, precision=None, environ=None, modules=None,
     set or TensorFlow is in `modules` (sys.modules) already. Returns the value set, or None."""
     float32 = bool(run_dirs) and all(run_arithmetic(run_dir, precision) == "float32" for run_dir in run_dirs)
     return _set("float32" if float32 else None, environ, modules, decisions)
+
+
+def choose_allocator(versions_swap, environ=None, modules=None, decisions=None):
+    """Sets `TF_ONEDNN_USE_SYSTEM_ALLOCATOR` in `environ` (os.environ) as `decisions` (None: this hardware's) rule
+    for a process whose models come and go (`versions_swap`): "1" on a CPU, so that the memory of a version let go
+    returns to the system (oneDNN's own pool keeps it); unless the variable is set or TensorFlow is in `modules`
+    (sys.modules) already. Returns the value set, or None."""
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    if ALLOCATOR in environ or "tensorflow" in modules:
+        return None
+    value = (Decisions.before_tensorflow() if decisions is None else decisions).onednn_allocator(versions_swap)
+    if value is not None:
+        environ[ALLOCATOR] = value
+    return value
 
 
 def _set(arithmetic, environ, modules, decisions):
