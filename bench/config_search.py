@@ -84,8 +84,8 @@ CANDIDATES = {
     "enc3dec1": ("deeper encoder, shallower decoder", ["model.num_layers=3", "model.num_decoder_layers=1"]),
     "postln": ("post-LN, the paper's, at eq. (3)'s own rate", ["model.normalize_first=false",
                                                                 "training.learning_rate_scale=1.0"]),
-    # T5's learned relative position bias (bucketed, one table per stack) in place of §3.5's added sinusoids.
-    "relative": ("position encoding", ["model.position_encoding=relative"]),
+    # §3.5's added sinusoids in place of T5's learned relative position bias, mini's since 2026-12-05
+    "sinusoidal": ("position encoding", ["model.position_encoding=sinusoidal"]),
 }
 
 
