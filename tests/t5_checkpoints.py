@@ -12,6 +12,8 @@ import json
 import pathlib
 import shutil
 
+import numpy as np
+
 from tests.hf_checkpoints import sentences, train_sentencepiece
 
 MADLAD_TAGS = ["<2de>", "<2en>", "<2fr>"]
@@ -155,3 +157,16 @@ def reference_tokenizer(directory):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(directory))
+
+
+def inputs(config, seed=0):
+    """A source batch (its second row right-padded) and decoder inputs starting with the decoder start id."""
+    ids = config.model.special_ids
+    rng = np.random.default_rng(seed)
+    source = rng.integers(3, config.model.vocab_size, size=(2, 9))
+    source[:, -1] = ids.eos
+    source[1, 5:] = ids.pad
+    source[1, 4] = ids.eos
+    target_in = rng.integers(3, config.model.vocab_size, size=(2, 6))
+    target_in[:, 0] = ids.decoder_start
+    return source.astype(np.int32), target_in.astype(np.int32)

@@ -67,19 +67,6 @@ def checkpoint_bits(checkpoint):
     return {name: value.view(torch.int16).numpy().view(np.uint16) for name, value in tensors.items()}
 
 
-def inputs(config, seed=0):
-    """A source batch (its second row right-padded) and decoder inputs starting with the decoder start id."""
-    ids = config.model.special_ids
-    rng = np.random.default_rng(seed)
-    source = rng.integers(3, config.model.vocab_size, size=(2, 9))
-    source[:, -1] = ids.eos
-    source[1, 5:] = ids.pad
-    source[1, 4] = ids.eos
-    target_in = rng.integers(3, config.model.vocab_size, size=(2, 6))
-    target_in[:, 0] = ids.decoder_start
-    return source.astype(np.int32), target_in.astype(np.int32)
-
-
 def transformers_logits(checkpoint, source, target_in, dtype):
     import torch
 
@@ -150,7 +137,7 @@ class BFloat16ImportTest(TestCase):
         import torch
 
         checkpoint, run = made("checkpoint"), made("bfloat16")
-        source, target_in = inputs(open_run(run).load_config())
+        source, target_in = t5_checkpoints.inputs(open_run(run).load_config())
         model = load_run_model(run)
         ours = np.asarray(model((source, target_in)), np.float32)
         widened = np.asarray(in_precision(model, "float32")((source, target_in)))

@@ -309,6 +309,11 @@ class Client:
         return list(self.answers)
 
 
+def toy_tokenizer(directory):
+    """A 100-piece SentencePiece model of the toy corpus, the vocabulary of the exports swapped in."""
+    return train_sentencepiece([s for pair in toy_pairs(200) for s in pair], directory / "vocab.model", vocab_size=100)
+
+
 class SwapUnderLoadBase:
     """A client that never pauses while version 2 is copied in: no request fails, the answers switch once; then a
     damaged version 3 is skipped. Subclasses make the exports (`export(model, tokenizer, out)`) and damage one."""
@@ -317,8 +322,7 @@ class SwapUnderLoadBase:
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls.tmp.name)
-        tokenizer = train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "vocab.model",
-                                        vocab_size=100)
+        tokenizer = toy_tokenizer(root)
         cls.exports, cls.expected = [], []
         for seed in (1, 2):  # two random models: two sets of translations
             keras.utils.set_random_seed(seed)
@@ -451,8 +455,7 @@ class MemoryAfterSwapBase:
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         root = pathlib.Path(cls.tmp.name)
-        tokenizer = train_sentencepiece([s for pair in toy_pairs(200) for s in pair], root / "vocab.model",
-                                        vocab_size=100)
+        tokenizer = toy_tokenizer(root)
         cls.exports = []
         for seed in (1, 2, 3):
             keras.utils.set_random_seed(seed)

@@ -54,19 +54,6 @@ def made(kind, model_type="t5"):
     return _MADE[kind, model_type]
 
 
-def _inputs(config, seed=0):
-    """A source batch (its second row right-padded) and decoder inputs starting with the decoder start id."""
-    ids = config.model.special_ids
-    rng = np.random.default_rng(seed)
-    source = rng.integers(3, config.model.vocab_size, size=(2, 9))
-    source[:, -1] = ids.eos
-    source[1, 5:] = ids.pad
-    source[1, 4] = ids.eos
-    target_in = rng.integers(3, config.model.vocab_size, size=(2, 6))
-    target_in[:, 0] = ids.decoder_start
-    return source.astype(np.int32), target_in.astype(np.int32)
-
-
 def tag(kind):
     return "<2de> " if kind == "madlad" else ""
 
@@ -77,7 +64,7 @@ class T5ImportTest(TestCase):
 
         checkpoint, run, reference, _ = made(kind, model_type)
         config = open_run(run).load_config()
-        source, target_in = _inputs(config)
+        source, target_in = t5_checkpoints.inputs(config)
         ours = np.asarray(load_run_model(run)((source, target_in)))
         with torch.no_grad():
             theirs = reference(input_ids=torch.tensor(source), attention_mask=torch.tensor(source != 0),
@@ -222,7 +209,7 @@ class T5ImportTest(TestCase):
         run = import_checkpoint("t5", checkpoint, root_dir() / "bfloat16-shards-run", precision="bfloat16")
         config = open_run(run).load_config()
         self.assertEqual(config.decoding.precision, "bfloat16")
-        source, target_in = _inputs(config)
+        source, target_in = t5_checkpoints.inputs(config)
         model = in_precision(load_run_model(run), "float32")  # its bfloat16 weights widened (test_bfloat16_import)
         ours = np.asarray(model((source, target_in)))
         ours_bfloat16 = np.asarray(bfloat16_copy(model)((source, target_in)), np.float32)
