@@ -25,6 +25,7 @@ import pathlib
 import typing
 
 from t2t_keras.errors import T2TError
+from t2t_keras.switches import version_directories
 
 DEFAULT_POLL_SECONDS = 1.0  # TF Serving's --file_system_poll_wait_seconds default
 SINGLE_VERSION = 1  # the version number of a single export
@@ -88,16 +89,6 @@ class VersionDirectory:
     def failed(self, number):
         """Skips version `number` until its files change."""
         self._failed[number] = self._seen.get(number)
-
-
-def version_directories(base_path):
-    """`{number: path}` of the subdirectories of `base_path` named by a number (TF Serving's version layout)."""
-    try:
-        entries = list(os.scandir(base_path))
-    except FileNotFoundError:
-        return {}
-    return {int(entry.name): pathlib.Path(entry.path) for entry in entries
-            if entry.name.isdigit() and entry.is_dir()}
 
 
 def directory_state(directory):

@@ -58,17 +58,26 @@ def choose(command, options, environ=None, modules=None, decisions=None):
     return {name: environ[name] for name in VARIABLES if environ.get(name) != before[name]}
 
 
+def version_directories(base_path):
+    """`{number: path}` of the subdirectories of `base_path` named by a number (TF Serving's version layout)."""
+    try:
+        entries = list(os.scandir(base_path))
+    except FileNotFoundError:
+        return {}
+    return {int(entry.name): pathlib.Path(entry.path) for entry in entries
+            if entry.name.isdigit() and entry.is_dir()}
+
+
 def newest_version(base_path):
     """The newest numbered version directory under a model base path (`serve --model-base-path`: the export it
     opens first, whose record the switches follow), or None without one."""
     if base_path is None:
         return None
     try:
-        versions = {int(entry.name): entry.path for entry in os.scandir(base_path)
-                    if entry.name.isdigit() and entry.is_dir()}
+        versions = version_directories(base_path)
     except OSError:
         return None
-    return versions[max(versions)] if versions else None
+    return str(versions[max(versions)]) if versions else None
 
 
 @contextlib.contextmanager
