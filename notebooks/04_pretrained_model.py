@@ -268,9 +268,9 @@ for name, rows_of_batch in rows.items():
     print(f"{name:>10}: {rows_of_batch.numpy()[0].tolist()}")
 
 # %% [markdown]
-# `train` with `init_from` (what `t2t-keras train --init-from` runs) starts a new run from the imported one:
-# its model, vocabulary and ids, a fresh optimizer, here a constant learning rate, and `model.fit` for `STEPS`
-# updates. `training.lora_rank` would train low-rank adapters instead, every other weight frozen.
+# `train` of a run resolved with `init_from` (what `t2t-keras train --init-from` runs) starts a new run from the
+# imported one: its model, vocabulary and ids, a fresh optimizer, here a constant learning rate, and `model.fit`
+# for `STEPS` updates. `training.lora_rank` would train low-rank adapters instead, every other weight frozen.
 
 # %%
 from t2t_keras.config import load_config

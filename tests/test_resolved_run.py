@@ -1,7 +1,6 @@
 """`resolve_run`: what a user gives becomes one checked config, once; the run stores it and the trainer reads it."""
 
 import contextlib
-import os
 import pathlib
 import tempfile
 from unittest import mock
@@ -16,16 +15,6 @@ from t2t_keras.resolved_run import InitSource, ResolvedRun, init_source, resolve
 from t2t_keras.runs import RunDirectory
 from t2t_keras.training import trainer
 from tests.helpers import TestCase, cli_in_process, write_toy_corpus
-
-
-@contextlib.contextmanager
-def working_directory(path):
-    before = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 def saved(resolved):
@@ -66,7 +55,7 @@ class ResolvedRunTest(TestCase):
         (run_dir / "distilled").mkdir(parents=True)
         (run_dir / "distilled" / "train.src").write_text("a\n", encoding="utf-8")
         (self.root / "here.tgt").write_text("a\n", encoding="utf-8")
-        with working_directory(self.root):
+        with contextlib.chdir(self.root):  # --set paths are read from the current directory
             resolved = resolve_run(run_dir, "tiny", ["data.source=text",
                                                      "data.train_files=[run/distilled/train.src,here.tgt]"])
         expected = [str(run_dir / "distilled" / "train.src"), str(self.root / "here.tgt")]
