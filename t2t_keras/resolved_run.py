@@ -5,17 +5,18 @@ What a command that trains or prepares a run takes from the user, in order:
     the config          a preset or a YAML file with `--set` pairs (`config.load_config`), or a `config.Config`;
                         without one, the run's own config.yaml with the `--set` pairs where the run exists, else
                         the preset `new_run` (`command_config`)
-    --init-from RUN     RUN's model section and vocabulary (`adopt`): a `--set` that differs from them is refused,
-                        but for fewer layers and the LayerNorm epsilon (training/init_from.py copies the tokenizer
-                        and loads the weights)
+    --init-from RUN     RUN's model section (an imported checkpoint's switches with it) and vocabulary (`adopt`):
+                        a `--set` that differs from them is refused, but for fewer layers and the LayerNorm epsilon
+                        (training/init_from.py copies the tokenizer and loads the weights)
     the run's config    for a run that exists: its model and data sections, which must not change (a corpus at a
                         new place excepted: `corpus_moved`), with the new training and decoding sections
     paths               data file paths absolute: `--set` paths from the current directory, a config file's from its
                         folder, a run's from the run (`config_paths`)
 
 `resolve_run` does all of it before anything is opened or written and returns a `ResolvedRun`. `RunDirectory`
-stores its config (`save_config`, once the command's own checks pass) and loads it back; the trainer, the task and
-the data road read it, and none resolves it again:
+stores its config (`save_config`: a new run's when the command opens it, which makes the run; a run that exists
+has it written once the command's own checks pass) and loads it back; the trainer, the task and the data road
+read it, and none resolves it again:
 
     resolved = resolve_run("runs/student", "student-mini", ["training.train_steps=100"])
     train(resolved)                     # training.trainer
@@ -160,15 +161,9 @@ def _explicit_keys(overrides):
             for key in values}
 
 
-def _layer_counts(model_config):
-    """`(first stack, decoder)` layer counts of a model section (a single stack counts twice)."""
-    decoder = getattr(model_config, "num_decoder_layers", None)
-    return model_config.num_layers, model_config.num_layers if decoder is None else decoder
-
-
-def _is_fewer(config, trained):
-    """Whether the model section `config` has at most the layers of `trained` in every stack (and at least one)."""
-    return all(1 <= ours <= theirs for ours, theirs in zip(_layer_counts(config), _layer_counts(trained)))
+def _is_fewer(model, trained):
+    """Whether the model section `model` has at most the layers of `trained` in every stack (and at least one)."""
+    return 1 <= model.num_layers <= trained.num_layers and 1 <= model.decoder_layers <= trained.decoder_layers
 
 
 def adopt(config, source, run):

@@ -84,9 +84,10 @@ class TrainedOnceTest(TestCase):
 
     def test_train_resolves_once_and_the_run_stores_what_was_resolved(self):
         root = pathlib.Path(self.enterContext(tempfile.TemporaryDirectory()))
-        files = write_toy_corpus(root / "data", train=60, dev=4, test=4, max_words=3)
+        files = write_toy_corpus(root / "data", train=120, dev=8, test=8, max_words=3)
         sets = ["data.source=text", "data.vocab_size=100", "data.max_length=8", "data.batch_tokens=384",
-                "model.num_layers=1", "training.train_steps=1", "training.jit_compile=false",
+                "model.num_layers=1", "training.train_steps=1", "training.steps_per_epoch=1",
+                "training.checkpoint_every_steps=1", "training.jit_compile=false",
                 *(f"data.{split}_files=[{paths[0]},{paths[1]}]" for split, paths in files.items())]
         first = self._train(root / "run", "--config", "tiny", *[arg for value in sets for arg in ("--set", value)])
         stored = yaml.safe_load((root / "run" / config_paths.RUN_CONFIG_FILE).read_text(encoding="utf-8"))
