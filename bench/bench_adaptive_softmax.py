@@ -39,6 +39,7 @@ from t2t_keras.data import sources  # noqa: E402
 from t2t_keras.evaluation.evaluate_run import load_eval_pairs  # noqa: E402
 from t2t_keras.evaluation.scoring import ScorePair  # noqa: E402
 from t2t_keras.params import count_parameters  # noqa: E402
+from t2t_keras.resolved_run import resolve_run  # noqa: E402
 from t2t_keras.runs import RunDirectory  # noqa: E402
 from t2t_keras.tasks.base import prepare_tokenizer  # noqa: E402
 from t2t_keras.training.trainer import train  # noqa: E402
@@ -85,7 +86,7 @@ def measure(config, run_dir, args):
     rate = TokenRate(args.skip_steps)
     wait_for_quiet(max_wait=args.quiet_wait)
     machine, own, wall = busy_cores_seconds(), time.process_time(), time.monotonic()
-    result = train(config, run_dir, minutes=args.minutes, callbacks=[rate], verbose=args.verbose)
+    result = train(resolve_run(run_dir, config), minutes=args.minutes, callbacks=[rate], verbose=args.verbose)
     wall = time.monotonic() - wall
     other = max(0.0, (busy_cores_seconds() - machine) - (time.process_time() - own)) / wall
     loss, tokens, pairs = dev_loss(run_dir)

@@ -187,6 +187,7 @@ def phase_train(args, workdir, resume_at=None):
     """`train` on the prepared run until its first step ends: seconds from the process' launch."""
     import keras
 
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.training import resume
     from t2t_keras.training.trainer import train
 
@@ -201,7 +202,7 @@ def phase_train(args, workdir, resume_at=None):
     if resume_at is not None:  # the checkpoint of step 1, as if it had been written at the end of the epoch
         resume.InputPosition.position = lambda self, step: self.consumed.assign(resume_at) and resume_at
     try:
-        result = train(config, workdir / "run", callbacks=[first], verbose=0)
+        result = train(resolve_run(workdir / "run", config), callbacks=[first], verbose=0)
     finally:
         resume.InputPosition.position = position
     return dict(first_step_s=first.seconds, start_step=result.start_step, rss_mib=_peak_rss_mib())

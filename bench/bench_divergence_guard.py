@@ -60,6 +60,7 @@ def weights_digest(run_dir):
 
 
 def curve(tmp):
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.training.trainer import train
     from tests.helpers import toy_config, write_toy_corpus
 
@@ -70,20 +71,21 @@ def curve(tmp):
         trace, run_dir = Trace(), pathlib.Path(tmp) / name
         config = toy_config(files, train_steps=60, steps_per_epoch=20, checkpoint_every_steps=60,
                             mixed_precision=precision, jit_compile=jit)
-        train(config, run_dir, callbacks=[trace], verbose=0)
+        train(resolve_run(run_dir, config), callbacks=[trace], verbose=0)
         result[name] = {"losses": trace.losses, "weights_sha256": weights_digest(run_dir)}
     return result
 
 
 def speed(tmp):
     from t2t_keras.config import load_config
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.training.trainer import train
 
     config = load_config("mini", [f"training.train_steps={WARMUP + TIMED}", "training.checkpoint_every_steps=100000",
                                   "training.checkpoint_every_minutes=600", "training.attention_every_steps=0"])
     trace = Trace()
     quiet = wait_for_quiet()
-    train(config, pathlib.Path(tmp) / "mini", callbacks=[trace], verbose=0)
+    train(resolve_run(pathlib.Path(tmp) / "mini", config), callbacks=[trace], verbose=0)
     seconds = trace.times[-1] - trace.times[WARMUP - 1]
     return {"updates": TIMED, "seconds": round(seconds, 2), "updates_per_second": round(TIMED / seconds, 3),
             "quiet_before": quiet, "logged_losses": trace.losses}

@@ -45,6 +45,7 @@ from t2t_keras.artifacts import open_artifact  # noqa: E402
 from t2t_keras.config import MODEL_SOURCES, load_config, replace  # noqa: E402
 from t2t_keras.evaluation.bleu import score  # noqa: E402
 from t2t_keras.evaluation.evaluate_run import load_eval_pairs  # noqa: E402
+from t2t_keras.resolved_run import resolve_run  # noqa: E402
 from t2t_keras.runs import RunDirectory, average_run  # noqa: E402
 from t2t_keras.training.trainer import train  # noqa: E402
 
@@ -65,7 +66,7 @@ def train_runs(config, work, args):
             shutil.copy(runs[0].tokenizer_file(kind), run.tokenizer_file(kind))
         wait_for_quiet(max_wait=args.quiet_wait)
         machine, own, wall = busy_cores_seconds(), time.process_time(), time.monotonic()
-        result = train(replace(config, training={"seed": seed}), run.path, minutes=args.minutes,
+        result = train(resolve_run(run.path, replace(config, training={"seed": seed})), minutes=args.minutes,
                        verbose=args.verbose)
         wall = time.monotonic() - wall
         other = max(0.0, (busy_cores_seconds() - machine) - (time.process_time() - own)) / wall

@@ -119,6 +119,7 @@ def format_row(r):
 def quick_run(workdir):
     """A tiny run trained for a few steps on generated text (the target: each sentence's words reversed)."""
     from t2t_keras.config import load_config
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.training.trainer import train
 
     files = {}
@@ -132,7 +133,7 @@ def quick_run(workdir):
                  "data.test_files": files["test"], "data.vocab_size": 500, "training.train_steps": 20,
                  "training.jit_compile": False, "training.checkpoint_every_steps": 20}
     config = load_config("tiny", [f"{k}={v!r}" if isinstance(v, list) else f"{k}={v}" for k, v in overrides.items()])
-    train(config, workdir / "run", verbose=0)
+    train(resolve_run(workdir / "run", config), verbose=0)
     return workdir / "run"
 
 

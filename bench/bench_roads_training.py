@@ -65,6 +65,7 @@ def run_road(road, steps, workdir):
     import keras
 
     from t2t_keras.config import load_config
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.tasks import data_route
     from t2t_keras.training.trainer import train
 
@@ -86,7 +87,7 @@ def run_road(road, steps, workdir):
 
         base.plans_in_memory = data_route.plans_in_memory
     curve = Curve()
-    train(config, workdir / road, callbacks=[curve], verbose=0)
+    train(resolve_run(workdir / road, config), callbacks=[curve], verbose=0)
     timed = [point for point in curve.points if point[0] >= 50]
     (_, _, t0, k0), (_, _, t1, k1) = timed[0], timed[-1]
     return dict(loss=[(step, loss) for step, loss, _, _ in curve.points], target_tokens_per_s=(k1 - k0) / (t1 - t0))

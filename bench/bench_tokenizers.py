@@ -43,6 +43,7 @@ from t2t_keras.config import TOKENIZER_CHOICES, load_config, replace  # noqa: E4
 from t2t_keras.data import sources  # noqa: E402
 from t2t_keras.decoding.request import GenerationRequest  # noqa: E402
 from t2t_keras.evaluation.evaluate_run import evaluate_run, load_eval_pairs  # noqa: E402
+from t2t_keras.resolved_run import resolve_run  # noqa: E402
 from t2t_keras.runs import RunDirectory  # noqa: E402
 from t2t_keras.special_ids import UNK_ID  # noqa: E402
 from t2t_keras.tasks.base import prepare_tokenizer  # noqa: E402
@@ -76,7 +77,7 @@ def compare(kind, config, run_dir, args):
 
     wait_for_quiet(max_wait=args.quiet_wait)
     machine, own, wall = busy_cores_seconds(), time.process_time(), time.monotonic()
-    result = train(config, run_dir, minutes=args.minutes, verbose=args.verbose)
+    result = train(resolve_run(run_dir, config), minutes=args.minutes, verbose=args.verbose)
     wall = time.monotonic() - wall
     other = max(0.0, (busy_cores_seconds() - machine) - (time.process_time() - own)) / wall
 

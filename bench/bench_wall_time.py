@@ -69,6 +69,7 @@ def child(variant, run_dir, minutes, skip):
     from bench.timing import busy_cores_seconds
     from t2t_keras.config import load_config
     from t2t_keras.pipeline import train_run
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.training import fitting, trainer
 
     if variant == "untimed":
@@ -84,7 +85,7 @@ def child(variant, run_dir, minutes, skip):
     original = fitting._callbacks
     fitting._callbacks = lambda *args, **kwargs: original(*args, **kwargs) + [Steps()]
     load = os.getloadavg()
-    train_run(load_config("mini", ["training.fuse_elementwise=false"]), run_dir, minutes)
+    train_run(resolve_run(run_dir, load_config("mini", ["training.fuse_elementwise=false"])), minutes)
     window = [end for end in ends if end[0] >= ends[0][0] + skip]
     seconds = window[-1][0] - window[0][0]
     other = ((window[-1][1] - window[0][1]) - (window[-1][2] - window[0][2])) / seconds

@@ -100,14 +100,15 @@ for source, target in train_pairs[100:103]:
 # buckets, and each bucket's batch size keeps about `data.batch_tokens` tokens per side. A batch is
 # `((source, target_in), target_out, sample_weight)`: the decoder reads `<s> y1 … yn` and predicts
 # `y1 … yn </s>`; the weight is 0 on padding. `load_data`, the run's task's data setup, is the step `train`
-# starts with.
+# starts with. What it reads is the run's configuration, resolved once before anything is opened
+# (`resolve_run`: a rerun checks that model and data did not change); `train` takes the same object below.
 
 # %%
-from t2t_keras.runs import RunDirectory
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.tasks import task_of
 
-run = RunDirectory(RUN_DIR)
-config = run.resolve_config(config)  # writes RUN/config.yaml; a rerun checks model and data did not change
+resolved = resolve_run(RUN_DIR, config)
+run, config = resolved.run, resolved.config
 data = task_of(config).load_data(run, config)
 tokenizer = data.tokenizer
 example = dev_pairs[0][0]
@@ -173,7 +174,7 @@ plt.show()
 from t2t_keras.inspect.summary import RunAttentionSummary
 from t2t_keras.training.trainer import train
 
-result = train(config, RUN_DIR, callbacks=[RunAttentionSummary(RUN_DIR)], verbose=2)
+result = train(resolved, callbacks=[RunAttentionSummary(run)], verbose=2)
 model, history = result.model, result.history
 print(f"trained from step {result.start_step} to {result.final_step} in {result.seconds / 60:.1f} min")
 

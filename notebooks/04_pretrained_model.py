@@ -268,13 +268,13 @@ for name, rows_of_batch in rows.items():
     print(f"{name:>10}: {rows_of_batch.numpy()[0].tolist()}")
 
 # %% [markdown]
-# `train` with `init_from` (what `t2t-keras train --init-from` runs) starts a new run from the imported one:
-# its model, vocabulary and ids, a fresh optimizer, here a constant learning rate, and `model.fit` for `STEPS`
-# updates. `training.lora_rank` would train low-rank adapters instead, every other weight frozen.
+# `train` of a run resolved with `init_from` (what `t2t-keras train --init-from` runs) starts a new run from the
+# imported one: its model, vocabulary and ids, a fresh optimizer, here a constant learning rate, and `model.fit`
+# for `STEPS` updates. `training.lora_rank` would train low-rank adapters instead, every other weight frozen.
 
 # %%
 from t2t_keras.config import load_config
-from t2t_keras.training.init_from import InitSource
+from t2t_keras.resolved_run import InitSource, resolve_run
 from t2t_keras.training.trainer import train
 
 settings = {"data.source": "text", "data.train_files": TRAIN_FILES, "data.max_length": 64, "data.batch_tokens": 512,
@@ -284,7 +284,7 @@ fine_tuning = load_config("tiny", [f"{key}={value!r}" if isinstance(value, list)
                                    for key, value in settings.items()])
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 
-result = train(fine_tuning, WORK_DIR / "fine-tuned", init_from=InitSource(run), verbose=2)
+result = train(resolve_run(WORK_DIR / "fine-tuned", fine_tuning, init_from=InitSource(run)), verbose=2)
 fine_tuned = load_run_model(WORK_DIR / "fine-tuned")
 
 

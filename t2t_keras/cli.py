@@ -62,12 +62,11 @@ def cmd_describe(args):
 
 def cmd_train(args):
     from t2t_keras.pipeline import train_run
-    from t2t_keras.runs import command_config
-    from t2t_keras.training.init_from import init_source
+    from t2t_keras.resolved_run import init_source, resolve_run
 
     init_from = init_source(args.init_from, args.init_weights, args.overrides)
-    result = train_run(command_config(args.run_dir, args.config, args.overrides), args.run_dir,
-                       minutes=args.minutes, init_from=init_from)
+    resolved = resolve_run(args.run_dir, args.config, args.overrides, init_from)  # before anything is opened
+    result = train_run(resolved, minutes=args.minutes)
     print(f"trained {result.run_dir} from step {result.start_step} to {result.final_step} "
           f"in {result.seconds / 60:.1f} min")
     return 0

@@ -20,6 +20,7 @@ from t2t_keras.evaluation.evaluate_run import evaluate, evaluate_baseline
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.inspect.quality_plot import write_quality_plot
 from t2t_keras.pipeline import train_run
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import average_run, checkpoint_step, open_run
 from t2t_keras.training.wall_time import WallClock, append_record, folded, format_breakdown, session_record
 
@@ -34,10 +35,10 @@ EXAMPLES = [
 ]
 
 
-def _train(config, run_dir, minutes):
+def _train(config, run, minutes):
     if minutes <= 0:
         return None
-    return train_run(config, run_dir, minutes)
+    return train_run(resolve_run(run, config), minutes)
 
 
 def _baseline(run, split="test"):

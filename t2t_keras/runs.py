@@ -4,9 +4,9 @@ Every part that opens a run (training, evaluation, export, inspection, the
 CLI) goes through this module, and `RunDirectory` names every path of a run,
 so the layout is written down once:
 
-    RUN/config.yaml         the resolved configuration (written once, checked on resume); data files inside the
-                            run are named relative to it, so a copied or moved run finds them
-                            (`config_paths`)
+    RUN/config.yaml         the configuration, resolved before the run is opened (`resolved_run`: checked
+                            against this file on resume) and stored here; data files inside the run are named
+                            relative to it, so a copied or moved run finds them (`config_paths`)
     RUN/tokenizer.model     the shared SentencePiece vocabulary (data.tokenizer: bpe, unigram)
     RUN/tokenizer.vocab     the shared WordPiece vocabulary (data.tokenizer: wordpiece)
     RUN/data.json           where the data came from (package versions, licence, counts)
@@ -73,7 +73,7 @@ from t2t_keras.adapters import add_adapters, has_adapters, merged_into
 from t2t_keras.build import build_model
 from t2t_keras.checksums import read_record as read_checksums
 from t2t_keras.checksums import record_checkpoint, record_files, verify_checkpoint, verify_files
-from t2t_keras.config import MODEL_SOURCES, load_config, with_overrides
+from t2t_keras.config import MODEL_SOURCES
 from t2t_keras.data.shortlist import learn_shortlist, load_shortlist, save_shortlist
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import find_tokenizer, load_tokenizer, tokenizer_filename
@@ -83,13 +83,6 @@ from t2t_keras.run_lock import RunLock
 
 logger = logging.getLogger(__name__)
 
-# Sections that must not change when a run is continued; training and decoding may.
-FROZEN_SECTIONS = ("model", "data")
-# Data keys that shape the batch stream only: a run takes new values of them until its first checkpoint (from then
-# on, resuming checks its stream: training.resume.check_input_stream).
-BATCH_KEYS = ("batch_tokens", "shuffle_buffer")
-# Keys of the other sections that must not change either: the checkpoints' layout depends on them.
-FROZEN_KEYS = (("training", "lora_rank"),)
 DAMAGED_DIR = "damaged"  # RUN/checkpoints/damaged/: where `train` sets damaged checkpoints aside
 AVERAGE_ENDS = ("last", "best")  # the newest checkpoint, or the best one (RUN/best/)
 MODEL_CHECKPOINT = "ckpt"  # RUN/best/ckpt.index, RUN/averaged/ckpt.data-*: the model's weights alone
@@ -168,69 +161,12 @@ class RunDirectory:
         return self._config
 
     def save_config(self, config):
-        """Writes `config` to config.yaml, its data files inside the run relative to it (`config_paths.for_run`);
-        returns it with every data file path absolute, as `load_config` reads it back."""
-        config = config_lib.replace(config, data=config_paths.absolute(config.data.__dict__))
+        """Writes `config`, resolved (`resolved_run.resolve_run`: its data file paths absolute), to config.yaml, its
+        data files inside the run relative to it (`config_paths.for_run`), and keeps it as `load_config` gives it."""
         saved = config.to_dict()
         saved["data"] = config_paths.for_run(saved["data"], self.path)
         write_text_atomic(self.config_path, yaml.safe_dump(saved, sort_keys=False))
         self._config = config
-        return config
-
-    def resolve_config(self, config):
-        """The config to train with: `config` for a new run (saved, which makes the run); for an existing run,
-        the saved one with the new training/decoding sections, after checking model and data did not change. The
-        caller saves that (`save_config`) once its own checks pass, so a refused session leaves the run as it was."""
-        if not self.exists():
-            return self.save_config(config)
-        saved = self.load_config()
-        config = config_lib.replace(config, data=config_paths.absolute(config.data.__dict__))
-        self._check_frozen_sections(saved, config)
-        for section, key in FROZEN_KEYS:
-            old, new = getattr(getattr(saved, section), key), getattr(getattr(config, section), key)
-            if old != new:  # values written as --set takes them (YAML: null for None)
-                old, new = json.dumps(old), json.dumps(new)
-                raise ConfigError(
-                    f"{self.path} was trained with {section}.{key}={old}, and its checkpoints are laid out for it; "
-                    f"received {section}.{key}={new}. Continue it with {section}.{key}={old}, or start a new run "
-                    f"from its weights: t2t-keras train --init-from {self.path} --run-dir NEW --set {section}.{key}="
-                    f"{new}."
-                )
-        resolved = config_lib.replace(saved, data=config.data.__dict__, training=config.training.__dict__,
-                                      decoding=config.decoding.__dict__)
-        return resolved
-
-    def _check_frozen_sections(self, saved, config):
-        """Refuses `config` where its model or data section differs from the run's `saved` one; data files that
-        moved are taken (`corpus_moved`), and before the first checkpoint the `BATCH_KEYS`."""
-        untrained = not self.checkpoint_paths()
-        for section in FROZEN_SECTIONS:
-            old, new = getattr(saved, section).__dict__, getattr(config, section).__dict__
-            changed = {key: (old[key], new[key]) for key in old if old[key] != new[key]
-                       and not (section == "data" and untrained and key in BATCH_KEYS)}
-            if not changed or (section == "data" and self.corpus_moved(saved.data, config.data)):
-                continue
-            details = ", ".join(f"{section}.{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
-            moved = section == "data" and config_paths.moved(old, new)
-            raise ConfigError(
-                f"{self.path} was created with a different {section} config ({details}). "
-                "Continue it with the same config, or train into a new --run-dir." + (
-                    " A corpus at a new place is taken by a run that has trained on planned batches (resuming checks "
-                    "their corpus); this one has not, so put the files back where its config.yaml names them."
-                    if moved else ""))
-
-    def corpus_moved(self, saved, new):
-        """Whether the data configs `saved` (the run's) and `new` differ only in where their files are, in a run
-        that has trained on planned batches: its input stream record (input_stream.json) holds a digest of the
-        corpus (`corpus`, or the preparation's `manifest`), which `training.resume.check_input_stream` compares
-        on resume, so a corpus that moved goes on and one that changed is refused there. Logs the new places."""
-        moves = config_paths.moved(saved.__dict__, new.__dict__)
-        stream = self.read_json(self.input_stream_path) or {}
-        if not moves or not ("corpus" in stream or "manifest" in stream):
-            return False
-        logger.warning("%s reads its corpus from a new place (%s); resuming checks that its training files hold the "
-                       "same corpus.", self.path, ", ".join(f"{old} -> {new}" for old, new in moves))
-        return True
 
     def write_json(self, path, data):
         """Writes `data` to `path`, one of the run's JSON files (an attribute of this object), atomically."""
@@ -311,15 +247,6 @@ class RunDirectory:
 def open_run(run):
     """`run` itself when it is a `RunDirectory` (opened once, handed down), else a `RunDirectory` of the path."""
     return run if isinstance(run, RunDirectory) else RunDirectory(run)
-
-
-def command_config(run_dir, config=None, overrides=(), new_run="base"):
-    """The config a command trains with: `config` (a preset or a YAML file) with `overrides`; without it the run's
-    own config with `overrides` where `run_dir` holds a run, else the preset `new_run`'s."""
-    run = open_run(run_dir)
-    if config is None and run.exists():
-        return with_overrides(run.load_config(), overrides)
-    return load_config(new_run if config is None else config, overrides)
 
 
 def format_shortlist(run_dir, shortlist):

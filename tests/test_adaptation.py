@@ -24,10 +24,11 @@ from t2t_keras.errors import ConfigError
 from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 from t2t_keras.export.saved_model import export_run
 from t2t_keras.params import adapter_parameters
+from t2t_keras.resolved_run import InitSource, adopt, resolve_run
 from t2t_keras.runs import average_run, load_export, load_run_model, open_run, weights_to_export
 from t2t_keras.switches.clustering import xla_auto_clustering
 from t2t_keras.training.fewer_layers import kept_layers
-from t2t_keras.training.init_from import InitSource, adopt, copy_tokenizer
+from t2t_keras.training.init_from import copy_tokenizer
 from t2t_keras.training.trainer import _set_up, train
 from tests.helpers import TestCase, best_texts, cli_in_process, long_check, random_ids, toy_config, write_toy_corpus
 
@@ -49,7 +50,7 @@ def adapters_in(config, checkpoint):
 def set_up(config, run_dir, source):
     """What `train` sets up before its first step: `(Training, start step)`."""
     with xla_auto_clustering():  # `train` scopes the setting its set-up makes
-        return _set_up(config, run_dir, source)
+        return _set_up(resolve_run(run_dir, config, init_from=source))
 
 
 class LogLines(logging.Handler):
@@ -80,21 +81,21 @@ class AdaptationTest(TestCase):
         root = cls.root = pathlib.Path(cls.tmp.name)
         cls.files = write_toy_corpus(root / "data", train=200, dev=12, test=12)
         cls.base = root / "base"  # trained at a high constant rate, long enough to translate into something
-        train(toy_config(cls.files, train_steps=24, steps_per_epoch=12, checkpoint_every_steps=24, learning_rate=0.01),
-              cls.base, verbose=0)
+        base = toy_config(cls.files, train_steps=24, steps_per_epoch=12, checkpoint_every_steps=24, learning_rate=0.01)
+        train(resolve_run(cls.base, base), verbose=0)
         cls.base_model = weights_to_export(cls.base)[0]
         # The adapted run: rank-2 adapters on the base run's weights, 2 updates, then the same command again for 2
         # more: the second session resumes from the new run's own checkpoint.
         cls.lora_config = toy_config(cls.files, lora_rank=2, train_steps=4, checkpoint_every_steps=2,
                                      learning_rate=0.01)
         cls.lora = root / "lora"
-        train(replace(cls.lora_config, training={"train_steps": 2}), cls.lora, init_from=InitSource(cls.base),
-              verbose=0)
+        source = InitSource(cls.base)
+        train(resolve_run(cls.lora, replace(cls.lora_config, training={"train_steps": 2}), init_from=source), verbose=0)
         logs = LogLines("t2t_keras.training.trainer")
         with logs:
-            cls.resumed = train(cls.lora_config, cls.lora, init_from=InitSource(cls.base), verbose=0)
+            cls.resumed = train(resolve_run(cls.lora, cls.lora_config, init_from=source), verbose=0)
         cls.resume_log, cls.adapted = logs.lines, cls.resumed.model
-        cls.uninterrupted = train(cls.lora_config, root / "lora-once", init_from=InitSource(cls.base), verbose=0).model
+        cls.uninterrupted = train(resolve_run(root / "lora-once", cls.lora_config, init_from=source), verbose=0).model
 
     @classmethod
     def tearDownClass(cls):
@@ -260,7 +261,7 @@ class AdaptationTest(TestCase):
     def test_the_rank_cannot_change_when_a_run_continues(self):
         with self.assertRaisesRegex(ConfigError, "trained with training.lora_rank=null.*--init-from .* --set "
                                                  "training.lora_rank=2"):
-            train(toy_config(self.files, lora_rank=2), self.base, verbose=0)
+            train(resolve_run(self.base, toy_config(self.files, lora_rank=2)), verbose=0)
 
     def test_a_rank_of_zero_or_below_is_a_clear_config_error(self):
         for rank in (0, -1):

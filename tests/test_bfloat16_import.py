@@ -23,6 +23,7 @@ from t2t_keras.export.saved_model import export_run
 from t2t_keras.pretrained.checkpoint import SafetensorsTensors
 from t2t_keras.pretrained.importer import import_checkpoint
 from t2t_keras.pretrained.t5_weights import t5_assignments
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import load_run_model, open_run
 from t2t_keras.training.trainer import train
 from tests import hf_checkpoints, t5_checkpoints
@@ -218,7 +219,7 @@ class BFloat16RefusalTest(TestCase):
                                                   r"checkpoint with --precision float32 to fine-tune\.\n?$")
         self.assertFalse((new / "checkpoints").exists())
         with self.assertRaisesRegex(ConfigError, "--precision float32 to fine-tune"):
-            train(open_run(run).load_config(), run, minutes=0.1)
+            train(resolve_run(run), minutes=0.1)
         self.assertEqual(len(list((run / "checkpoints").glob("ckpt-*.index"))), 1)
 
     def test_a_bfloat16_saved_model_with_int8_weights_is_refused_naming_the_fix(self):

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.evaluation.paper_bleu import paper_bleu
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import RunDirectory, open_run
 from t2t_keras.training.trainer import train
 from tests.helpers import TestCase, cli_in_process, long_check, toy_config, toy_pairs, write_toy_corpus
@@ -35,8 +36,8 @@ class RunCommandsTest(TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data", train=1000)
         cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
-        train(toy_config(files, train_steps=200, steps_per_epoch=100, checkpoint_every_steps=100,
-                         warmup_steps=100), cls.run_dir, verbose=0)
+        config = toy_config(files, train_steps=200, steps_per_epoch=100, checkpoint_every_steps=100, warmup_steps=100)
+        train(resolve_run(cls.run_dir, config), verbose=0)
 
     @classmethod
     def tearDownClass(cls):

@@ -65,6 +65,7 @@ def write_corpus(directory):
 
 def diverging_run(files, run_dir, on_divergence, precision, factor=float("nan"), **settings):
     """Trains the toy run with the poison; `{"error": message or None, "events": [...], "checkpoints": ...}`."""
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.runs import RunDirectory
     from t2t_keras.training.recovery import TrainingDiverged
     from t2t_keras.training.trainer import train
@@ -72,7 +73,7 @@ def diverging_run(files, run_dir, on_divergence, precision, factor=float("nan"),
     config = run_config(files, on_divergence=on_divergence, mixed_precision=precision, **settings)
     error = final_step = None
     try:
-        final_step = train(config, run_dir, callbacks=[Poison(factor=factor)], verbose=0).final_step
+        final_step = train(resolve_run(run_dir, config), callbacks=[Poison(factor=factor)], verbose=0).final_step
     except TrainingDiverged as stopped:
         error = str(stopped)
     run = RunDirectory(run_dir)
@@ -221,6 +222,7 @@ class DivergingRunTest(TestCase):
                                                         "position": STEPS + 1})
 
     def test_a_rollback_resumed_midway_ends_like_the_uninterrupted_run(self):
+        from t2t_keras.resolved_run import resolve_run
         from t2t_keras.training.trainer import train
         from tests.test_exact_training import checkpoint_weights
 
@@ -228,7 +230,7 @@ class DivergingRunTest(TestCase):
         stopped = diverging_run(self.files, run_dir, "rollback", "float32", train_steps=POISONED)
         self.assertEqual(stopped["final_step"], POISONED)  # inside the recovery, which the next session resumes
         self.assertEqual(stopped["checkpoints"]["steps"], [3, 6, POISONED])
-        train(run_config(self.files, on_divergence="rollback"), run_dir, verbose=0)
+        train(resolve_run(run_dir, run_config(self.files, on_divergence="rollback")), verbose=0)
         reference = checkpoint_weights(self.root / "rollback", STEPS)
         for name, value in checkpoint_weights(run_dir, STEPS).items():
             self.assertAllClose(value, reference[name], atol=1e-6, rtol=0, msg=name)

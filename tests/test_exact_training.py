@@ -365,6 +365,7 @@ class LossScalingTest(TestCase):
 
     def test_checkpoints_keep_the_loss_scale_and_the_skipped_count_across_a_resume(self):
         from t2t_keras.config import replace
+        from t2t_keras.resolved_run import resolve_run
         from t2t_keras.training.trainer import train
 
         with tempfile.TemporaryDirectory() as tmp:
@@ -374,7 +375,7 @@ class LossScalingTest(TestCase):
                                        mixed_precision="mixed_float16", jit_compile=True)
             run_dir = pathlib.Path(tmp) / "run"
             first = set_loss_scale_at({0: 3e38, 1: 1000.0})  # step 1 overflows, then a scale no run would reach
-            result = train(config, run_dir, callbacks=[first], verbose=0)
+            result = train(resolve_run(run_dir, config), callbacks=[first], verbose=0)
             self.assertEqual(first.seen, [2.0**15])
             self.assertEqual(result.final_step, 4)
             path = str(run_dir / "checkpoints" / "ckpt-4")
@@ -386,7 +387,8 @@ class LossScalingTest(TestCase):
 
             self.assertLessEqual({"loss_scale", "skipped_updates"}, event_tags(run_dir / "logs" / "train"))
             resumed_scale = set_loss_scale_at({})
-            train(replace(config, training={"train_steps": 6}), run_dir, callbacks=[resumed_scale], verbose=0)
+            train(resolve_run(run_dir, replace(config, training={"train_steps": 6})), callbacks=[resumed_scale],
+                  verbose=0)
             self.assertEqual(resumed_scale.seen, [1000.0])  # restored, not the initial 2**15
             path = str(run_dir / "checkpoints" / "ckpt-6")
             self.assertEqual(int(tf.train.load_variable(path, "skipped_updates/.ATTRIBUTES/VARIABLE_VALUE")), 1)
@@ -405,6 +407,7 @@ def precision_run(precision):
     dropout off (only precision differs). Each is trained once; `MixedBfloat16ExportTest` exports the
     mixed_bfloat16 one."""
     from t2t_keras.config import replace
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.training.trainer import train
 
     if precision not in _PRECISION_RUNS:
@@ -417,7 +420,8 @@ def precision_run(precision):
                             jit_compile=precision in XLA_PRECISIONS)
         run_dir = pathlib.Path(tmp.name) / precision
         # No dev split: validation is no part of the comparison (the tokenizer is trained on the training split).
-        result = train(replace(config, model={"dropout": 0.0}, data={"dev_files": None}), run_dir, verbose=0)
+        config = replace(config, model={"dropout": 0.0}, data={"dev_files": None})
+        result = train(resolve_run(run_dir, config), verbose=0)
         assert result.final_step == PRECISION_STEPS
         _PRECISION_RUNS[precision] = run_dir, result
     return _PRECISION_RUNS[precision]

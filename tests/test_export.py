@@ -20,6 +20,7 @@ from t2t_keras.decoding.generator import Generator
 from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import DiskFullError
 from t2t_keras.export.saved_model import export_run, export_translator
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import load_run_model
 from t2t_keras.switches.kernels import export_arithmetic
 from t2t_keras.training.trainer import train
@@ -119,7 +120,7 @@ class ExportTest(TestCase):
                             learning_rate_scale=0.3, steps_per_epoch=30, checkpoint_every_steps=TRAIN_STEPS)
         config = replace(config, model={"max_length": MAX_LENGTH}, data={"dev_files": None})  # no validations
         cls.run_dir = root / "run"
-        train(config, cls.run_dir, verbose=0)
+        train(resolve_run(cls.run_dir, config), verbose=0)
         cls.model = load_run_model(cls.run_dir)
         cls.tokenizer = Tokenizer.load(cls.run_dir / "tokenizer.model")
         cls.export_dir = export_run(cls.run_dir, root / "exports" / "toy", max_beam_size=MAX_BEAM_SIZE,

@@ -12,6 +12,7 @@ import only what `ALLOWED` lists for it; the layering is the one of STYLE.md:
       -> data, decoding                        shared by the parts above them
       params -> memory                         a training step's memory, estimated from the config (no TensorFlow)
       -> runs                                  the run directory, shared by the parts above it
+      -> resolved_run                          what a user gives, resolved once into the config a run trains with
       -> tasks                                 what differs between translation, lm and mlm; its generator
       -> pretrained                            checkpoints of other toolkits imported as runs, and runs written
                                                in their layout (the one weight-name mapping, both ways)
@@ -33,7 +34,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "t2t_keras"
 FOUNDATION = {"errors", "special_ids", "files", "checksums", "run_lock", "architecture", "config_paths", "config",
               "families", "hardware", "fast_path", "keras_compat", "backends", "switches", "quiet_start"}
 MODELS = {"layers", "model", "language_models", "build", "adapters"}
-SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "tasks", "memory"}
+SHARED = FOUNDATION | MODELS | {"data", "decoding", "runs", "resolved_run", "tasks", "memory"}
 ALLOWED = {
     "errors": set(),
     "families": {"errors"},
@@ -61,7 +62,8 @@ ALLOWED = {
     "data": FOUNDATION,
     "decoding": FOUNDATION | {"model"},
     "runs": FOUNDATION | MODELS | {"data"},
-    "tasks": FOUNDATION | MODELS | {"data", "decoding", "runs"},
+    "resolved_run": FOUNDATION | {"runs"},
+    "tasks": FOUNDATION | MODELS | {"data", "decoding", "runs", "resolved_run"},
     "training": SHARED,
     "evaluation": SHARED | {"artifacts"},
     "export": SHARED | {"pretrained"},  # export --format marian writes through the import's own mapping

@@ -11,6 +11,7 @@ from unittest import mock
 import tensorflow as tf
 
 from t2t_keras.config import replace
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import RunDirectory, checkpoint_paths, load_run_model
 from t2t_keras.training.keep_best import BestState, KeepBest
 from t2t_keras.training.trainer import train
@@ -139,17 +140,17 @@ class ResumeKeepsTheBestTest(TestCase):
             run_dir = pathlib.Path(tmp) / "run"
             ScriptedEvaluator.SCRIPT = {2: 5.0, 4: 7.0, 6: 6.0, 8: 6.5, 10: 9.0, 12: 9.5}
             with mock.patch("t2t_keras.training.fitting.DevEvaluator", ScriptedEvaluator):
-                first = train(config, run_dir, verbose=0)
+                first = train(resolve_run(run_dir, config), verbose=0)
                 self.assertEqual(first.final_step, 6)
                 self.assertEqual(RunDirectory(run_dir).read_json(RunDirectory(run_dir).best_info_path)["step"], 4)
                 longer = replace(config, training={"train_steps": 12})
                 with self.assertLogs("t2t_keras.training.keep_best", "INFO") as logs:
-                    resumed = train(longer, run_dir, verbose=0)
+                    resumed = train(resolve_run(run_dir, longer), verbose=0)
                 # 6.5 at step 8 is a second evaluation below 7 (step 4): without the restored best it would be one.
                 self.assertEqual((resumed.start_step, resumed.final_step), (6, 8))
                 self.assertTrue(any("Early stopping at step 8" in line for line in logs.output), logs.output)
                 self.assertEqual(RunDirectory(run_dir).read_json(RunDirectory(run_dir).best_info_path)["step"], 4)
-                again = train(longer, run_dir, verbose=0)
+                again = train(resolve_run(run_dir, longer), verbose=0)
                 self.assertEqual((again.start_step, again.final_step), (8, 8))  # stays stopped
 
 
@@ -189,7 +190,7 @@ class RealRunBestCheckpointTest(TestCase):
         cls.config = toy_config(files, train_steps=9, steps_per_epoch=9, checkpoint_every_steps=100,
                                 eval_every_steps=3, eval_sentences=8, best_metric="loss")
         cls.run_dir = root / "run"
-        cls.result = train(cls.config, cls.run_dir, verbose=0)
+        cls.result = train(resolve_run(cls.run_dir, cls.config), verbose=0)
 
     @classmethod
     def tearDownClass(cls):

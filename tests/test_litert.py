@@ -23,6 +23,7 @@ from t2t_keras.export import litert_export
 from t2t_keras.export.litert_export import CUSTOM_OPS, export_litert, export_litert_run
 from t2t_keras.export.litert_tokenizer import LiteRTTokenizer
 from t2t_keras.export.saved_model import export_run
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import RunDirectory
 from t2t_keras.training.trainer import train
 from tests.helpers import TestCase, cli_in_process, long_check, predicted, tiny_transformer, toy_pairs, write_toy_corpus
@@ -45,7 +46,7 @@ class LiteRTExportTest(TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         root = cls.root = pathlib.Path(cls.tmp.name)
         cls.run_dir = root / "run"
-        train(toy_config_for(root), cls.run_dir, verbose=0)
+        train(resolve_run(cls.run_dir, toy_config_for(root)), verbose=0)
         cls.path = root / "model.tflite"
         cls.export_cli = cli_in_process("export", "--run-dir", cls.run_dir, "--format", "litert", "--out", cls.path,
                                         "--beam-size", MAX_BEAM_SIZE, "--max-beam-size", MAX_BEAM_SIZE)

@@ -20,8 +20,8 @@ from t2t_keras.errors import DiskFullError
 from t2t_keras.pretrained import marian, marian_export
 from t2t_keras.pretrained.importer import import_checkpoint
 from t2t_keras.pretrained.weights import tensors_of
+from t2t_keras.resolved_run import InitSource, adopt, resolve_run
 from t2t_keras.runs import load_run_model, open_run
-from t2t_keras.training.init_from import InitSource, adopt
 from t2t_keras.training.trainer import train
 from tests import hf_checkpoints
 from tests.helpers import TestCase, cli_in_process, toy_config, toy_pairs, write_toy_corpus
@@ -52,7 +52,7 @@ class MarianExportTest(TestCase):
         cls.config = replace(config, model={"layer_norm_epsilon": 1e-5, "activation": "swish"},
                              data={"dev_files": None})
         cls.run_dir = root / "run"
-        train(cls.config, cls.run_dir, verbose=0)
+        train(resolve_run(cls.run_dir, cls.config), verbose=0)
         cls.export = root / "marian"
         result = cli_in_process("export", "--run-dir", cls.run_dir, "--out", cls.export, "--format", "marian",
                                 "--beam-size", "3")

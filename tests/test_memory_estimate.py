@@ -76,10 +76,11 @@ def first_update(files, run_dir, **training):
     """The checkpoint after one update of the toy run (no dropout; Adam with ε = 1, so that its first update is about
     lr·g, proportional to the gradient, where with ε = 1e-9 it would be lr·sign(g) and flip with rounding)."""
     from t2t_keras.config import replace
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.training.trainer import train
 
     config = one_bucket_config(files, train_steps=1, adam_epsilon=1.0, **training)
-    train(replace(config, model={"dropout": 0.0}), run_dir, verbose=0)
+    train(resolve_run(run_dir, replace(config, model={"dropout": 0.0})), verbose=0)
     path = tf.train.latest_checkpoint(str(run_dir / "checkpoints"))
     return {name: tf.train.load_variable(path, name) for name, _ in tf.train.list_variables(path)
             if name.startswith(("model/", "input_position", "optimizer/iterations"))}

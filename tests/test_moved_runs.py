@@ -22,6 +22,7 @@ import yaml
 from t2t_keras import config_paths
 from t2t_keras.config import load_config
 from t2t_keras.errors import ConfigError
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import RunDirectory
 from tests.helpers import TestCase, cli_in_process, long_check, write_toy_corpus
 
@@ -112,7 +113,7 @@ class MovedRunTest(TestCase):
         self.assertEqual(lost.returncode, 2)
         self.assertIn("does not exist: check the data path. A run whose corpus moved goes on from its new place: "
                       "--set data.train_files=", lost.stderr.decode())
-        with self.assertLogs("t2t_keras.runs", "WARNING") as logs:
+        with self.assertLogs("t2t_keras.resolved_run", "WARNING") as logs:
             moved = cli_in_process("train", "--run-dir", teacher, *corpus(self.new / "data"))
         self.assertRan(moved, "from step 4 to 4")
         self.assertIn(f"reads its corpus from a new place ({self.old / 'data' / 'train.en'} -> "
@@ -238,8 +239,8 @@ class StreamedRunTest(TestCase):
             run.save_config(config("/old"))
             run.write_json(run.input_stream_path, {"pipeline": "memory"})  # streamed batches: no corpus digest
             with self.assertRaisesRegex(ConfigError, "this one has not, so put the files back where its config.yaml"):
-                run.resolve_config(config("/new"))
+                resolve_run(run, config("/new"))
             run.write_json(run.input_stream_path, {"pipeline": "memory", "corpus": "0123"})  # planned batches
-            with self.assertLogs("t2t_keras.runs", "WARNING"):
-                self.assertEqual(run.resolve_config(config("/new")).data.train_files, ["/new/a.en", "/new/a.de"])
+            with self.assertLogs("t2t_keras.resolved_run", "WARNING"):
+                self.assertEqual(resolve_run(run, config("/new")).config.data.train_files, ["/new/a.en", "/new/a.de"])
             self.assertEqual(run.load_config().data.train_files, ["/old/a.en", "/old/a.de"])  # until training saves

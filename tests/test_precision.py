@@ -254,6 +254,7 @@ class TrainerChoiceTest(TestCase):
 
 class TrainedRunFusionTest(TestCase):
     def test_a_fused_run_trains_and_leaves_the_process_setting_as_it_was(self):
+        from t2t_keras.resolved_run import resolve_run
         from t2t_keras.runs import RunDirectory
         from t2t_keras.training.trainer import train
         from tests.helpers import toy_config, write_toy_corpus
@@ -262,7 +263,7 @@ class TrainedRunFusionTest(TestCase):
             config = toy_config(write_toy_corpus(f"{tmp}/data", train=120, dev=12, test=12), train_steps=3,
                                 mixed_precision="auto", jit_compile="auto", fuse_elementwise="auto")
             with mock.patch.object(FastPath, "detect", return_value=on(AVX512_BF16_CPU)):
-                result = train(config, f"{tmp}/run")
+                result = train(resolve_run(f"{tmp}/run", config))
             self.assertEqual(result.final_step, 3)
             self.assertEqual(RunDirectory(f"{tmp}/run").read_json(RunDirectory(f"{tmp}/run").precision_path),
                              {"mixed_precision": "mixed_bfloat16", "jit_compile": False, "fuse_elementwise": True})

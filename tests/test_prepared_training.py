@@ -34,6 +34,7 @@ KILLED_RUN = """
 import os, signal, sys
 import keras
 from t2t_keras.config import load_config
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.training.trainer import train
 
 class KillAfter(keras.callbacks.Callback):
@@ -50,11 +51,12 @@ def worker_main(config_path, run_dir):
     (source, target_out) rows of its batches in epoch 0, and those of its stream resumed at RESUME_AT."""
     import json
 
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.training.multi_worker import per_worker_batches
     from t2t_keras.training.trainer import train
 
     config = load_config(config_path)
-    result = train(config, run_dir, verbose=0)
+    result = train(resolve_run(run_dir, config), verbose=0)
     strategy = result.model.distribute_strategy
     data = task_of(config).load_data(RunDirectory(run_dir), config, strategy.num_replicas_in_sync, 2)
     read, pipelines = data.training_batches, []
@@ -227,6 +229,7 @@ class StreamRecordTest(TestCase):
 class PreparedTrainingTest(TestCase):
     @classmethod
     def setUpClass(cls):
+        from t2t_keras.resolved_run import resolve_run
         from t2t_keras.training.trainer import train
 
         cls.tmp = tempfile.TemporaryDirectory()
@@ -238,7 +241,7 @@ class PreparedTrainingTest(TestCase):
         seek = data_route.prepared_training_dataset
         with mock.patch.object(data_route, "prepared_training_dataset", side_effect=seek) as cls.sought, \
                 mock.patch.object(base, "make_training_dataset", side_effect=AssertionError("in memory")):
-            cls.result = train(cls.config, cls.reference, verbose=0)
+            cls.result = train(resolve_run(cls.reference, cls.config), verbose=0)
         cls.reference_values = checkpoint_values(cls.reference, STEPS)
 
     @classmethod
@@ -264,6 +267,7 @@ class PreparedTrainingTest(TestCase):
 
     @long_check
     def test_sigkilled_run_started_again_ends_like_an_uninterrupted_run(self):
+        from t2t_keras.resolved_run import resolve_run
         from t2t_keras.training.trainer import train
 
         run_dir, config_path = self.root / "killed", self.root / "prepared.yaml"
@@ -273,7 +277,7 @@ class PreparedTrainingTest(TestCase):
                                 cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
         self.assertEqual(killed.returncode, -9, killed.stderr[-3000:])
         self.assertEqual(RunDirectory(run_dir).checkpoint_paths()[-1].rsplit("-", 1)[1], "4")
-        resumed = train(self.config, run_dir, verbose=0)
+        resumed = train(resolve_run(run_dir, self.config), verbose=0)
         self.assertEqual((resumed.start_step, resumed.final_step), (4, STEPS))
         values = checkpoint_values(run_dir, STEPS)
         self.assertEqual(sorted(values), sorted(self.reference_values))
@@ -282,6 +286,7 @@ class PreparedTrainingTest(TestCase):
             self.assertAllClose(value, self.reference_values[name], atol=1e-6, rtol=0, msg=name)
 
     def test_a_corpus_changed_after_preparation_is_refused_when_training_starts_again(self):
+        from t2t_keras.resolved_run import resolve_run
         from t2t_keras.training.trainer import train
 
         data = self.root / "changing"
@@ -293,7 +298,7 @@ class PreparedTrainingTest(TestCase):
         with open(files["train"][1], "a", encoding="utf-8") as handle:
             handle.write("ein neuer Satz\n")
         with self.assertRaisesRegex(DataError, r"train\.de changed after .* restore what changed .* new --run-dir"):
-            train(config, self.root / "changing-run", verbose=0)
+            train(resolve_run(self.root / "changing-run", config), verbose=0)
 
 
 def trimmed(row):

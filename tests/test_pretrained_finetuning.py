@@ -16,9 +16,9 @@ from t2t_keras.artifacts import open_artifact
 from t2t_keras.config import replace
 from t2t_keras.export.formats import export_format
 from t2t_keras.pretrained.importer import import_checkpoint
+from t2t_keras.resolved_run import InitSource, resolve_run
 from t2t_keras.runs import load_run_model, open_run
 from t2t_keras.tasks import task_of
-from t2t_keras.training.init_from import InitSource
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.trainer import train
 from tests import hf_checkpoints
@@ -48,13 +48,14 @@ class FineTuningTest(TestCase):
         cls.imported = import_checkpoint("marian", cls.checkpoint, root / "imported")
         cls.files = write_toy_corpus(root / "data", train=120, dev=8, test=8)
         cls.full = root / "full"  # two updates, then a second session to four
-        train(fine_tuning_config(cls.files, train_steps=2, checkpoint_every_steps=2), cls.full,
-              init_from=InitSource(cls.imported), verbose=0)
-        cls.resumed = train(fine_tuning_config(cls.files, train_steps=4, checkpoint_every_steps=2), cls.full,
-                            init_from=InitSource(cls.imported), verbose=0)
+        source = InitSource(cls.imported)
+        train(resolve_run(cls.full, fine_tuning_config(cls.files, train_steps=2, checkpoint_every_steps=2),
+                          init_from=source), verbose=0)
+        resumed = fine_tuning_config(cls.files, train_steps=4, checkpoint_every_steps=2)
+        cls.resumed = train(resolve_run(cls.full, resumed, init_from=source), verbose=0)
         cls.lora = root / "lora"
-        train(fine_tuning_config(cls.files, train_steps=4, checkpoint_every_steps=4, steps_per_epoch=4, lora_rank=2),
-              cls.lora, init_from=InitSource(cls.imported), verbose=0)
+        lora = fine_tuning_config(cls.files, train_steps=4, checkpoint_every_steps=4, steps_per_epoch=4, lora_rank=2)
+        train(resolve_run(cls.lora, lora, init_from=source), verbose=0)
         config = replace(open_run(cls.full).load_config(), data={"dev_files": cls.files["dev"]})
         data = task_of(config).load_data(open_run(cls.full), config)
         cls.train_batch, cls.dev_batch = next(iter(data.train)), next(iter(data.dev))

@@ -20,6 +20,7 @@ from t2t_keras.errors import DataError, T2TError
 from t2t_keras.export.ctranslate2_export import VMAP_FILE, export_ctranslate2_run
 from t2t_keras.export.quantization import quantized_copy
 from t2t_keras.export.saved_model import export_run
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import RunDirectory, load_run
 from t2t_keras.training.trainer import train
 from tests.helpers import (
@@ -100,7 +101,7 @@ class ShortlistRunTest(TestCase):
         config = replace(config, model={"max_length": 32},
                          decoding={"beam_size": 2, "max_beam_size": 2, "max_extra_length": EXTRA})
         cls.run_dir = RunDirectory(root / "run")
-        train(config, cls.run_dir, verbose=0)
+        train(resolve_run(cls.run_dir, config), verbose=0)
         result = cli_in_process("shortlist", "--run-dir", str(cls.run_dir.path), "--per-source", "3",
                                 "--frequent", "4")
         assert result.returncode == 0, result.stderr

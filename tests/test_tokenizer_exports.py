@@ -18,6 +18,7 @@ from t2t_keras.decoding.request import GenerationRequest
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_export import export_ctranslate2_run
 from t2t_keras.export.saved_model import export_run
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import RunDirectory, load_export, load_run
 from t2t_keras.training.trainer import train
 from tests.helpers import best_texts, long_check, toy_config, toy_pairs, write_toy_corpus
@@ -57,7 +58,7 @@ class _TokenizerRun:
         cls.config = replace(config, data={"tokenizer": cls.KIND, "vocab_size": VOCAB_SIZE, "dev_files": None},
                              model={"vocab_size": VOCAB_SIZE, "max_length": 32}, training={"learning_rate": 1e-9})
         cls.run_dir = root / "run"
-        train(cls.config, cls.run_dir, verbose=0)
+        train(resolve_run(cls.run_dir, cls.config), verbose=0)
         cls.model, cls.tokenizer = load_run(cls.run_dir)
         cls.export_dir = export_run(cls.run_dir, root / "export", max_beam_size=1,
                                     request=GenerationRequest(beam_size=1, max_extra_length=8))

@@ -13,6 +13,7 @@ from t2t_keras.config import replace
 from t2t_keras.errors import ConfigError, DataError
 from t2t_keras.inspect.summary import RunAttentionSummary
 from t2t_keras.model import build_transformer
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import average_run, checkpoint_paths, load_run_model
 from t2t_keras.training.trainer import train
 from tests.helpers import TestCase, cli_in_process, one_bucket_config, toy_config, write_toy_corpus
@@ -42,7 +43,7 @@ class TrainingRunTest(TestCase):
         cls.files = write_toy_corpus(pathlib.Path(cls.tmp.name) / "data", max_words=3)
         cls.config = toy_config(cls.files, attention_every_steps=6, attention_probes=1)
         cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
-        cls.first = train(cls.config, cls.run_dir, callbacks=[RunAttentionSummary(cls.run_dir)], verbose=0)
+        cls.first = train(resolve_run(cls.run_dir, cls.config), callbacks=[RunAttentionSummary(cls.run_dir)], verbose=0)
 
     @classmethod
     def tearDownClass(cls):
@@ -86,7 +87,7 @@ class TrainingRunTest(TestCase):
     def test_changed_model_config_is_refused(self):
         changed = replace(self.config, model={"hidden_dim": 32})
         with self.assertRaisesRegex(ConfigError, "model.hidden_dim: 64 -> 32"):
-            train(changed, self.run_dir, verbose=0)
+            train(resolve_run(self.run_dir, changed), verbose=0)
 
     def test_average_of_last_checkpoints_is_their_mean(self):
         path = average_run(self.run_dir, last=2)
@@ -123,11 +124,11 @@ class FirstSessionRetryTest(TestCase):
             config = one_bucket_config(write_toy_corpus(f"{tmp}/data", train=120, dev=8, test=8, max_words=3),
                                        train_steps=3)
             with self.assertRaisesRegex(DataError, "fills no batch .*: lower data.batch_tokens"):
-                train(replace(config, data={"batch_tokens": 2**16}), f"{tmp}/run", verbose=0)
-            self.assertEqual(train(config, f"{tmp}/run", verbose=0).final_step, 3)  # the same run, as told
+                train(resolve_run(f"{tmp}/run", replace(config, data={"batch_tokens": 2**16})), verbose=0)
+            self.assertEqual(train(resolve_run(f"{tmp}/run", config), verbose=0).final_step, 3)  # the same run, as told
             with self.assertRaisesRegex(ConfigError, r"different data config \(data.batch_tokens: 384 -> 512\)"):
-                train(replace(config, data={"batch_tokens": 512}, training={"train_steps": 6}), f"{tmp}/run",
-                      verbose=0)
+                train(resolve_run(f"{tmp}/run", replace(config, data={"batch_tokens": 512},
+                                                        training={"train_steps": 6})), verbose=0)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from tests.test_prepared_training import STEPS, batch_arrays, checkpoint_values,
 class SameBatchesOnBothRoadsTest(TestCase):
     @classmethod
     def setUpClass(cls):
+        from t2t_keras.resolved_run import resolve_run
         from t2t_keras.training.trainer import train
 
         cls.tmp = tempfile.TemporaryDirectory()
@@ -37,7 +38,7 @@ class SameBatchesOnBothRoadsTest(TestCase):
         tokenizer = cls.prepared_run.tokenizer_file(cls.prepared.data.tokenizer)
         cls.memory_run.path.mkdir()
         shutil.copy(tokenizer, cls.memory_run.tokenizer_file(cls.memory.data.tokenizer))  # the same vocabulary
-        cls.results = [train(config, run.path, verbose=0) for config, run in
+        cls.results = [train(resolve_run(run.path, config), verbose=0) for config, run in
                        ((cls.prepared, cls.prepared_run), (cls.memory, cls.memory_run))]
 
     @classmethod

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_keras.inspect.summary import RunAttentionSummary
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.training.trainer import compile_model, train
 from t2t_keras.training.unclustered import validation_in_graph_mode
 from t2t_keras.training.wall_time import PARTS, SessionClock, Timed, WallClock, folded, format_breakdown, session_record
@@ -189,7 +190,8 @@ class TrainingSessionTimingTest(TestCase):
         cls.run_dir = pathlib.Path(cls.tmp.name) / "run"
         cls.jit = RecordingJit()
         began = time.monotonic()
-        cls.first = train(cls.config, cls.run_dir, callbacks=[RunAttentionSummary(cls.run_dir), cls.jit], verbose=0)
+        cls.first = train(resolve_run(cls.run_dir, cls.config), callbacks=[RunAttentionSummary(cls.run_dir), cls.jit],
+                          verbose=0)
         cls.wall = time.monotonic() - began
 
     @classmethod

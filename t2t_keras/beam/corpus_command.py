@@ -23,6 +23,7 @@ def prepare_command(config, run_dir, runner, workers=None, extra=(), max_ratio=N
     """Prepares the run's corpus through a pipeline on `runner`; returns the manifest (`prepare_run`'s).
     `max_ratio`: drop pairs whose longer side has more than that many times the characters of the shorter."""
     from t2t_keras.errors import check_task
+    from t2t_keras.resolved_run import resolve_run
     from t2t_keras.runs import RunDirectory
     from t2t_keras.tasks.data_route import is_prepared, prepare_run
 
@@ -39,7 +40,9 @@ def prepare_command(config, run_dir, runner, workers=None, extra=(), max_ratio=N
         raise ConfigError("data.pipeline=memory: a run with this config would not read prepared shards. Set "
                           "data.pipeline=auto (or prepared) to prepare its corpus.")
     with run.lock("prepare"):
-        config = run.resolve_config(config)
+        config = resolve_run(run, config).config
+        if not run.exists():
+            run.save_config(config)  # which makes the run, as `train` makes it before reading its corpus
         manifest = _prepared(run, config, runner_options.pipeline_options(runner, workers, extra), max_ratio)
         run.save_config(config)
         run.record_tokenizer(config.data.tokenizer)

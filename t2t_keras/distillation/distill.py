@@ -20,6 +20,7 @@ from t2t_keras.distillation.distilled import SHARD_SENTENCES, distil_shards, rec
 from t2t_keras.distillation.teacher import open_teacher, teacher_settings, teacher_translate, training_sources
 from t2t_keras.errors import ConfigError
 from t2t_keras.pipeline import train_run
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import open_run
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ DEFAULT_BEAM = 4  # §6.1's beam
 class Distillation(NamedTuple):
     """A student's config and its distilled corpus, ready to train."""
 
-    config: object  # the student's resolved config
+    config: object  # the student's config: its corpus the distilled one, its vocabulary the teacher's
     corpus: object  # `distilled.DistilledCorpus`
     run: object  # the student's RunDirectory
 
@@ -86,7 +87,7 @@ def distill(teacher, run_dir, config, minutes=None, **options):
         prepared = prepare_student(teacher, run_dir, config, **options)
         logger.info("Training the student %s on %d distilled sentences.", prepared.run.path,
                     prepared.corpus.sentences)
-        return DistillResult(prepared.corpus, train_run(prepared.config, prepared.run, minutes=minutes))
+        return DistillResult(prepared.corpus, train_run(resolve_run(prepared.run, prepared.config), minutes=minutes))
 
 
 def format_distillation(result):

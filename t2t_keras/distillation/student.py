@@ -26,7 +26,8 @@ from t2t_keras.data.text_files import write_lines
 from t2t_keras.distillation.distilled import SIDES, train_files
 from t2t_keras.errors import ConfigError, T2TError
 from t2t_keras.files import write_bytes_atomic
-from t2t_keras.runs import command_config, open_run
+from t2t_keras.resolved_run import command_config, corpus_moved
+from t2t_keras.runs import open_run
 
 # The data keys distill sets: the student's corpus is the teacher's translations.
 CORPUS_KEYS = ("source", "source_lang", "target_lang", "train_files", "dev_files", "test_files", "tfds_name", "sources")
@@ -138,7 +139,7 @@ def check_student_run(run, config):
         raise T2TError(f"{run.path} already holds a run that is not a distillation: distil into a new --run-dir.")
     saved = run.load_config()
     changed = [section for section in ("model", "data") if getattr(saved, section) != getattr(config, section)
-               and not (section == "data" and run.corpus_moved(saved.data, config.data))]
+               and not (section == "data" and corpus_moved(run, saved.data, config.data))]
     if changed:
         raise ConfigError(f"{run.path} holds a student of another {' and '.join(changed)} config: resume it with "
                           "the same --config, --set and --original-weight, or distil into a new --run-dir.")

@@ -28,6 +28,7 @@ from t2t_keras.data.prepared import GROUP_SHARDS, memory_training_dataset, prepa
 from t2t_keras.data.tokenizer import check_vocab_size
 from t2t_keras.data.tokenizers import load_tokenizer
 from t2t_keras.errors import ConfigError, DataError, check_task
+from t2t_keras.resolved_run import resolve_run
 from t2t_keras.runs import RunDirectory
 
 logger = logging.getLogger(__name__)
@@ -239,7 +240,9 @@ def _prepare_run(run, config):
     if recorded == MEMORY or (recorded is None and run.checkpoint_paths()):
         raise ConfigError(f"{run.path} has trained on in-memory batches, and its input position counts those: "
                           "it cannot go on from prepared shards. Prepare into a new --run-dir and train there.")
-    config = run.resolve_config(config)
+    config = resolve_run(run, config).config
+    if not run.exists():
+        run.save_config(config)  # which makes the run, as `train` makes it before reading its corpus
     manifest = prepare_run_corpus(run, config)
     run.save_config(config)  # once the preparation took the corpus: a refused one leaves the run as it was
     run.record_tokenizer(config.data.tokenizer)

@@ -1,6 +1,6 @@
 """Training (§5): everything `model.fit` needs, and `train`, which puts it together.
 
-    trainer       `train(config, run_dir)`: compile, restore, `model.fit` in a strategy
+    trainer       `train(resolved)` of a `resolved_run.ResolvedRun`: compile, restore, `model.fit` in a strategy
     fitting       one `model.fit`: its input from the run's position, its callbacks
     guard         a diverging loss caught inside the train step, its update not applied
     divergence    reading the guard's record once a batch; what is logged and written of an event

@@ -5,7 +5,7 @@ or `model.num_decoder_layers=N`): which of RUN's layers each new layer takes.
 not from random weights, and trains on. Each stack (encoder, decoder, a language model's single stack) keeps
 layers evenly spaced from its first to its last (3 → 2: layers 0 and 2; 6 → 2: 0 and 5; 6 → 3: 0, 2 and 5), and
 everything else (embeddings, final layer norms) as it was. Layers can only be dropped: a model with more layers
-than RUN has layers with nothing to start from.
+than RUN has layers with nothing to start from (its config is refused when it is resolved: `resolved_run.adopt`).
 
     kept_layers(3, 2)   # [0, 2]
 """
@@ -14,19 +14,7 @@ import re
 
 import numpy as np
 
-LAYER_KEYS = ("num_layers", "num_decoder_layers")
 _BLOCK = re.compile(r"^(?P<stack>.*/(?:encoder|decoder))/block_(?P<index>\d+)/(?P<rest>.*)$")
-
-
-def layer_counts(model_config):
-    """`(first stack, decoder)` layer counts of a model section (a single stack counts twice)."""
-    decoder = getattr(model_config, "num_decoder_layers", None)
-    return model_config.num_layers, model_config.num_layers if decoder is None else decoder
-
-
-def is_fewer(config, trained):
-    """Whether the model section `config` has at most the layers of `trained` in every stack (and at least one)."""
-    return all(1 <= ours <= theirs for ours, theirs in zip(layer_counts(config), layer_counts(trained)))
 
 
 def kept_layers(trained, new):

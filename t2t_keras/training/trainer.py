@@ -13,14 +13,14 @@ from t2t_keras.build import build_model
 from t2t_keras.config import replace
 from t2t_keras.errors import ConfigError
 from t2t_keras.fast_path import FastPath
-from t2t_keras.runs import checkpoint_step, open_run
+from t2t_keras.runs import checkpoint_step
 from t2t_keras.switches.clustering import set_auto_clustering, xla_auto_clustering
 from t2t_keras.tasks import task_of
 from t2t_keras.training.checkpoints import CheckpointManager
 from t2t_keras.training.divergence import DivergenceMonitor
 from t2t_keras.training.fitting import fit
 from t2t_keras.training.guard import DivergenceGuard
-from t2t_keras.training.init_from import adopt, copy_tokenizer, load_initial_weights
+from t2t_keras.training.init_from import copy_tokenizer, load_initial_weights
 from t2t_keras.training.keep_best import BestState
 from t2t_keras.training.loss import LabelSmoothedCrossEntropy
 from t2t_keras.training.memory_fit import plan_memory
@@ -202,20 +202,25 @@ def _rebuild(training, recovery):
     return training, training.manager.restore_latest()
 
 
-def _open(config, run_dir, init_from):
-    """`(run, config, strategy, data)`: the run's config resolved, the seed set, the strategy and data made."""
-    run = open_run(run_dir)
-    if init_from is not None:
-        config = adopt(config, init_from, run)
+def _open(resolved):
+    """`(strategy, data)` of a `ResolvedRun`, under the run's lock: a new run's config written (which makes the run;
+    a run that exists has its config written by `_set_up`, once resuming has passed its checks), --init-from's tokenizer copied, the
+    seed set, the strategy and data made."""
+    run, config = resolved.run, resolved.config
+    init_from = resolved.init_from
     check_float32_weights(config.model, f"--init-from {init_from.run}" if init_from is not None else run.path)
-    config = run.resolve_config(config)  # saved below, once resuming has passed its checks
+    if resolved.new and run.exists() and writes_run(config.training.strategy):  # made since by another command
+        raise ConfigError(f"{run.path} was made by another command after this one read its settings: run the "
+                          "command again to continue that run, or train into another --run-dir.")
+    if not run.exists():
+        run.save_config(config)
     if init_from is not None:
         copy_tokenizer(init_from, run, config)
     keras.utils.set_random_seed(config.training.seed)
     strategy = make_strategy(config.training.strategy)
     logger.info("Training on %d replica(s) with %s.", strategy.num_replicas_in_sync, type(strategy).__name__)
     data = task_of(config).load_data(run, config, strategy.num_replicas_in_sync, worker_count(strategy))
-    return run, config, strategy, data
+    return strategy, data
 
 
 def check_float32_weights(model_config, where):
@@ -228,10 +233,11 @@ def check_float32_weights(model_config, where):
                           "float32 to fine-tune.")
 
 
-def _set_up(config, run_dir, init_from=None):
-    """`(Training, start step)`: the run's config resolved, data, model and state built, the newest checkpoint
-    restored; with no checkpoint yet, the weights of `init_from` (an `init_from.InitSource`) loaded."""
-    run, config, strategy, data = _open(config, run_dir, init_from)
+def _set_up(resolved):
+    """`(Training, start step)` of a `resolved_run.ResolvedRun`: data, model and state built, the newest checkpoint
+    restored; with no checkpoint yet, the weights of its `init_from` loaded."""
+    run, config = resolved.run, resolved.config
+    strategy, data = _open(resolved)
     precision, jit, fuse = settle_precision(run, config.training)
     settled = replace(config, training={"mixed_precision": precision, "jit_compile": jit, "fuse_elementwise": fuse})
     memory = plan_memory(settled, strategy.num_replicas_in_sync)  # refuses a step that cannot fit
@@ -242,11 +248,11 @@ def _set_up(config, run_dir, init_from=None):
     recovery = recovery_at(events, checkpoint_step(checkpoints[-1]) if checkpoints else 0)  # one under way
     training = _compiled(Training(run, config, data, state, *worker_identity(strategy), strategy, settled,
                                   memory.split, events), recovery)
-    start = _restore(training.manager, training.model, run, init_from)
+    start = _restore(training.manager, training.model, run, resolved.init_from)
     if training.chief:  # a refused resume leaves the run's files as they were
         check_input_stream(run, data.stream, start)
         check_replicas(run, strategy.num_replicas_in_sync, start)
-        training.config = run.save_config(config)
+        run.save_config(config)
         run.write_json(run.data_path, data.provenance)
         run.record_tokenizer(config.data.tokenizer)
         record_precision(run, precision, jit, fuse)
@@ -276,8 +282,8 @@ def _already_done(training, start):
     return None
 
 
-def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_from=None):
-    """Trains (or continues) the run in `run_dir`; returns a `TrainResult`.
+def train(resolved, minutes=None, callbacks=None, verbose="auto"):
+    """Trains (or continues) the run of `resolved`; returns a `TrainResult`.
 
     Running it again on the same directory resumes from the newest checkpoint
     with step, optimizer moments and schedule position restored (the newest one whose files are whole: a damaged
@@ -286,29 +292,27 @@ def train(config, run_dir, minutes=None, callbacks=None, verbose="auto", init_fr
     the lock for them all; the others write only their own scratch directories.
 
     Args:
-        config: a `config.Config`; for an existing run only its training and
-            decoding sections may differ from the saved one.
-        run_dir: the run directory (see `t2t_keras.runs`), or an open `RunDirectory`.
+        resolved: a `resolved_run.ResolvedRun`: the run directory and the config it trains with, resolved once
+            (`resolved_run.resolve_run`: for an existing run only its training and decoding sections may differ
+            from the saved one; with `init_from`, a new run starts from that trained run's weights and
+            vocabulary, see training/init_from.py, and a run with checkpoints of its own resumes from them).
         minutes: stop after this much training time.
         callbacks: more Keras callbacks (e.g. `inspect.RunAttentionSummary`);
             those with a true `chief_only` attribute run on the chief worker only.
         verbose: passed to `model.fit`; "auto" is Keras' progress bar on a terminal, and one
             log line per logging interval otherwise (`callbacks.ProgressLog`).
-        init_from: an `init_from.InitSource`: a new run starts from that trained run's weights and vocabulary
-            (see training/init_from.py); a run with checkpoints of its own resumes from them.
 
     Raises:
         TrainingDiverged: the loss diverged and training.on_divergence (or the rollbacks' limit) stopped the run.
     """
-    run = open_run(run_dir)
-    with run.lock("train") if writes_run(config.training.strategy) else contextlib.nullcontext():
-        return _train(config, run, minutes, callbacks, verbose, init_from)
+    with resolved.run.lock("train") if writes_run(resolved.config.training.strategy) else contextlib.nullcontext():
+        return _train(resolved, minutes, callbacks, verbose)
 
 
 @xla_auto_clustering()  # what _compiled sets for this run's training, undone on return or error
-def _train(config, run_dir, minutes, callbacks, verbose, init_from):
+def _train(resolved, minutes, callbacks, verbose):
     session = SessionClock(WallClock("start-up"))
-    training, start = _set_up(config, run_dir, init_from)
+    training, start = _set_up(resolved)
     path = str(training.run.path)
     reason = _already_done(training, start)
     if reason:
