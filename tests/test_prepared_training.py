@@ -42,7 +42,7 @@ class KillAfter(keras.callbacks.Callback):
         if int(self.model.optimizer.iterations.numpy()) == int(sys.argv[3]):
             os.kill(os.getpid(), signal.SIGKILL)
 
-train(load_config(sys.argv[1]), sys.argv[2], callbacks=[KillAfter()], verbose=0)
+train(resolve_run(sys.argv[2], load_config(sys.argv[1])), callbacks=[KillAfter()], verbose=0)
 """
 
 
