@@ -204,8 +204,8 @@ def _rebuild(training, recovery):
 
 def _open(resolved):
     """`(strategy, data)` of a `ResolvedRun`, under the run's lock: a new run's config written (which makes the run;
-    a run that exists has its config written by `_set_up`, once resuming has passed its checks), --init-from's tokenizer copied, the
-    seed set, the strategy and data made."""
+    a run that exists has its config written by `_set_up`, once resuming has passed its checks), --init-from's
+    tokenizer copied, the seed set, the strategy and data made."""
     run, config = resolved.run, resolved.config
     init_from = resolved.init_from
     check_float32_weights(config.model, f"--init-from {init_from.run}" if init_from is not None else run.path)
