@@ -24,7 +24,8 @@ if its worker dies again. A crash in native code can come from what earlier modu
 worker: the module's own run in a fresh process is what counts. A worker grown past its share of the machine's
 memory is replaced between modules.
 Before the final line the runner lists the slowest test classes and tests (set-up included), to keep the
-suite's time in view.
+suite's time in view, and then each test that failed with the end of its traceback, so that the last screen of
+a long log (what CI shows) names what failed.
 """
 
 import argparse
@@ -43,6 +44,7 @@ import traceback
 import unittest
 
 SLOWEST = 20
+FAILURE_LINES = 8  # the end of each failed test's traceback repeated before the final line
 MAX_WORKERS = 4
 DURATIONS = pathlib.Path(__file__).with_name("durations.json")
 LONG_DURATIONS = pathlib.Path(__file__).with_name("durations-long.json")  # the long checks' own times
@@ -81,6 +83,13 @@ class ModuleReport:
     test_seconds: dict = dataclasses.field(default_factory=dict)
     resident_bytes: int = 0  # the worker's resident memory after the module
     left_out: int = 0  # tests of the other kind (long checks in the suite, suite tests with --long)
+    failures: list = dataclasses.field(default_factory=list)  # (test id, its traceback's last lines) per failure
+
+
+def traceback_end(text, lines=FAILURE_LINES):
+    """The last `lines` non-empty lines of a traceback (or of any message), indented for the failure list."""
+    kept = [line for line in text.rstrip().splitlines() if line.strip()][-lines:]
+    return "".join(f"    {line}\n" for line in kept)
 
 
 def is_long_check(test):
@@ -115,8 +124,10 @@ def run_tests(name, stream, long=False):
     unittest's verbose output to `stream`."""
     suite, left_out = select(unittest.TestLoader().loadTestsFromName(name), long)
     result = unittest.TextTestRunner(verbosity=2, stream=stream, resultclass=TimedResult).run(suite)
-    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-    return result.testsRun, failed, len(result.skipped), dict(result.seconds), dict(result.test_seconds), left_out
+    failures = [(test.id(), traceback_end(text)) for test, text in result.errors + result.failures]
+    failures += [(test.id(), "    passed, but is marked expectedFailure\n") for test in result.unexpectedSuccesses]
+    return (result.testsRun, len(failures), len(result.skipped), dict(result.seconds), dict(result.test_seconds),
+            left_out, failures)
 
 
 def cpu_seconds():
@@ -138,16 +149,18 @@ def run_module(name, profile_dir=None, long=False):
         profile = cProfile.Profile()
         profile.enable()
     try:
-        run, failed, skipped, class_seconds, test_seconds, left_out = run_tests(name, stream, long)
+        run, failed, skipped, class_seconds, test_seconds, left_out, failures = run_tests(name, stream, long)
     except Exception:  # noqa: BLE001 - reported as the module's failure
         stream.write(traceback.format_exc())
         run, failed, skipped, class_seconds, test_seconds, left_out = 0, 1, 0, {}, {}, 0
+        failures = [(name, traceback_end(traceback.format_exc()))]
     if profile is not None:
         profile.disable()
         profile.dump_stats(str(pathlib.Path(profile_dir) / f"{name}.prof"))
     settle_garbage()
     return ModuleReport(name, stream.getvalue(), run, failed, skipped, time.monotonic() - start,
-                        cpu_seconds() - cpu_start, class_seconds, test_seconds, left_out=left_out)
+                        cpu_seconds() - cpu_start, class_seconds, test_seconds, left_out=left_out,
+                        failures=failures)
 
 
 def collect_rarely():
@@ -348,7 +361,7 @@ def run_parallel(names, workers, on_report, on_death, profile_dir=None, long=Fal
                     on_death(message)
                     pending.appendleft(name)
                 else:
-                    on_report(ModuleReport(name, message, failed=1))
+                    on_report(ModuleReport(name, message, failed=1, failures=[(name, traceback_end(message))]))
                 worker = None
             else:
                 report.resident_bytes = resident
@@ -446,6 +459,9 @@ def main(argv):
         (pathlib.Path(args.profile) / "seconds.json").write_text(json.dumps(seconds, indent=1) + "\n")
     for message in deaths:  # the module's own line above says how it did in its fresh worker
         print(f"worker death: {message}", end="")
+    for report in reports:
+        for test_id, end in report.failures:
+            print(f"FAILED {test_id}\n{end}", end="")
     print(f"ran in {time.time() - start:.0f} s")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 0 if failed == 0 and passed > 0 else 1

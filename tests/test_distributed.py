@@ -7,7 +7,6 @@ so the work runs in child processes (`python -m tests.test_distributed --child`)
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import yaml
 from t2t_keras.config import replace
 from t2t_keras.model import build_transformer
 from t2t_keras.runs import checkpoint_paths
+from tests.cluster import cluster_ports, run_workers
 from tests.helpers import TestCase, long_check, random_ids, toy_config, write_toy_corpus
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -59,16 +59,6 @@ def child_replicas():
     print(json.dumps(results))
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 class MirroredReplicasTest(TestCase):
     def test_two_replicas_train_like_one_on_the_same_global_batch(self):
         result = subprocess.run([sys.executable, "-m", "tests.test_distributed", "--child"], capture_output=True,
@@ -91,17 +81,14 @@ class MultiWorkerTest(TestCase):
             config_path = pathlib.Path(tmp) / "toy.yaml"
             config_path.write_text(yaml.safe_dump(config.to_dict()))
             run_dir = pathlib.Path(tmp) / "run"
-            workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
-            processes = []
-            for index in range(2):
-                tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-                processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "t2t_keras", "train", "--config", str(config_path), "--run-dir",
-                     str(run_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                    env=dict(ENV, TF_CONFIG=json.dumps(tf_config))))
-            outputs = [p.communicate(timeout=400) for p in processes]
-            for process, (out, err) in zip(processes, outputs):
-                self.assertEqual(process.returncode, 0, err[-3000:])
+            workers = [f"127.0.0.1:{port}" for port in cluster_ports(2)]
+            command = [sys.executable, "-m", "t2t_keras", "train", "--config", str(config_path), "--run-dir",
+                       str(run_dir)]
+            envs = [dict(ENV, TF_CONFIG=json.dumps({"cluster": {"worker": workers},
+                                                    "task": {"type": "worker", "index": index}}))
+                    for index in range(2)]
+            for returncode, out, err in run_workers([command] * 2, envs, REPO, timeout=400):
+                self.assertEqual(returncode, 0, err[-3000:])
                 self.assertIn("to 4", out)
             chief = checkpoint_paths(run_dir / "checkpoints")[-1]
             other = checkpoint_paths(run_dir / "checkpoints" / ".worker-1")[-1]

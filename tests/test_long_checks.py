@@ -2,6 +2,7 @@
 
 import unittest
 
+from tests import runner
 from tests.helpers import long_check
 from tests.runner import select
 
@@ -51,3 +52,41 @@ class SelectTest(unittest.TestCase):
         for long in (False, True):
             suite, _ = select(broken, long)
             self.assertEqual(suite.countTestCases(), 1)
+
+
+SAMPLE_MODULE = '''
+import unittest
+
+
+class Sample(unittest.TestCase):
+    def test_passes(self):
+        pass
+
+    def test_fails(self):
+        self.assertEqual(1 + 1, 3, "the sample's own message")
+'''
+
+
+class FailureListTest(unittest.TestCase):
+    def test_the_last_lines_name_each_failed_test_with_the_end_of_its_traceback(self):
+        """CI shows the end of a long log: the failures are repeated there, before the final count."""
+        import os
+        import pathlib
+        import subprocess
+        import sys
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            pathlib.Path(folder, "runner_sample.py").write_text(SAMPLE_MODULE)
+            root = str(pathlib.Path(__file__).resolve().parents[1])
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([folder, root]))
+            done = subprocess.run([sys.executable, "-m", "tests.runner", "runner_sample"], cwd=root, env=env,
+                                  capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        lines = done.stdout.splitlines()
+        self.assertEqual(lines[-1], "1 passed, 1 failed, 0 skipped")
+        self.assertTrue(lines[-2].startswith("ran in "), lines[-2])
+        failed = lines.index("FAILED runner_sample.Sample.test_fails")
+        self.assertEqual([line for line in lines if line.startswith("FAILED runner_sample")], [lines[failed]])
+        self.assertEqual(lines[-3], "    AssertionError: 2 != 3 : the sample's own message")
+        self.assertLessEqual(len(lines) - 2 - failed - 1, runner.FAILURE_LINES)

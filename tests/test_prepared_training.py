@@ -330,23 +330,19 @@ class MultiWorkerTest(TestCase):
 
         from t2t_keras.data.shards import open_shard, shard_pairs
         from t2t_keras.special_ids import EOS_ID
-        from tests.test_distributed import _free_ports
+        from tests.cluster import cluster_ports, run_workers
 
         config_path = self.root / "prepared.yaml"
         config_path.write_text(yaml.safe_dump(self.config.to_dict()))
-        workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+        workers = [f"127.0.0.1:{port}" for port in cluster_ports(2)]
         command = [sys.executable, "-m", "tests.test_prepared_training", "--worker", str(config_path),
                    str(self.run_dir.path)]
-        processes = [subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps(
-                {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})))
-            for index in range(2)]
-        outputs = [process.communicate(timeout=300) for process in processes]
-        for process, (_, err) in zip(processes, outputs):
-            self.assertEqual(process.returncode, 0, err[-3000:])
-        got = sorted((json.loads(out.strip().splitlines()[-1]) for out, _ in outputs), key=lambda g: g["worker"])
+        envs = [dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=json.dumps(
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})) for index in range(2)]
+        outputs = run_workers([command] * 2, envs, REPO, timeout=300)
+        for returncode, _, err in outputs:
+            self.assertEqual(returncode, 0, err[-3000:])
+        got = sorted((json.loads(out.strip().splitlines()[-1]) for _, out, _ in outputs), key=lambda g: g["worker"])
         self.assertEqual([g["worker"] for g in got], [0, 1])
         self.assertEqual([g["final_step"] for g in got], [2, 2])
         stream = self.run_dir.read_json(self.run_dir.input_stream_path)
