@@ -12,7 +12,7 @@ after waiting for a quiet machine (`timing.wait_for_quiet`):
   `tf.while_loop`, compiled with XLA for float32 weights, one concurrent search per core for a batch.
 - JAX trains the same model, loss, schedule, optimizer and metrics with `model.fit` under `jax.jit`, in float32,
   and, where the TensorFlow fast path chose another precision, in that one too. It decodes with the
-  greedy and beam searches (`decoding/greedy.py`, `decoding/beam_search.py`) compiled with `jax.jit`.
+  greedy and beam searches (`decoding/greedy.py`, `decoding/beams.py`) compiled with `jax.jit`.
 
 Training batches are synthetic and identical on both backends: `--source-length` + `--target-length` tokens per
 pair, no padding, as many pairs as the size's `data.batch_tokens` holds; tokens/s counts target tokens, timed
@@ -202,7 +202,7 @@ def jax_model(config, precision):
     import keras
     import numpy as np
 
-    from t2t_keras.decoding.beam_search import beam_search
+    from t2t_keras.decoding.beams import beam_search
     from t2t_keras.decoding.greedy import greedy_decode
     from t2t_keras.decoding.jit import compiled
     from t2t_keras.model import build_transformer

@@ -183,7 +183,7 @@ display(Image(layer_png(maps, "cross", last)))
 # that all sit near the top of the scale have not learned yet.
 
 # %%
-from t2t_keras.inspect.attention import KIND_TITLES
+from t2t_keras.inspect.kinds import KIND_TITLES
 
 figure, axes = plt.subplots(1, 3, figsize=(13, 0.5 * (last + 1) + 2))
 for ax, (kind, values) in zip(axes, entropy.items()):

@@ -1,7 +1,7 @@
 """The Keras backends the model runs on, and the packages each needs.
 
 The layers, the `Transformer`, the language models, the loss, the schedule and the greedy and beam searches
-(`decoding/greedy.py`, `decoding/beam_search.py`) run on TensorFlow, JAX and PyTorch; Keras picks the backend
+(`decoding/greedy.py`, `decoding/beams.py`) run on TensorFlow, JAX and PyTorch; Keras picks the backend
 once, from `KERAS_BACKEND` or `keras.json`, when it is first imported. The rest of the package (data pipeline,
 `t2t-keras train`, batching strings through the searches, export and serving) is TensorFlow's. `import
 t2t_keras` checks that the chosen backend is installed, so a missing one is named with its install command

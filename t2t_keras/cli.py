@@ -107,10 +107,7 @@ def cmd_evaluate(args):
 
 
 def cmd_translate(args):
-    from t2t_keras.decoding.generator import SHORTLIST_WITH_TERMS
-    from t2t_keras.decoding.request import check_alignment_details
-    from t2t_keras.evaluation.aligned import aligned_translations
-    from t2t_keras.evaluation.terminology import print_terminology_translations
+    from t2t_keras.decoding.request import SHORTLIST_WITH_TERMS, check_alignment_details
 
     if args.runner:
         return _on_runner(args)
@@ -123,8 +120,12 @@ def cmd_translate(args):
     artifact = _open(args)
     request, lines = artifact.request(**given), _read_input(args.input)
     if args.terminology:
+        from t2t_keras.evaluation.terminology import print_terminology_translations
+
         return print_terminology_translations(artifact, lines, args.terminology, request)
     if args.alignments or args.markup:
+        from t2t_keras.evaluation.aligned import aligned_translations
+
         outputs = aligned_translations(artifact, lines, request, args.markup, args.input or "<stdin>")
     else:  # with --num-return N, a line's N translations (samples, or an n-best list) tab-separated, best first
         outputs = ["\t".join(texts) for texts in artifact.generate(lines, request).texts]
@@ -136,7 +137,7 @@ def cmd_translate(args):
 def _translate_with_quality(args, given):
     """translate --with-quality / --min-quality: TRANSLATION<TAB>QUALITY lines, or an empty line (listed in the
     side file) below --min-quality."""
-    from t2t_keras.evaluation.quality_estimate import low_quality_path, quality_outputs, write_withheld
+    from t2t_keras.evaluation.quality_lines import low_quality_path, quality_outputs, write_withheld
 
     clashing = [flag for flag, value in (("--terminology", args.terminology), ("--alignments", args.alignments),
                                          ("--markup", args.markup)) if value]
@@ -292,6 +293,15 @@ def cmd_main(args):
 COMMANDS = {name[4:].replace("_", "-"): function for name, function in globals().items() if name.startswith("cmd_")}
 
 
+def needs_tensorflow(args):
+    """Whether the command runs on TensorFlow: every one but those that read a CTranslate2 export (translate,
+    score, serve), the CPU production road, whose processes load CTranslate2 and SentencePiece alone."""
+    from t2t_keras.artifacts.opening import is_ctranslate2_export
+
+    path = getattr(args, "path", None)
+    return not (path and not getattr(args, "run_dirs", None) and is_ctranslate2_export(path))
+
+
 def main(argv=None):
     from t2t_keras.quiet_start import import_tensorflow_quietly
     from t2t_keras.switches import command_switches
@@ -301,8 +311,10 @@ def main(argv=None):
     if extra and not getattr(args, "runner", None):  # only a pipeline takes flags of its own: Beam's options
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.pipeline_flags = extra
+    tensorflow = needs_tensorflow(args)
     try:  # the commands (data, training, the searches, export, serving) run on TensorFlow
-        require_tensorflow_backend(f"t2t-keras {args.command}", requested_backend())
+        if tensorflow:
+            require_tensorflow_backend(f"t2t-keras {args.command}", requested_backend())
     except T2TError as error:
         print(f"t2t-keras {args.command}: error: {error}", file=sys.stderr)
         return 2
@@ -311,7 +323,8 @@ def main(argv=None):
     logging.getLogger("t2t_keras").setLevel(logging.INFO)
     try:
         with command_switches(args.command, vars(args)):  # before TensorFlow loads; restored when it ends
-            import_tensorflow_quietly(args.verbose)  # its start-up lines kept off the command's output
+            if tensorflow:
+                import_tensorflow_quietly(args.verbose)  # its start-up lines kept off the command's output
             return COMMANDS[args.command](args)
     except T2TError as error:  # raised for what the user gave: one line; any other error is a bug, with its traceback
         print(f"t2t-keras {args.command}: error: {error}", file=sys.stderr)

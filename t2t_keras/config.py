@@ -70,7 +70,7 @@ def check_shards(value, prefix=""):
 DECODING_PRECISIONS = ("float32", "bfloat16")  # decoding.precision (decoding.weight_precision)
 WEIGHTS_DTYPES = ("float32", "bfloat16")  # model.weights_dtype
 ALIGNMENT_ROWS = ("predicts", "reads")  # decoding.alignment_rows (decoding.alignment)
-LENGTH_PENALTIES = ("gnmt", "average", "none", "power")  # decoding.length_penalty (decoding.length_penalty)
+LENGTH_PENALTIES = ("gnmt", "average", "none", "power")  # decoding.length_penalty (decoding.length_normalization)
 # decoding.stopping: when a beam search is done with a sentence (decoding.stopping); the "transformers" rules are
 # Hugging Face generate's, by its early_stopping (False, True, "never")
 STOPPING_RULES = ("beam", "exact", "transformers", "transformers_early", "transformers_never")
@@ -429,7 +429,7 @@ class DecodingConfig:
     beam_size: int = 4
     alpha: float = 0.6  # the length penalty's exponent
     # "gnmt": ((5+|Y|)/6)^alpha (GNMT's, §6.1); "power": |Y|^alpha (Hugging Face's and fairseq's); "average": |Y|;
-    # "none" (decoding/length_penalty.py)
+    # "none" (decoding/length_normalization.py)
     length_penalty: str = "gnmt"
     max_extra_length: int = 50  # maximum output length = input length + max_extra_length (an lm: new pieces)
     # the longest output in tokens, the end id included, whatever the input's length (Hugging Face's max_new_tokens,

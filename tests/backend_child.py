@@ -30,7 +30,7 @@ def as_list(value):
 
 def searches(model, source, spec):
     """The greedy and beam searches of `source` (compiled on JAX), as lists."""
-    from t2t_keras.decoding.beam_search import beam_search
+    from t2t_keras.decoding.beams import beam_search
     from t2t_keras.decoding.greedy import greedy_decode
     from t2t_keras.decoding.jit import compiled
 
@@ -104,7 +104,7 @@ def run_checks(work):
     import t2t_keras.adapters  # noqa: F401
     import t2t_keras.build  # noqa: F401
     import t2t_keras.config  # noqa: F401
-    import t2t_keras.decoding.beam_search  # noqa: F401
+    import t2t_keras.decoding.beams  # noqa: F401
     import t2t_keras.decoding.greedy  # noqa: F401
     import t2t_keras.decoding.jit  # noqa: F401
     import t2t_keras.keras_compat  # noqa: F401

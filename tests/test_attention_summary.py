@@ -16,7 +16,8 @@ import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
 from t2t_keras.data.tokenizer import train_sentencepiece
-from t2t_keras.inspect.attention import KINDS, BatchAttention
+from t2t_keras.inspect.attention import BatchAttention
+from t2t_keras.inspect.kinds import KINDS
 from t2t_keras.inspect.summary import AttentionSummary, attention_statistics
 from tests.helpers import TestCase, long_check, random_ids, tiny_transformer, toy_pairs
 

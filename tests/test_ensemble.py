@@ -19,7 +19,7 @@ from t2t_keras.artifacts import open_artifact
 from t2t_keras.build import build_model
 from t2t_keras.config import load_config
 from t2t_keras.data.tokenizer import train_sentencepiece
-from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.beams import beam_search
 from t2t_keras.decoding.common import next_log_probs
 from t2t_keras.decoding.ensemble import Ensemble
 from t2t_keras.decoding.generator import Generator

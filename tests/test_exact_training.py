@@ -514,7 +514,7 @@ class MixedBfloat16ExportTest(TestCase):
     def test_fresh_process_export_gives_the_in_process_tokens(self):
         from t2t_keras.data.tokenizer import Tokenizer
         from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE
-        from t2t_keras.decoding.beam_search import beam_search
+        from t2t_keras.decoding.beams import beam_search
         from t2t_keras.decoding.generator import Generator
         from t2t_keras.decoding.greedy import greedy_decode
         from t2t_keras.export.saved_model import export_run

@@ -14,9 +14,10 @@ import tensorflow as tf
 from t2t_keras.config import load_config
 from t2t_keras.data.tokenizer import train_sentencepiece
 from t2t_keras.errors import T2TError
-from t2t_keras.inspect.attention import KINDS, AttentionMaps, extract_attention
+from t2t_keras.inspect.attention import AttentionMaps, extract_attention
 from t2t_keras.inspect.html_view import render_html
 from t2t_keras.inspect.inspect_run import image_name, inspect_run
+from t2t_keras.inspect.kinds import KINDS
 from t2t_keras.model import build_transformer
 from t2t_keras.runs import RunDirectory
 from tests.helpers import TestCase, toy_pairs

@@ -27,7 +27,8 @@ from t2t_keras.decoding.quality_model import (
 )
 from t2t_keras.decoding.request import Generation, GenerationRequest
 from t2t_keras.errors import DataError, T2TError
-from t2t_keras.evaluation.quality_estimate import quality_outputs, ranking
+from t2t_keras.evaluation.quality_estimate import ranking
+from t2t_keras.evaluation.quality_lines import quality_outputs
 from t2t_keras.serving import rest_api
 from t2t_keras.special_ids import SpecialIds
 from tests.helpers import cli_in_process, long_check

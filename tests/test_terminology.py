@@ -16,7 +16,7 @@ import tensorflow as tf
 from t2t_keras.artifacts.saved_model import SavedModelArtifact
 from t2t_keras.data.terminology import Terminology
 from t2t_keras.data.tokenizer import train_sentencepiece
-from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.beams import beam_search
 from t2t_keras.decoding.constrained import constrained_beam_search
 from t2t_keras.decoding.constraint_rows import constraint_batch
 from t2t_keras.decoding.forced import token_nll

@@ -41,7 +41,7 @@ def searches():
     """`compiled`, beam search and greedy search: the one search's, or the neutral copies of 7f08199 and before."""
     try:
         from t2t_keras.decoding import jit
-        from t2t_keras.decoding.beam_search import beam_search
+        from t2t_keras.decoding.beams import beam_search
         from t2t_keras.decoding.greedy import greedy_decode
 
         return jit.compiled, beam_search, greedy_decode

@@ -25,12 +25,11 @@ import numpy as np
 import tqdm
 
 from t2t_keras.decoding.batch_shapes import plan_batches
-from t2t_keras.decoding.forced import Score
 from t2t_keras.decoding.mbr import check_candidates, with_mbr
 from t2t_keras.decoding.parameters import check_beam_size
 from t2t_keras.decoding.quality_features import EXPECTED_UTILITY
 from t2t_keras.decoding.quality_model import choose_model, no_quality_estimate
-from t2t_keras.decoding.request import QUALITY, check_accepted, joined, wants_quality
+from t2t_keras.decoding.request import QUALITY, Score, check_accepted, joined, wants_quality
 from t2t_keras.errors import T2TError, check_applicable
 
 # How the kinds' `describe` names them.
@@ -86,7 +85,7 @@ class Artifact:
         return {"max_length": self.max_length}
 
     def score(self, pairs, batch_tokens=4096, progress=None):
-        """The `decoding.forced.Score` of each pair, in input order; batches group pairs of similar length.
+        """The `decoding.request.Score` of each pair, in input order; batches group pairs of similar length.
 
         Args:
             pairs: with `source`, `target`, `source_pieces` and `target_pieces` (`evaluation.scoring.ScorePair`).

@@ -48,7 +48,7 @@ from t2t_keras.decoding.quality_features import WITHOUT_DISTRIBUTIONS, features_
 from t2t_keras.decoding.quality_model import QUALITY_ESTIMATE_FILE, read_quality_models
 from t2t_keras.decoding.request import LANGUAGES, QUALITY, Generation, GenerationRequest, check_lines
 from t2t_keras.errors import T2TError
-from t2t_keras.export.ctranslate2_export import METADATA_FILE, PRETRAINED_TOKENIZER_FILE, TOKENIZER_FILE
+from t2t_keras.export.ctranslate2_files import METADATA_FILE, PRETRAINED_TOKENIZER_FILE, TOKENIZER_FILE
 from t2t_keras.switches.decisions import Decisions
 
 ACCEPTS = frozenset({"beam_size", "alpha", "max_extra_length", "num_return", "temperature", "top_k", "top_p", "seed"})

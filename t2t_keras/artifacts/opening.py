@@ -1,10 +1,14 @@
-"""`open_artifact`: the kind of what is at a path, opened once with the options that kind takes."""
+"""`open_artifact`: the kind of what is at a path, opened once with the options that kind takes.
+
+Each kind's module is imported when a path of that kind is opened: a CTranslate2 directory opens without
+TensorFlow or Keras in the process (`artifacts.ctranslate2`), a run or a SavedModel with them.
+"""
 
 import pathlib
 
+from t2t_keras import config_paths
 from t2t_keras.artifacts.base import check_options
 from t2t_keras.errors import T2TError
-from t2t_keras.runs import open_run
 
 CTRANSLATE2_MODEL = "model.bin"  # what a CTranslate2 model directory holds
 LITERT_SUFFIX = ".tflite"  # a LiteRT export is one file
@@ -21,17 +25,28 @@ def open_artifact(path, model=None, ensemble=(), precision=None, shards=None, sh
     Raises:
         T2TError: `path` is none of them, or an option does not apply to its kind.
     """
-    run = open_run(path)
-    if run.exists():
+    if is_run_directory(path):
         from t2t_keras.artifacts.run import RunArtifact
+        from t2t_keras.runs import open_run
 
         _limit_tensorflow_threads(threads)
 
-        return RunArtifact(run, model or "auto", ensemble, precision, shards, shortlist, **options)
+        return RunArtifact(open_run(path), model or "auto", ensemble, precision, shards, shortlist, **options)
     check_options(f"{path}, an export: its search and weights were chosen when it was written", (),
                   model=model, ensemble=list(ensemble) or None, precision=precision, shards=shards,
                   shortlist=shortlist or None)
     return _open_export(pathlib.Path(path), batch_size, threads)
+
+
+def is_ctranslate2_export(path):
+    """Whether `path` is a CTranslate2 model directory (it holds CTranslate2's model.bin)."""
+    return (pathlib.Path(path) / CTRANSLATE2_MODEL).exists()
+
+
+def is_run_directory(path):
+    """Whether `path` (a path, or a `runs.RunDirectory`) is a run directory: it holds the run's config.yaml."""
+    config = getattr(path, "config_path", None) or pathlib.Path(path) / config_paths.RUN_CONFIG_FILE
+    return config.exists()
 
 
 def _open_export(path, batch_size, threads):
@@ -39,7 +54,7 @@ def _open_export(path, batch_size, threads):
         from t2t_keras.artifacts.litert import LiteRTArtifact
 
         return LiteRTArtifact(path, threads)
-    if (path / CTRANSLATE2_MODEL).exists():
+    if is_ctranslate2_export(path):
         from t2t_keras.artifacts.ctranslate2 import CTranslate2Artifact
 
         return CTranslate2Artifact(path, batch_size=batch_size, threads=threads)

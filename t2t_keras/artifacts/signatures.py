@@ -2,15 +2,17 @@
 
     {"translate": {"inputs": {"inputs": {"dtype": "DT_STRING", "tensor_shape": {"dim": [{"size": "-1"}],
      "unknown_rank": false}}, ...}, "outputs": {...}, "method_name": "tensorflow/serving/predict"}}
-"""
 
-from tensorflow.core.framework import types_pb2
+Describing one (`described`) needs no TensorFlow: the CTranslate2 artifact does it in a process without it.
+"""
 
 METHOD_NAME = "tensorflow/serving/predict"
 
 
 def signature_defs(saved_model):
     """A SavedModel's signatures: inputs and outputs with dtype and shape."""
+    from tensorflow.core.framework import types_pb2
+
     return {
         name: {"inputs": {key: _info(types_pb2.DataType.Name(spec.dtype.as_datatype_enum), spec.shape)
                           for key, spec in sorted(function.structured_input_signature[1].items())},

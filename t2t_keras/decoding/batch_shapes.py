@@ -1,11 +1,12 @@
 """Batch shapes for compiled searches: few distinct shapes, so XLA compiles few programs.
 
 Widths are rounded up to a multiple of `LENGTH_MULTIPLE` and row counts to a
-power of two; the extra rows repeat a real one and are dropped afterwards.
+power of two; the extra rows repeat a real one and are dropped afterwards. The plans (`plan_batches`,
+`pad_batch`) are NumPy's, for every artifact, the CTranslate2 one without TensorFlow; the graph's helpers import
+TensorFlow when called.
 """
 
 import numpy as np
-import tensorflow as tf
 
 from t2t_keras.special_ids import PAD_ID
 
@@ -24,6 +25,8 @@ def pad_rows_to_power_of_two(items):
 
 def power_of_two_rows_tensor(rows):
     """`power_of_two_rows` in the graph: the smallest power of two >= `rows` (an int32 scalar >= 1)."""
+    import tensorflow as tf
+
     below = rows - 1
     for shift in (1, 2, 4, 8, 16):  # every bit below the highest set: below + 1 is the power of two
         below = tf.bitwise.bitwise_or(below, tf.bitwise.right_shift(below, shift))
@@ -34,6 +37,7 @@ def in_power_of_two_rows(search):
     """`search(source, *args)` run on `source`'s rows padded to a power of two (repeating its first row, inside
     the graph), its outputs (the batch on axis 0) cut back to the real rows: a compiled search sees few shapes.
     `source` needs at least one row."""
+    import tensorflow as tf
 
     def run(source, *args):
         rows = tf.shape(source)[0]

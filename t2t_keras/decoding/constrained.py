@@ -48,7 +48,7 @@ import tensorflow as tf
 
 from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import common
-from t2t_keras.decoding.beam_search import BeamRule, Choice, beam_search, top_candidates
+from t2t_keras.decoding.beams import BeamRule, Choice, beam_search, top_candidates
 from t2t_keras.decoding.request import DEFAULTS
 
 

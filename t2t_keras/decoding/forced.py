@@ -6,9 +6,8 @@ masked or renormalised, so a sum equals the log-probability beam search and
 greedy search give the same tokens (`beam_search(...)["log_probs"]`). The ids are the model's own
 (`special_ids`), and a multilingual model's target starts with its language code, as its Hugging Face
 tokenizer makes labels (`layout`): that code's log-probability counts here, where a search forces it with 0.
+What an artifact's `score` gives back is `request.Score`.
 """
-
-import dataclasses
 
 import tensorflow as tf
 
@@ -16,18 +15,6 @@ from t2t_keras.decoding.layout import Layout
 from t2t_keras.special_ids import SpecialIds
 
 DEFAULT_IDS = SpecialIds()
-
-
-@dataclasses.dataclass(frozen=True)
-class Score:
-    """Negative log-likelihood of one translation: `nll` in nats, over `len(token_nll)` tokens (EOS included)."""
-
-    nll: float
-    token_nll: list
-
-    @property
-    def nll_per_token(self):
-        return self.nll / len(self.token_nll)
 
 
 def token_nll(model, source, target_in, target_out):

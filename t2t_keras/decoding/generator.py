@@ -31,7 +31,7 @@ from t2t_keras.decoding.aligner import Aligner
 from t2t_keras.decoding.batch_shapes import LENGTH_MULTIPLE, pad_batch, plan_batches
 from t2t_keras.decoding.layout import is_multilingual, layout_of, source_pieces
 from t2t_keras.decoding.prompting import continue_prompts
-from t2t_keras.decoding.request import LANGUAGES, Generation, check_lines, joined
+from t2t_keras.decoding.request import LANGUAGES, SHORTLIST_WITH_TERMS, Generation, check_lines, joined
 from t2t_keras.decoding.searches import request_options, search
 from t2t_keras.decoding.sharding import choose_shards, compiled_search
 from t2t_keras.decoding.shortlist import ShortlistTable
@@ -51,7 +51,6 @@ SAMPLING = frozenset({"temperature", "top_k", "top_p", "epsilon", "seed"})  # `d
 ACCEPTS = {SOURCE: SEARCH | ALIGNMENT | SAMPLING | {"num_return", "constraints"},
            PROMPT: SEARCH | SAMPLING}
 
-SHORTLIST_WITH_TERMS = "A vocabulary shortlist does not apply to a search with terms: translate without it."
 
 
 class Generator:

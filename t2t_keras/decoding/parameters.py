@@ -9,6 +9,7 @@ for callers that reach it without Python.
 import math
 import numbers
 
+from t2t_keras.config import STOPPING_RULES
 from t2t_keras.errors import T2TError
 
 INT32_MAX = 2**31 - 1
@@ -25,6 +26,13 @@ def check_integer(name, value, low=1, high=INT32_MAX, high_name=None):
         upper = f"{high_name}={high}" if high_name else str(high)
         raise DecodingParameterError(f"{name} must be an integer in [{low}, {upper}]. Received: {name}={value!r}")
     return int(value)
+
+
+def check_stopping(rule):
+    """`rule` if it is one of `STOPPING_RULES`, else ValueError naming them."""
+    if rule not in STOPPING_RULES:
+        raise ValueError(f"stopping must be one of {STOPPING_RULES}. Received: stopping={rule!r}")
+    return rule
 
 
 def check_beam_size(beam_size, max_beam_size=INT32_MAX):

@@ -13,11 +13,11 @@ the output distributions at every position, EOS included, come
 and, where the translation came from MBR decoding, `expected_utility` (its score there). The same function
 runs on a run's model (`artifacts.run`) and inside a SavedModel's `translate` signature (`export`), so the two
 estimate alike; CTranslate2's `score_batch` gives the token log-probabilities but no distributions, so its
-estimate uses the features without `mean_entropy` (`features_from_token_log_probs`).
+estimate uses the features without `mean_entropy` (`features_from_token_log_probs`, NumPy's: the CTranslate2
+artifact runs without TensorFlow, which the functions of a model's logits import when called).
 """
 
 import numpy as np
-import tensorflow as tf
 
 FEATURES = ("mean_log_prob", "min_log_prob", "mean_entropy", "length_ratio", "source_unknown", "target_unknown")
 EXPECTED_UTILITY = "expected_utility"  # MBR decoding's score of the chosen candidate
@@ -35,6 +35,8 @@ def forced_features(model, source, target_in, target_out, source_extra=1, target
         source_extra: ids around the source pieces in a row (EOS, a language code); target_extra: ids besides
             the pieces in `target_out` (EOS, a forced language code).
     """
+    import tensorflow as tf
+
     logits = model((source, target_in), training=False)  # float32 (batch, target_len, vocab)
     log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
     return features_from_log_probs(log_probs, source, target_out, model.special_ids, source_extra, target_extra)
@@ -42,6 +44,8 @@ def forced_features(model, source, target_in, target_out, source_extra=1, target
 
 def features_from_log_probs(log_probs, source, target_out, ids, source_extra=1, target_extra=1):
     """`forced_features` from the log-probabilities `(batch, target_len, vocab)` of the output distributions."""
+    import tensorflow as tf
+
     target_out = tf.cast(target_out, tf.int32)
     mask = tf.cast(tf.not_equal(target_out, ids.pad), tf.float32)  # (batch, target_len)
     count = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
@@ -79,4 +83,6 @@ def feature_rows(matrix, names=FEATURES, utilities=None):
 
 
 def _count(ids, wanted):
+    import tensorflow as tf
+
     return tf.reduce_sum(tf.cast(tf.equal(ids, wanted), tf.float32), axis=1)

@@ -20,8 +20,7 @@ import dataclasses
 import math
 from typing import NamedTuple, Optional
 
-from t2t_keras.config import ALIGNMENT_ROWS, DecodingConfig
-from t2t_keras.decoding.length_penalty import LENGTH_PENALTIES
+from t2t_keras.config import ALIGNMENT_ROWS, LENGTH_PENALTIES, DecodingConfig
 from t2t_keras.decoding.mbr import DEFAULT_CANDIDATES, DEFAULT_SOURCE, check_mbr_fields
 from t2t_keras.decoding.parameters import (
     DecodingParameterError,
@@ -32,10 +31,11 @@ from t2t_keras.decoding.parameters import (
     check_max_extra_length,
     check_num_return,
     check_samples,
+    check_stopping,
 )
-from t2t_keras.decoding.stopping import check_stopping
 from t2t_keras.errors import T2TError, check_applicable
 
+SHORTLIST_WITH_TERMS = "A vocabulary shortlist does not apply to a search with terms: translate without it."
 # The fields a search's shape depends on (the others choose numbers inside one search, or what is read after).
 SEARCH_FIELDS = ("beam_size", "alpha", "length_penalty", "max_extra_length", "stopping", "max_output_length",
                  "end_at_limit", "num_return", "temperature", "top_k", "top_p", "epsilon", "seed")
@@ -158,6 +158,19 @@ class Generation(NamedTuple):
     def best(self):
         """The best text of each line."""
         return [texts[0] for texts in self.texts]
+
+
+@dataclasses.dataclass(frozen=True)
+class Score:
+    """What `score` answers per pair (forced decoding, `decoding.forced`): the negative log-likelihood of one
+    translation, `nll` in nats, over `len(token_nll)` tokens (EOS included)."""
+
+    nll: float
+    token_nll: list
+
+    @property
+    def nll_per_token(self):
+        return self.nll / len(self.token_nll)
 
 
 def empty_generation(count, num_return):

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from keras import ops
 
-from t2t_keras.decoding.beam_search import beam_search
+from t2t_keras.decoding.beams import beam_search
 from t2t_keras.decoding.greedy import greedy_decode
 from t2t_keras.decoding.request import DEFAULTS
 

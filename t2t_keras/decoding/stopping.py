@@ -25,12 +25,10 @@ stops a sentence at its length limit. Before that:
   current length otherwise), does not beat the worst finished one. With the `"power"` length penalty these give
   the hypotheses `generate(num_beams=...)` gives.
 
-Written in `keras.ops`, as the beam search's step (`beam_search.py`) that calls it on every backend.
+Written in `keras.ops`, as the beam search's step (`beams.py`) that calls it on every backend.
 """
 
 from keras import ops
-
-from t2t_keras.config import STOPPING_RULES
 
 PATIENCE = 2  # the "beam" rule: a sentence is done once PATIENCE * beam_size hypotheses have finished
 
@@ -38,13 +36,6 @@ PATIENCE = 2  # the "beam" rule: a sentence is done once PATIENCE * beam_size hy
 def finished_enough(beam_size):
     """How many finished hypotheses settle a sentence under the "beam" rule."""
     return PATIENCE * beam_size
-
-
-def check_stopping(rule):
-    """`rule` if it is one of `STOPPING_RULES`, else ValueError naming them."""
-    if rule not in STOPPING_RULES:
-        raise ValueError(f"stopping must be one of {STOPPING_RULES}. Received: stopping={rule!r}")
-    return rule
 
 
 def settled(rule, finished_count, finished_scores, best_alive_log_prob, step, limits, scoring, num_return):

@@ -47,16 +47,18 @@ from t2t_keras.decoding.request import DEFAULTS, GenerationRequest
 from t2t_keras.decoding.shortlist import PADDING
 from t2t_keras.errors import T2TError
 from t2t_keras.export.ctranslate2_converter import TransformerConverter
+from t2t_keras.export.ctranslate2_files import (
+    METADATA_FILE,
+    PRETRAINED_TOKENIZER_FILE,
+    TOKENIZER_FILE,
+    VMAP_FILE,
+)
 from t2t_keras.files import check_can_write, staged_directory, write_text_atomic
 from t2t_keras.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 logger = logging.getLogger(__name__)
 
 QUANTIZATIONS = ("float32", "int8_float32", "int8")
-METADATA_FILE = "t2t_keras.json"
-VMAP_FILE = "vmap.txt"  # the name CTranslate2 loads its vocabulary map from
-TOKENIZER_FILE = "tokenizer.model"
-PRETRAINED_TOKENIZER_FILE = "tokenizer.zip"  # an imported checkpoint's tokenizer archive
 SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>"}
 CTRANSLATE2_TOKENS = {"unk_token": "unk", "bos_token": "bos", "eos_token": "eos",
                       "decoder_start_token": "decoder_start"}

@@ -23,7 +23,7 @@ a batch of N > 1 then comes back as one string and the next read crashes.
 With one sentence the shape is always right. (Not a scalar: the LiteRT
 Python binding copies a 0-d string array's raw bytes, not its string.)
 
-The search is the SavedModel's (`decoding.greedy`, `decoding.beam_search`
+The search is the SavedModel's (`decoding.greedy`, `decoding.beams`
 over the preallocated key/value cache, `prepare_source` for the input), so
 the tokens are the same. What makes it convert to builtin ops only:
 

@@ -19,17 +19,11 @@ import tensorflow as tf
 from t2t_keras.decoding import greedy_decode
 from t2t_keras.decoding.layout import layout_of, source_pieces, target_pieces
 from t2t_keras.decoding.request import DEFAULTS
+from t2t_keras.inspect.kinds import KINDS
 from t2t_keras.special_ids import SpecialIds
 
 DEFAULT_IDS = SpecialIds()
 
-# The three kinds of attention of §3.2.3, in the order they are shown.
-KINDS = ("encoder", "decoder_self", "cross")
-KIND_TITLES = {
-    "encoder": "encoder self-attention",
-    "decoder_self": "decoder self-attention",
-    "cross": "encoder-decoder attention",
-}
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ import math
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from t2t_keras.inspect.attention import KIND_TITLES, KINDS
+from t2t_keras.inspect.kinds import KIND_TITLES, KINDS
 
 INCHES_PER_TOKEN = 0.17  # side of one heatmap cell
 MIN_MAP_INCHES = 1.0

@@ -14,8 +14,8 @@ import json
 
 import numpy as np
 
-from t2t_keras.inspect.attention import KIND_TITLES, KINDS
 from t2t_keras.inspect.heads import HEAD_COLORS
+from t2t_keras.inspect.kinds import KIND_TITLES, KINDS
 
 DECIMALS = 4  # weights are stored rounded: the page stays small and the lines look the same
 

@@ -22,9 +22,10 @@ import tensorflow as tf
 
 from t2t_keras.config import TrainingConfig
 from t2t_keras.data import sources
-from t2t_keras.inspect.attention import KIND_TITLES, KINDS, extract_batch
+from t2t_keras.inspect.attention import extract_batch
 from t2t_keras.inspect.heads import entropy
 from t2t_keras.inspect.heatmaps import figure_png, head_grid_figure, layer_title
+from t2t_keras.inspect.kinds import KIND_TITLES, KINDS
 from t2t_keras.runs import open_run
 
 PROBE_EXTRA_LENGTH = TrainingConfig.attention_max_extra_length  # the probes' output limit: input length + this

@@ -33,9 +33,8 @@ import dataclasses
 import threading
 
 from t2t_keras.errors import T2TError
-from t2t_keras.inspect.attention import KINDS, extract_attention
 from t2t_keras.inspect.html_view import page_data
-from t2t_keras.runs import load_export
+from t2t_keras.inspect.kinds import KINDS
 from t2t_keras.serving.rest_api import BadRequest, Limits, parse_json_body
 
 DEFAULT_KINDS = ("cross",)
@@ -109,6 +108,8 @@ class AttentionModel:
         """`AttentionMaps` of each sentence against its target text (call from the model thread)."""
         if any(target is None for target in targets):
             raise ValueError("Every sentence needs its target text: translate the others first.")
+        from t2t_keras.inspect.attention import extract_attention  # TensorFlow's: only where a model serves maps
+
         model, tokenizer = self._load()
         _check_lengths(model.max_length, tokenizer, sentences, "inputs")
         _check_lengths(model.max_length, tokenizer, targets, "targets")
@@ -121,6 +122,8 @@ class AttentionModel:
                     raise AttentionUnavailable("This server cannot show attention: it serves no SavedModel "
                                                "export with a Keras model in assets.extra/.")
                 try:  # the loader of `t2t-keras inspect --saved-model`, which reads the same files
+                    from t2t_keras.runs import load_export  # TensorFlow's, as the maps
+
                     self._loaded = load_export(self.export_dir)
                 except T2TError as error:
                     raise AttentionUnavailable(f"This server cannot show attention: {error}") from None

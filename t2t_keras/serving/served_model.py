@@ -30,8 +30,8 @@ import os
 import typing
 
 from t2t_keras.artifacts import open_artifact
+from t2t_keras.artifacts.opening import is_run_directory
 from t2t_keras.errors import T2TError
-from t2t_keras.runs import open_run
 from t2t_keras.serving.batcher import RequestBatcher
 from t2t_keras.serving.lifecycle import Lifecycle
 from t2t_keras.serving.metrics import ServingMetrics
@@ -155,7 +155,7 @@ def check_servable_path(path):
     """Refuses a missing path or a run directory before anything is opened or listens: a server serves an export."""
     if not os.path.exists(path):
         raise T2TError(f"{path} does not exist: give the directory or file `t2t-keras export --out` wrote.")
-    if open_run(path).exists():
+    if is_run_directory(path):
         raise T2TError(f"{path} is a run directory: serve its export (t2t-keras export --run-dir {path} --out DIR).")
 
 

@@ -54,8 +54,8 @@ requests that need the model get 503 with `Retry-After`.
 """
 
 import logging
+import sys
 
-import tensorflow as tf
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -284,7 +284,7 @@ class _Handlers:
             else:
                 result = Generation(**await self.batcher.submit(parsed.sentences,
                                                                 Pinned(version, generation_request), arrival))
-        except (T2TError, tf.errors.InvalidArgumentError) as error:
+        except bad_request_errors() as error:
             return _error(str(error), 400)
         except UNAVAILABLE:
             raise
@@ -376,11 +376,18 @@ def _signature(path):
     return "attention" if path.endswith("attention") else "serving_default"
 
 
+def bad_request_errors():
+    """The errors answered 400: ours, and TensorFlow's InvalidArgumentError (a SavedModel's own range checks) where
+    a model has loaded TensorFlow; a CTranslate2 export is served without it."""
+    tf = sys.modules.get("tensorflow")
+    return (T2TError,) if tf is None else (T2TError, tf.errors.InvalidArgumentError)
+
+
 def _attention_failure(error):
     """`(message, HTTP status)` for an error of the attention endpoints."""
     if isinstance(error, attention_api.AttentionUnavailable):
         return str(error), 501
-    if isinstance(error, (T2TError, tf.errors.InvalidArgumentError)):
+    if isinstance(error, bad_request_errors()):
         return str(error), 400
     logger.error("Attention failed.", exc_info=error)
     return f"Attention failed: {error}", 500

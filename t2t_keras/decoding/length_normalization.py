@@ -12,7 +12,7 @@ A finished hypothesis Y is ranked by `log P(Y) / lp(Y)` with
 |Y| counts the generated tokens including the final EOS (and a forced first token, such as NLLB's target
 language), not the decoder's start id: Hugging Face's `cur_len + 1 - decoder_prompt_len`, fairseq's `step + 1`.
 
-Written in `keras.ops`, as the beam search's step (`beam_search.py`) that calls it on every backend.
+Written in `keras.ops`, as the beam search's step (`beams.py`) that calls it on every backend.
 """
 
 from keras import ops

@@ -43,11 +43,11 @@ from keras import ops
 
 from t2t_keras.config import DecodingConfig
 from t2t_keras.decoding import common
-from t2t_keras.decoding.length_penalty import check_length_penalty, normalized_score
+from t2t_keras.decoding.length_normalization import check_length_penalty, normalized_score
 from t2t_keras.decoding.loops import search_loop
-from t2t_keras.decoding.parameters import check_beam_size, check_num_return
+from t2t_keras.decoding.parameters import check_beam_size, check_num_return, check_stopping
 from t2t_keras.decoding.request import DEFAULTS
-from t2t_keras.decoding.stopping import check_stopping, settled
+from t2t_keras.decoding.stopping import settled
 
 
 class Choice(NamedTuple):
