@@ -295,9 +295,20 @@ COMMANDS = {name[4:].replace("_", "-"): function for name, function in globals()
 
 def needs_tensorflow(args):
     """Whether the command runs on TensorFlow: every one but those that read a CTranslate2 export (translate,
-    score, serve), the CPU production road, whose processes load CTranslate2 and SentencePiece alone."""
+    score, serve; serve --model-base-path whose versions are all CTranslate2 exports), the CPU production road,
+    whose processes load CTranslate2 and SentencePiece alone. (A SavedModel version that comes later imports
+    TensorFlow when it is loaded.)"""
     from t2t_keras.artifacts.opening import is_ctranslate2_export
 
+    base_path = getattr(args, "model_base_path", None)
+    if base_path:
+        from t2t_keras.switches import version_directories
+
+        try:
+            versions = version_directories(base_path)
+        except OSError:  # not a directory: the command says so
+            versions = {}
+        return not versions or not all(is_ctranslate2_export(path) for path in versions.values())
     path = getattr(args, "path", None)
     return not (path and not getattr(args, "run_dirs", None) and is_ctranslate2_export(path))
 

@@ -72,13 +72,23 @@ class CommandsTest(unittest.TestCase):
                                             "--target", self.target)
 
     def test_serve(self):
+        self.assert_serves("--ctranslate2", self.roads.ctranslate2)
+
+    def test_serve_versions(self):
+        """TF Serving's layout, every version a CTranslate2 export: a fleet's server."""
+        import shutil
+
+        base = pathlib.Path(self.tmp.name) / "models"
+        shutil.copytree(self.roads.ctranslate2, base / "1")
+        self.assert_serves("--model-base-path", base, "--file-system-poll-wait-seconds", 0.1)
+
+    def assert_serves(self, *args):
         import httpx
 
         from tests.test_server import end_process, port_from_log, wait_until_ready
 
-        process = subprocess.Popen([sys.executable, "-m", "t2t_keras", "serve", "--ctranslate2", self.roads.ctranslate2,
-                                    "--port", "0"], stderr=subprocess.PIPE, text=True, env=refusing_environment(),
-                                   cwd=REPO)
+        process = subprocess.Popen([sys.executable, "-m", "t2t_keras", "serve", *map(str, args), "--port", "0"],
+                                   stderr=subprocess.PIPE, text=True, env=refusing_environment(), cwd=REPO)
         try:
             base_url = f"http://127.0.0.1:{port_from_log(process)}"
             wait_until_ready(base_url)
