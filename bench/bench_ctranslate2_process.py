@@ -33,6 +33,7 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.test_server's reading of a server's port
 PEAK = """
 def _peak():
     import re, sys
@@ -81,18 +82,13 @@ def served(checkout, export, lines):
     """`(seconds to the first answer, resident MB then, translations)` of `t2t-keras serve --ctranslate2`."""
     import httpx
 
+    from tests.test_server import port_from_log
+
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "t2t_keras", "serve", "--ctranslate2", str(export), "--port",
                                 "0"], stderr=subprocess.PIPE, text=True, cwd=checkout, env=child_env(checkout))
     try:
-        port = None
-        while port is None:
-            line = process.stderr.readline()
-            if not line and process.poll() is not None:
-                raise RuntimeError("the server did not start")
-            match = re.search(r"Uvicorn running on http://127\.0\.0\.1:(\d+)", line)
-            port = int(match.group(1)) if match else None
-        url = f"http://127.0.0.1:{port}/v1/models/default:predict"
+        url = f"http://127.0.0.1:{port_from_log(process)}/v1/models/default:predict"
         while True:
             answer = httpx.post(url, json={"instances": lines}, timeout=120)
             if answer.status_code == 200:

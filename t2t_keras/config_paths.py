@@ -25,6 +25,13 @@ PATH_KEYS = ("train_files", "dev_files", "test_files")
 RUN_CONFIG_FILE = "config.yaml"
 
 
+def is_run_directory(path):
+    """Whether `path` (a path, or a `runs.RunDirectory`) is a run directory: it holds the run's config.yaml. (An
+    export is not; read before TensorFlow loads, by the switches, `open_artifact` and the server.)"""
+    config = getattr(path, "config_path", None) or os.path.join(path, RUN_CONFIG_FILE)
+    return os.path.exists(config)
+
+
 def map_paths(data, change):
     """A copy of the data section `data` (a dict) with every file path it names replaced by `change(path)`."""
     data = dict(data)

@@ -6,8 +6,8 @@ TensorFlow or Keras in the process (`artifacts.ctranslate2`), a run or a SavedMo
 
 import pathlib
 
-from t2t_keras import config_paths
 from t2t_keras.artifacts.base import check_options
+from t2t_keras.config_paths import is_run_directory
 from t2t_keras.errors import T2TError
 
 CTRANSLATE2_MODEL = "model.bin"  # what a CTranslate2 model directory holds
@@ -41,12 +41,6 @@ def open_artifact(path, model=None, ensemble=(), precision=None, shards=None, sh
 def is_ctranslate2_export(path):
     """Whether `path` is a CTranslate2 model directory (it holds CTranslate2's model.bin)."""
     return (pathlib.Path(path) / CTRANSLATE2_MODEL).exists()
-
-
-def is_run_directory(path):
-    """Whether `path` (a path, or a `runs.RunDirectory`) is a run directory: it holds the run's config.yaml."""
-    config = getattr(path, "config_path", None) or pathlib.Path(path) / config_paths.RUN_CONFIG_FILE
-    return config.exists()
 
 
 def _open_export(path, batch_size, threads):

@@ -30,7 +30,7 @@ import os
 import typing
 
 from t2t_keras.artifacts import open_artifact
-from t2t_keras.artifacts.opening import is_run_directory
+from t2t_keras.config_paths import is_run_directory
 from t2t_keras.errors import T2TError
 from t2t_keras.serving.batcher import RequestBatcher
 from t2t_keras.serving.lifecycle import Lifecycle

@@ -26,7 +26,7 @@ import logging
 import os
 import pathlib
 
-from t2t_keras.config_paths import RUN_CONFIG_FILE
+from t2t_keras.config_paths import is_run_directory
 from t2t_keras.switches import kernels, threads, xla
 from t2t_keras.switches.decisions import Decisions
 
@@ -49,7 +49,7 @@ def choose(command, options, environ=None, modules=None, decisions=None):
     if options.get("model_base_path") is not None:
         kernels.choose_allocator(True, environ, modules, decisions)
     path = options.get("path") or newest_version(options.get("model_base_path"))
-    if path is not None and not (pathlib.Path(path) / RUN_CONFIG_FILE).exists():  # an export
+    if path is not None and not is_run_directory(path):  # an export
         kernels.choose_onednn(path, environ, modules, decisions)
         threads.choose_intra_op_threads(path, environ, modules, decisions=decisions)
     elif command in DECODING_COMMANDS and not options.get("litert"):
